@@ -1,0 +1,400 @@
+//! The command line: `groundwork [--db PATH] <command>`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::AppConfig;
+use crate::embed::{self, EmbedOverrides, EmbedderSpec};
+use crate::paths::{self, Env};
+use crate::pipeline::{self, Outcome};
+use crate::store::{Store, StoreError, format};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "groundwork",
+    version,
+    about = "A terminal workbench for grounded research over haiku.rag knowledge bases"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags accepted before or after the subcommand.
+#[derive(Debug, Clone, Args, Default)]
+pub struct GlobalArgs {
+    /// Database location (a directory, or s3://, gs://, az://, db:// with the `cloud` feature).
+    /// Default: $HAIKU_RAG_DB, else <data dir>/haiku.rag.lancedb.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub db: Option<String>,
+    /// OpenAI-compatible embeddings endpoint, e.g. http://127.0.0.1:11434/v1
+    /// (env GROUNDWORK_EMBED_URL). Overrides the embedder recorded in the database.
+    #[arg(long, global = true, value_name = "URL")]
+    pub embed_url: Option<String>,
+    /// Embedding model name at --embed-url (env GROUNDWORK_EMBED_MODEL).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub embed_model: Option<String>,
+    /// Embedding dimension; probed from the endpoint when omitted (env GROUNDWORK_EMBED_DIM).
+    #[arg(long, global = true, value_name = "N")]
+    pub embed_dim: Option<usize>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Add or update documents (Markdown, text, HTML, PDF; folders are walked).
+    Ingest(IngestArgs),
+    /// Hybrid search (vector + BM25, fused by RRF).
+    Search(SearchArgs),
+    /// Database path, embedder, counts and index status.
+    Info(InfoArgs),
+    /// Delete a document by id or URI.
+    Delete(DeleteArgs),
+    /// List documents.
+    List(ListArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    /// Files or folders.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    pub query: String,
+    /// Number of results (default: config search.limit, 5).
+    #[arg(long, short)]
+    pub limit: Option<usize>,
+    /// SQL WHERE clause over document_meta (id, uri, title, metadata, created_at, updated_at).
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Print the results as JSON (the SearchResult fields).
+    #[arg(long)]
+    pub json: bool,
+    /// Show raw chunks instead of context-expanded results.
+    #[arg(long)]
+    pub no_expand: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// Document id or URI.
+    pub document: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[arg(long)]
+    pub filter: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Everything a command needs from the environment.
+pub struct CmdContext {
+    pub env: Env,
+    pub config: AppConfig,
+    pub db: String,
+    pub overrides: EmbedOverrides,
+}
+
+impl CmdContext {
+    pub fn new(global: &GlobalArgs, env: Env) -> Result<Self> {
+        let config = AppConfig::load_from_env(&env)?;
+        let db = paths::resolve_db(
+            global.db.as_deref(),
+            config.storage.data_dir.as_deref(),
+            &env,
+        );
+        let overrides = EmbedOverrides::resolve(
+            global.embed_url.clone(),
+            global.embed_model.clone(),
+            global.embed_dim,
+            &env,
+        );
+        Ok(Self {
+            env,
+            config,
+            db,
+            overrides,
+        })
+    }
+
+    /// Opens the database and attaches the query embedder: the one the database records,
+    /// unless overridden.
+    pub async fn open_store(&self) -> Result<Store> {
+        let mut store = Store::open(&self.db).await?;
+        store.set_search_config(self.config.search.clone());
+        let spec = self.overrides.apply(store.embedder_spec());
+        let embedder = embed::build(&spec, &self.env)?;
+        store.set_embedder(embedder)?;
+        Ok(store)
+    }
+
+    /// The embedder a new database is built with: flags/env, else the config file.
+    pub async fn new_db_embedder(&self) -> Result<EmbedderSpec> {
+        if let Some(url) = &self.overrides.url {
+            let model = self
+                .overrides
+                .model
+                .clone()
+                .context("--embed-url needs --embed-model (or GROUNDWORK_EMBED_MODEL)")?;
+            let dim = match self.overrides.dim {
+                Some(d) => d,
+                None => embed::probe_dimension(url, &model, &self.env).await?,
+            };
+            return Ok(EmbedderSpec {
+                provider: "openai".into(),
+                name: model,
+                vector_dim: dim,
+                base_url: Some(url.clone()),
+            });
+        }
+        if let Some(spec) = &self.config.embeddings.model {
+            return Ok(spec.clone());
+        }
+        bail!(
+            "no embedder configured for a new database: pass --embed-url URL --embed-model NAME \
+             (an OpenAI-compatible /v1/embeddings endpoint), or set [embeddings.model] in {}",
+            paths::config_file(&self.env).display()
+        )
+    }
+}
+
+pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
+    let ctx = CmdContext::new(&cli.global, env)?;
+    match cli.command {
+        Command::Ingest(a) => ingest(&ctx, a).await,
+        Command::Search(a) => search(&ctx, a).await,
+        Command::Info(a) => info(&ctx, a).await,
+        Command::Delete(a) => delete(&ctx, a).await,
+        Command::List(a) => list(&ctx, a).await,
+    }
+}
+
+struct BarProgress(indicatif::ProgressBar);
+
+impl pipeline::Progress for BarProgress {
+    fn start(&self, total: usize) {
+        self.0.set_length(total as u64);
+    }
+    fn file_done(&self, f: &pipeline::FileOutcome) {
+        let name = f
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match &f.outcome {
+            Outcome::Failed { error } => self.0.println(format!("skipped {error}")),
+            Outcome::Unchanged { .. } => self.0.set_message(format!("{name} (unchanged)")),
+            _ => self.0.set_message(name),
+        }
+        self.0.inc(1);
+    }
+}
+
+async fn ingest(ctx: &CmdContext, a: IngestArgs) -> Result<ExitCode> {
+    let store = match Store::open(&ctx.db).await {
+        Ok(_) => ctx.open_store().await?,
+        Err(StoreError::NotFound { .. }) => {
+            let spec = ctx.new_db_embedder().await?;
+            let mut store = Store::create(&ctx.db, &spec).await?;
+            store.set_search_config(ctx.config.search.clone());
+            store.set_embedder(embed::build(&spec, &ctx.env)?)?;
+            eprintln!("created {} (embedder {})", ctx.db, spec.name);
+            store
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {wide_msg}")
+            .expect("static template"),
+    );
+    let started = std::time::Instant::now();
+    let report = pipeline::ingest_paths(&store, &a.paths, &BarProgress(bar.clone())).await?;
+    bar.finish_and_clear();
+    let secs = started.elapsed().as_secs_f64();
+    let added = report.count(|o| matches!(o, Outcome::Added { .. }));
+    let replaced = report.count(|o| matches!(o, Outcome::Replaced { .. }));
+    let unchanged = report.count(|o| matches!(o, Outcome::Unchanged { .. }));
+    let failed = report.failed();
+    println!(
+        "{added} added, {replaced} updated, {unchanged} unchanged, {} failed; {} chunks in {secs:.1}s",
+        failed.len(),
+        report.chunks_written()
+    );
+    for f in &failed {
+        if let Outcome::Failed { error } = &f.outcome {
+            eprintln!("failed: {error}");
+        }
+    }
+    Ok(if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+async fn search(ctx: &CmdContext, a: SearchArgs) -> Result<ExitCode> {
+    let store = ctx.open_store().await?;
+    let results = if a.no_expand {
+        store.search(&a.query, a.limit, a.filter.as_deref()).await?
+    } else {
+        store
+            .search_expanded(&a.query, a.limit, a.filter.as_deref())
+            .await?
+    };
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &results)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if results.is_empty() {
+        writeln!(out, "No results found.")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let n = results.len();
+    let blocks: Vec<String> = results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut text = format::format_for_agent(r, Some(i + 1), Some(n));
+            let doc = r
+                .document_uri
+                .as_deref()
+                .or(r.document_title.as_deref())
+                .unwrap_or("");
+            text.insert_str(0, &format!("score {:.4}  {doc}\n", r.score));
+            text
+        })
+        .collect();
+    writeln!(out, "{}", format::join_results(&blocks))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn info(ctx: &CmdContext, a: InfoArgs) -> Result<ExitCode> {
+    let store = match Store::open(&ctx.db).await {
+        Ok(s) => s,
+        Err(e) => return Err(e.into()),
+    };
+    let info = store.info().await?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &info)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    writeln!(out, "database   {}", info.uri)?;
+    if let Some(v) = &info.haiku_rag_version {
+        writeln!(out, "layout     haiku.rag {v}")?;
+    }
+    let e = &info.embedder;
+    writeln!(
+        out,
+        "embedder   {} {} ({} dims){}",
+        e.provider,
+        e.name,
+        e.vector_dim,
+        e.base_url
+            .as_deref()
+            .map(|u| format!(" at {u}"))
+            .unwrap_or_default()
+    )?;
+    writeln!(
+        out,
+        "contents   {} documents, {} chunks, {} items ({} pictures)",
+        info.documents, info.chunks, info.items, info.pictures
+    )?;
+    if info.indexes.is_empty() {
+        writeln!(out, "indexes    none")?;
+    }
+    for (i, idx) in info.indexes.iter().enumerate() {
+        let status = if idx.unindexed_rows == 0 {
+            "up to date".to_string()
+        } else {
+            format!("{} rows not indexed", idx.unindexed_rows)
+        };
+        writeln!(
+            out,
+            "{}{}.{} {} ({}): {status}",
+            if i == 0 { "indexes    " } else { "           " },
+            idx.table,
+            idx.columns.join(","),
+            idx.kind,
+            idx.name
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn delete(ctx: &CmdContext, a: DeleteArgs) -> Result<ExitCode> {
+    let store = Store::open(&ctx.db).await?;
+    let doc = match store.get_document(&a.document).await? {
+        Some(d) => Some(d),
+        None => store.find_by_uri(&a.document).await?,
+    };
+    let Some(doc) = doc else {
+        bail!("no document with id or URI '{}'", a.document);
+    };
+    store.delete_document(&doc.id).await?;
+    store.ensure_indexes().await?;
+    println!(
+        "deleted {} ({})",
+        doc.id,
+        doc.uri.or(doc.title).unwrap_or_default()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn list(ctx: &CmdContext, a: ListArgs) -> Result<ExitCode> {
+    let store = Store::open(&ctx.db).await?;
+    let docs = store.list_documents(a.filter.as_deref()).await?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &docs)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for d in docs {
+        writeln!(
+            out,
+            "{}  {}  {}",
+            d.id,
+            d.title.as_deref().unwrap_or("(untitled)"),
+            d.uri.as_deref().unwrap_or("")
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Logs go to `<data dir>/logs/groundwork.log`, never to the terminal (a TUI owns it).
+pub fn init_logging(env: &Env) -> Option<tracing_appender::non_blocking::WorkerGuard> {
+    let dir = paths::data_dir(env).join("logs");
+    std::fs::create_dir_all(&dir).ok()?;
+    let appender = tracing_appender::rolling::never(&dir, "groundwork.log");
+    let (writer, guard) = tracing_appender::non_blocking(appender);
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GROUNDWORK_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,lance=warn,lancedb=warn"));
+    tracing_subscriber::fmt()
+        .with_writer(writer)
+        .with_ansi(false)
+        .with_env_filter(filter)
+        .try_init()
+        .ok()?;
+    Some(guard)
+}

@@ -1,0 +1,135 @@
+//! Embeddings from any OpenAI-compatible `/v1/embeddings` endpoint, through async-openai.
+
+use async_openai::{
+    Client,
+    config::OpenAIConfig,
+    types::embeddings::{CreateEmbeddingRequest, EmbeddingInput},
+};
+use futures::future::BoxFuture;
+
+use super::{EmbedError, Embedder, EmbedderSpec, check_vectors};
+
+/// Texts per HTTP request; large ingests are split into batches of this size.
+const BATCH: usize = 128;
+
+pub struct OpenAiEmbedder {
+    spec: EmbedderSpec,
+    client: Client<OpenAIConfig>,
+    base_url: String,
+}
+
+impl std::fmt::Debug for OpenAiEmbedder {
+    // The client holds the API key: never print it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiEmbedder")
+            .field("spec", &self.spec)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiEmbedder {
+    /// `spec.base_url` must be set (e.g. `http://127.0.0.1:11434/v1`). `api_key` may be empty
+    /// for local servers.
+    pub fn new(spec: EmbedderSpec, api_key: Option<String>) -> Result<Self, EmbedError> {
+        let base_url = spec.base_url.clone().ok_or_else(|| EmbedError::Endpoint {
+            url: "(none)".into(),
+            message: format!(
+                "embedder '{}' has no base URL; set --embed-url or GROUNDWORK_EMBED_URL",
+                spec.name
+            ),
+        })?;
+        let base_url = base_url.trim_end_matches('/').to_string();
+        let config = OpenAIConfig::new()
+            .with_api_base(base_url.clone())
+            .with_api_key(api_key.unwrap_or_default());
+        Ok(Self {
+            spec,
+            client: Client::with_config(config),
+            base_url,
+        })
+    }
+
+    async fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let request = CreateEmbeddingRequest {
+            model: self.spec.name.clone(),
+            input: EmbeddingInput::StringArray(texts.to_vec()),
+            encoding_format: None,
+            user: None,
+            dimensions: None,
+        };
+        let response = self
+            .client
+            .embeddings()
+            .create(request)
+            .await
+            .map_err(|e| EmbedError::Endpoint {
+                url: self.base_url.clone(),
+                message: e.to_string(),
+            })?;
+        let mut data = response.data;
+        data.sort_by_key(|e| e.index);
+        let vectors: Vec<Vec<f32>> = data.into_iter().map(|e| e.embedding).collect();
+        check_vectors(&self.spec, texts.len(), &vectors)?;
+        Ok(vectors)
+    }
+}
+
+impl Embedder for OpenAiEmbedder {
+    fn spec(&self) -> &EmbedderSpec {
+        &self.spec
+    }
+
+    fn embed<'a>(
+        &'a self,
+        texts: &'a [String],
+    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(texts.len());
+            for batch in texts.chunks(BATCH) {
+                // Empty strings are rejected by some servers; embed a single space instead.
+                let batch: Vec<String> = batch
+                    .iter()
+                    .map(|t| {
+                        if t.trim().is_empty() {
+                            " ".to_string()
+                        } else {
+                            t.clone()
+                        }
+                    })
+                    .collect();
+                out.extend(self.embed_batch(&batch).await?);
+            }
+            Ok(out)
+        })
+    }
+}
+
+impl OpenAiEmbedder {
+    /// Embeds one string and returns the vector length (used to learn a model's dimension).
+    pub async fn probe(&self) -> Result<usize, EmbedError> {
+        let request = CreateEmbeddingRequest {
+            model: self.spec.name.clone(),
+            input: EmbeddingInput::StringArray(vec!["dimension probe".into()]),
+            encoding_format: None,
+            user: None,
+            dimensions: None,
+        };
+        let response = self
+            .client
+            .embeddings()
+            .create(request)
+            .await
+            .map_err(|e| EmbedError::Endpoint {
+                url: self.base_url.clone(),
+                message: e.to_string(),
+            })?;
+        response
+            .data
+            .first()
+            .map(|e| e.embedding.len())
+            .ok_or_else(|| EmbedError::Endpoint {
+                url: self.base_url.clone(),
+                message: "the endpoint returned no embedding".into(),
+            })
+    }
+}

@@ -1,0 +1,383 @@
+//! Model endpoint configuration.
+//!
+//! Precedence, lowest first: built-in defaults, the `[model]` table of
+//! `$XDG_CONFIG_HOME/groundwork/config.toml` (see [`default_config_path`]), the
+//! environment (`GROUNDWORK_MODEL_URL`, `GROUNDWORK_MODEL`, `OPENAI_API_KEY`), then
+//! explicit overrides (command-line flags). The environment is passed in as a map so
+//! tests never touch the process environment.
+//!
+//! ```toml
+//! [model]
+//! base_url = "http://127.0.0.1:8080/v1"
+//! model = "qwen3"
+//! api_key = "sk-..."        # optional; OPENAI_API_KEY is the usual place
+//! timeout_secs = 120
+//! connect_timeout_secs = 10
+//! max_retries = 2
+//! stream = true
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Environment variable naming the endpoint base URL.
+pub const ENV_MODEL_URL: &str = "GROUNDWORK_MODEL_URL";
+/// Environment variable naming the model.
+pub const ENV_MODEL: &str = "GROUNDWORK_MODEL";
+/// Environment variable holding the API key.
+pub const ENV_API_KEY: &str = "OPENAI_API_KEY";
+
+/// Default endpoint: a local llama-server.
+pub const DEFAULT_BASE_URL: &str = "http://127.0.0.1:8080/v1";
+/// Default model name (llama-server ignores it).
+pub const DEFAULT_MODEL: &str = "default";
+
+/// An API key. It never appears in `Debug` or `Display` output and has no
+/// `Serialize` impl, so it cannot end up in logs, errors or saved files.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a key.
+    pub fn new(key: impl Into<String>) -> Self {
+        ApiKey(key.into())
+    }
+
+    /// The key itself, for the HTTP client only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl<'de> Deserialize<'de> for ApiKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(ApiKey)
+    }
+}
+
+/// Everything needed to talk to an OpenAI-compatible endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    /// Base URL including `/v1`, e.g. `http://127.0.0.1:8080/v1`.
+    pub base_url: String,
+    /// Model name sent with each request.
+    pub model: String,
+    /// API key, if the endpoint needs one.
+    pub api_key: Option<ApiKey>,
+    /// Overall limit for one attempt of one request, streaming included.
+    pub timeout_secs: u64,
+    /// Limit for establishing the TCP/TLS connection.
+    pub connect_timeout_secs: u64,
+    /// Extra attempts after a 429, a 5xx, a connection error or a timeout.
+    pub max_retries: u32,
+    /// First backoff delay in milliseconds; doubles per retry, capped at 8 s.
+    pub retry_base_delay_ms: u64,
+    /// Use SSE streaming (text and tool-call deltas surface as they arrive).
+    pub stream: bool,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            base_url: DEFAULT_BASE_URL.to_string(),
+            model: DEFAULT_MODEL.to_string(),
+            api_key: None,
+            timeout_secs: 120,
+            connect_timeout_secs: 10,
+            max_retries: 2,
+            retry_base_delay_ms: 500,
+            stream: true,
+        }
+    }
+}
+
+/// Explicit overrides, typically from command-line flags. `None` keeps the value.
+#[derive(Debug, Clone, Default)]
+pub struct ModelOverrides {
+    /// `--model-url`.
+    pub base_url: Option<String>,
+    /// `--model`.
+    pub model: Option<String>,
+    /// API key given explicitly.
+    pub api_key: Option<ApiKey>,
+    /// `--timeout`.
+    pub timeout_secs: Option<u64>,
+    /// `--max-retries`.
+    pub max_retries: Option<u32>,
+    /// `--no-stream` sets `Some(false)`.
+    pub stream: Option<bool>,
+}
+
+/// Why the configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file exists but could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has wrong types.
+    #[error("invalid config file {path} (line {line}, column {column}): {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column of the error.
+        column: usize,
+        /// The TOML error message.
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("invalid config value {key}: {message}")]
+    Invalid {
+        /// The key.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileModel {
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key: Option<ApiKey>,
+    timeout_secs: Option<u64>,
+    connect_timeout_secs: Option<u64>,
+    max_retries: Option<u32>,
+    retry_base_delay_ms: Option<u64>,
+    stream: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct FileConfig {
+    #[serde(default)]
+    model: FileModel,
+}
+
+/// `$XDG_CONFIG_HOME/groundwork/config.toml` (or the platform equivalent).
+pub fn default_config_path() -> Option<PathBuf> {
+    dirs::config_dir().map(|d| d.join("groundwork").join("config.toml"))
+}
+
+impl ModelConfig {
+    /// Loads the configuration. `path` is the config file (a missing file is not an
+    /// error: defaults apply); `env` is the environment to read variables from.
+    pub fn load(
+        path: Option<&Path>,
+        env: &HashMap<String, String>,
+        overrides: &ModelOverrides,
+    ) -> Result<ModelConfig, ConfigError> {
+        let mut cfg = ModelConfig::default();
+        if let Some(path) = path {
+            match std::fs::read_to_string(path) {
+                Ok(text) => cfg.apply_file(path, &text)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(ConfigError::Read {
+                        path: path.to_path_buf(),
+                        source,
+                    });
+                }
+            }
+        }
+        let non_empty = |k: &str| env.get(k).filter(|v| !v.trim().is_empty()).cloned();
+        if let Some(v) = non_empty(ENV_MODEL_URL) {
+            cfg.base_url = v;
+        }
+        if let Some(v) = non_empty(ENV_MODEL) {
+            cfg.model = v;
+        }
+        if let Some(v) = non_empty(ENV_API_KEY) {
+            cfg.api_key = Some(ApiKey::new(v));
+        }
+        if let Some(v) = &overrides.base_url {
+            cfg.base_url = v.clone();
+        }
+        if let Some(v) = &overrides.model {
+            cfg.model = v.clone();
+        }
+        if let Some(v) = &overrides.api_key {
+            cfg.api_key = Some(v.clone());
+        }
+        if let Some(v) = overrides.timeout_secs {
+            cfg.timeout_secs = v;
+        }
+        if let Some(v) = overrides.max_retries {
+            cfg.max_retries = v;
+        }
+        if let Some(v) = overrides.stream {
+            cfg.stream = v;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn apply_file(&mut self, path: &Path, text: &str) -> Result<(), ConfigError> {
+        let parsed: FileConfig = toml::from_str(text).map_err(|e| {
+            let (line, column) = e
+                .span()
+                .map(|span| line_col(text, span.start))
+                .unwrap_or((1, 1));
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: e.message().to_string(),
+            }
+        })?;
+        let m = parsed.model;
+        if let Some(v) = m.base_url {
+            self.base_url = v;
+        }
+        if let Some(v) = m.model {
+            self.model = v;
+        }
+        if let Some(v) = m.api_key {
+            self.api_key = Some(v);
+        }
+        if let Some(v) = m.timeout_secs {
+            self.timeout_secs = v;
+        }
+        if let Some(v) = m.connect_timeout_secs {
+            self.connect_timeout_secs = v;
+        }
+        if let Some(v) = m.max_retries {
+            self.max_retries = v;
+        }
+        if let Some(v) = m.retry_base_delay_ms {
+            self.retry_base_delay_ms = v;
+        }
+        if let Some(v) = m.stream {
+            self.stream = v;
+        }
+        Ok(())
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
+            return Err(ConfigError::Invalid {
+                key: "model.base_url".into(),
+                message: format!("{:?} is not an http(s) URL", self.base_url),
+            });
+        }
+        if self.timeout_secs == 0 || self.connect_timeout_secs == 0 {
+            return Err(ConfigError::Invalid {
+                key: "model.timeout_secs".into(),
+                message: "timeouts must be at least one second".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// 1-based line and column of byte offset `pos` in `text`.
+fn line_col(text: &str, pos: usize) -> (usize, usize) {
+    let before = &text[..pos.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn precedence_file_env_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(
+            &path,
+            "[model]\nbase_url = \"http://file/v1\"\nmodel = \"file-model\"\napi_key = \"sk-file\"\ntimeout_secs = 7\n",
+        )
+        .unwrap();
+        let cfg = ModelConfig::load(Some(&path), &env(&[]), &ModelOverrides::default()).unwrap();
+        assert_eq!(cfg.base_url, "http://file/v1");
+        assert_eq!(cfg.model, "file-model");
+        assert_eq!(cfg.api_key.as_ref().unwrap().expose(), "sk-file");
+        assert_eq!(cfg.timeout_secs, 7);
+
+        let e = env(&[
+            (ENV_MODEL_URL, "http://env/v1"),
+            (ENV_MODEL, "env-model"),
+            (ENV_API_KEY, "sk-env"),
+        ]);
+        let cfg = ModelConfig::load(Some(&path), &e, &ModelOverrides::default()).unwrap();
+        assert_eq!(cfg.base_url, "http://env/v1");
+        assert_eq!(cfg.model, "env-model");
+        assert_eq!(cfg.api_key.as_ref().unwrap().expose(), "sk-env");
+
+        let o = ModelOverrides {
+            model: Some("flag-model".into()),
+            ..Default::default()
+        };
+        let cfg = ModelConfig::load(Some(&path), &e, &o).unwrap();
+        assert_eq!(cfg.model, "flag-model");
+        assert_eq!(cfg.base_url, "http://env/v1");
+    }
+
+    #[test]
+    fn missing_file_gives_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = ModelConfig::load(
+            Some(&dir.path().join("none.toml")),
+            &env(&[]),
+            &ModelOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(cfg, ModelConfig::default());
+    }
+
+    #[test]
+    fn corrupt_file_names_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        let mut f = std::fs::File::create(&path).unwrap();
+        writeln!(f, "[model]\nmodel = \"ok\"\ntimeout_secs = \"soon\"").unwrap();
+        let err =
+            ModelConfig::load(Some(&path), &env(&[]), &ModelOverrides::default()).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains("line 3"), "{text}");
+    }
+
+    #[test]
+    fn api_key_is_redacted() {
+        let key = ApiKey::new("sk-secret-123");
+        let cfg = ModelConfig {
+            api_key: Some(key.clone()),
+            ..ModelConfig::default()
+        };
+        assert!(!format!("{cfg:?}").contains("sk-secret-123"));
+        assert!(!format!("{key}").contains("sk-secret-123"));
+    }
+}

@@ -1,0 +1,287 @@
+//! The one event enum that flows from the engine to the UI (STYLE §2.1, §2.3).
+//!
+//! Events go out through a `tokio::sync::mpsc::UnboundedSender<CoreEvent>` the host
+//! passes in, so the engine never waits for the UI. A closed receiver is ignored.
+//! Every event carries the run id and the index of the model request it belongs to
+//! (1-based; 0 for events before the first request), so a UI can drop events of runs
+//! it has cancelled or replaced.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::capability::ToolDef;
+use super::messages::{ModelMessage, RequestUsage};
+use super::model::estimate_message_tokens;
+
+/// Token estimate (chars/4, see [`super::model::estimate_tokens`]) of one message list.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct TokenCounts {
+    /// Sum of the messages plus the instructions.
+    pub total: usize,
+    /// The instructions alone.
+    pub instructions: usize,
+    /// One entry per message.
+    pub per_message: Vec<usize>,
+}
+
+impl TokenCounts {
+    /// Estimates `messages` sent with `instructions`.
+    pub fn estimate(instructions: &str, messages: &[ModelMessage]) -> Self {
+        let per_message: Vec<usize> = messages.iter().map(estimate_message_tokens).collect();
+        let instructions = super::model::estimate_tokens(instructions);
+        TokenCounts {
+            total: instructions + per_message.iter().sum::<usize>(),
+            instructions,
+            per_message,
+        }
+    }
+}
+
+/// Everything about one model request: what the history held (`raw`) and what was
+/// actually sent after `wrap_model_request` (`compacted`).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct RequestSnapshot {
+    /// The run.
+    pub run_id: String,
+    /// 1-based request index within the run.
+    pub request: usize,
+    /// The stored history at this request.
+    pub raw: Vec<ModelMessage>,
+    /// The messages sent.
+    pub compacted: Vec<ModelMessage>,
+    /// The tools offered.
+    pub tools: Vec<ToolDef>,
+    /// The instructions sent.
+    pub instructions: String,
+    /// Estimate for `raw`.
+    pub raw_tokens: TokenCounts,
+    /// Estimate for `compacted`.
+    pub compacted_tokens: TokenCounts,
+}
+
+/// Usage summed over a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct RunUsage {
+    /// Model requests made.
+    pub requests: usize,
+    /// Tool calls executed.
+    pub tool_calls: usize,
+    /// Summed token counters as the endpoint reported them.
+    pub tokens: RequestUsage,
+}
+
+/// How a tool call ended, for display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallStatus {
+    /// Success.
+    Ok,
+    /// Terminal failure (tool return with outcome `failed`).
+    Failed,
+    /// Retry prompt.
+    Retry,
+    /// Deferred to a later run.
+    Deferred,
+}
+
+/// The run's output, for display.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum OutputSummary {
+    /// A text answer.
+    Text {
+        /// The answer.
+        text: String,
+    },
+    /// An output tool's arguments.
+    Tool {
+        /// The tool.
+        tool_name: String,
+        /// Its arguments.
+        args: Value,
+    },
+    /// Paused for deferred tool calls.
+    Deferred {
+        /// The call ids waiting for results.
+        call_ids: Vec<String>,
+    },
+}
+
+/// Engine → UI.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum CoreEvent {
+    /// A request is about to be sent.
+    RequestBuilt {
+        /// The run.
+        run_id: String,
+        /// 1-based request index.
+        request: usize,
+        /// Raw vs. sent messages, tools, instructions and token estimates.
+        snapshot: Box<RequestSnapshot>,
+    },
+    /// Streamed answer text.
+    TextDelta {
+        /// The run.
+        run_id: String,
+        /// Request index.
+        request: usize,
+        /// The new text.
+        text: String,
+    },
+    /// Streamed reasoning text.
+    ThinkingDelta {
+        /// The run.
+        run_id: String,
+        /// Request index.
+        request: usize,
+        /// The new text.
+        text: String,
+    },
+    /// A tool call starts.
+    ToolCallStarted {
+        /// The run.
+        run_id: String,
+        /// Request index whose response asked for the call.
+        request: usize,
+        /// Tool name.
+        name: String,
+        /// Arguments as sent by the model.
+        args: String,
+        /// Call id.
+        call_id: String,
+    },
+    /// A tool call finished.
+    ToolCallFinished {
+        /// The run.
+        run_id: String,
+        /// Request index whose response asked for the call.
+        request: usize,
+        /// Call id.
+        call_id: String,
+        /// How it ended.
+        outcome: ToolCallStatus,
+        /// The first 200 characters of the result or message.
+        summary: String,
+    },
+    /// The run's state copy changed (after `for_run`, after each tool call, after
+    /// `after_run`).
+    StateChanged {
+        /// The run.
+        run_id: String,
+        /// Request index.
+        request: usize,
+        /// The state.
+        state: Map<String, Value>,
+    },
+    /// The run ended with a result.
+    RunFinished {
+        /// The run.
+        run_id: String,
+        /// Requests made.
+        request: usize,
+        /// The output.
+        output: OutputSummary,
+        /// The full history after the run.
+        messages: Vec<ModelMessage>,
+        /// The state after the run.
+        state: Map<String, Value>,
+        /// Usage.
+        usage: Box<RunUsage>,
+    },
+    /// The run failed; the caller's history and state are untouched.
+    RunFailed {
+        /// The run.
+        run_id: String,
+        /// Requests made.
+        request: usize,
+        /// The error.
+        error: String,
+    },
+    /// The run was cancelled; the caller's history and state are untouched.
+    RunCancelled {
+        /// The run.
+        run_id: String,
+        /// Requests made.
+        request: usize,
+    },
+}
+
+impl CoreEvent {
+    /// The run the event belongs to.
+    pub fn run_id(&self) -> &str {
+        match self {
+            CoreEvent::RequestBuilt { run_id, .. }
+            | CoreEvent::TextDelta { run_id, .. }
+            | CoreEvent::ThinkingDelta { run_id, .. }
+            | CoreEvent::ToolCallStarted { run_id, .. }
+            | CoreEvent::ToolCallFinished { run_id, .. }
+            | CoreEvent::StateChanged { run_id, .. }
+            | CoreEvent::RunFinished { run_id, .. }
+            | CoreEvent::RunFailed { run_id, .. }
+            | CoreEvent::RunCancelled { run_id, .. } => run_id,
+        }
+    }
+
+    /// The request index the event belongs to.
+    pub fn request(&self) -> usize {
+        match self {
+            CoreEvent::RequestBuilt { request, .. }
+            | CoreEvent::TextDelta { request, .. }
+            | CoreEvent::ThinkingDelta { request, .. }
+            | CoreEvent::ToolCallStarted { request, .. }
+            | CoreEvent::ToolCallFinished { request, .. }
+            | CoreEvent::StateChanged { request, .. }
+            | CoreEvent::RunFinished { request, .. }
+            | CoreEvent::RunFailed { request, .. }
+            | CoreEvent::RunCancelled { request, .. } => *request,
+        }
+    }
+}
+
+/// An optional event sender that never blocks and ignores a closed receiver.
+#[derive(Debug, Clone, Default)]
+pub struct EventSink(Option<UnboundedSender<CoreEvent>>);
+
+impl EventSink {
+    /// Sends to `tx`.
+    pub fn new(tx: UnboundedSender<CoreEvent>) -> Self {
+        EventSink(Some(tx))
+    }
+
+    /// Drops every event.
+    pub fn none() -> Self {
+        EventSink(None)
+    }
+
+    /// Sends one event.
+    pub fn emit(&self, event: CoreEvent) {
+        if let Some(tx) = &self.0 {
+            let _ = tx.send(event);
+        }
+    }
+}
+
+impl From<UnboundedSender<CoreEvent>> for EventSink {
+    fn from(tx: UnboundedSender<CoreEvent>) -> Self {
+        EventSink::new(tx)
+    }
+}
+
+impl From<Option<UnboundedSender<CoreEvent>>> for EventSink {
+    fn from(tx: Option<UnboundedSender<CoreEvent>>) -> Self {
+        EventSink(tx)
+    }
+}
+
+/// Shortens `text` to `max` characters for summaries.
+pub(crate) fn summarize(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let mut s: String = text.chars().take(max).collect();
+        s.push('…');
+        s
+    }
+}

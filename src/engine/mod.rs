@@ -1,0 +1,39 @@
+//! The capability engine: message model, model client, capability interface, agent
+//! loop, deferred loading, events and sessions. No terminal code lives here.
+//!
+//! A host runs a question like this:
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use std::sync::Arc;
+//! use groundwork::engine::{agent::{Agent, RunInput}, cancel::CancelToken,
+//!     config::{ModelConfig, ModelOverrides}, model::OpenAiModel, session::Session};
+//!
+//! let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+//! let config = ModelConfig::load(
+//!     groundwork::engine::config::default_config_path().as_deref(), &env, &ModelOverrides::default())?;
+//! let agent = Agent::builder(Arc::new(OpenAiModel::new(config)?))
+//!     .instructions("Answer from the knowledge base.")
+//!     .build()?;
+//! let mut session = Session::new("my-model");
+//! let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+//! let input = RunInput::prompt("What is in the manual?")
+//!     .with_history(session.messages.clone())
+//!     .with_state(session.state.clone());
+//! // The run works on copies; commit history and state together, only on success.
+//! let outcome = agent.run(input, tx, CancelToken::new()).await;
+//! if session.commit_run(&outcome) {
+//!     session.save(std::path::Path::new("sessions/demo.json"))?;
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod agent;
+pub mod cancel;
+pub mod capability;
+pub mod config;
+pub mod events;
+pub mod messages;
+pub mod model;
+pub mod prompts;
+pub mod session;

@@ -1,0 +1,14 @@
+//! Groundwork: a terminal workbench for grounded research with LLM agents over
+//! haiku.rag-compatible LanceDB knowledge bases.
+//!
+//! The core (everything outside `tui`) never depends on a terminal library; the TUI is a
+//! view over what the core emits.
+
+pub mod cli;
+pub mod config;
+pub mod embed;
+pub mod engine;
+pub mod ingest;
+pub mod paths;
+pub mod pipeline;
+pub mod store;

@@ -1,0 +1,136 @@
+//! Where things live: database URI resolution, data and config directories.
+//!
+//! The database location is a URI (a local path, or `s3://`, `gs://`, `az://`, `db://`
+//! with the `cloud` feature). Only the default location assumes a local disk.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Environment variables as a plain map, so resolution is testable without touching the
+/// process environment.
+pub type Env = HashMap<String, String>;
+
+/// The process environment, captured once.
+pub fn process_env() -> Env {
+    std::env::vars().collect()
+}
+
+/// Groundwork's data directory: `$XDG_DATA_HOME/groundwork` (or the platform equivalent).
+pub fn data_dir(env: &Env) -> PathBuf {
+    if let Some(x) = env.get("XDG_DATA_HOME").filter(|s| !s.is_empty()) {
+        return PathBuf::from(x).join("groundwork");
+    }
+    if let Some(home) = env.get("HOME").filter(|s| !s.is_empty()) {
+        return PathBuf::from(home).join(".local/share/groundwork");
+    }
+    dirs::data_dir()
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("groundwork")
+}
+
+/// Groundwork's config file: `$XDG_CONFIG_HOME/groundwork/config.toml`.
+pub fn config_file(env: &Env) -> PathBuf {
+    if let Some(p) = env.get("GROUNDWORK_CONFIG").filter(|s| !s.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let dir = if let Some(x) = env.get("XDG_CONFIG_HOME").filter(|s| !s.is_empty()) {
+        PathBuf::from(x)
+    } else if let Some(home) = env.get("HOME").filter(|s| !s.is_empty()) {
+        PathBuf::from(home).join(".config")
+    } else {
+        dirs::config_dir().unwrap_or_else(|| PathBuf::from("."))
+    };
+    dir.join("groundwork").join("config.toml")
+}
+
+/// Expands a leading `~` or `~/` using `HOME`.
+pub fn expand_tilde(s: &str, env: &Env) -> String {
+    let home = env.get("HOME").cloned().unwrap_or_default();
+    if s == "~" {
+        return home;
+    }
+    if let Some(rest) = s.strip_prefix("~/") {
+        return Path::new(&home).join(rest).to_string_lossy().into_owned();
+    }
+    s.to_string()
+}
+
+/// True for URIs lancedb opens through an object store or its cloud service.
+pub fn is_remote_uri(uri: &str) -> bool {
+    [
+        "s3://",
+        "s3+ddb://",
+        "gs://",
+        "az://",
+        "abfss://",
+        "db://",
+        "memory://",
+    ]
+    .iter()
+    .any(|p| uri.starts_with(p))
+}
+
+/// Resolution order (SPEC §13): the `--db` flag, then `HAIKU_RAG_DB` (with `~` expanded),
+/// then `<data dir>/haiku.rag.lancedb`, where the data dir is `storage.data_dir` from the
+/// config file when set.
+pub fn resolve_db(flag: Option<&str>, config_data_dir: Option<&Path>, env: &Env) -> String {
+    if let Some(f) = flag.filter(|s| !s.is_empty()) {
+        return expand_tilde(f, env);
+    }
+    if let Some(v) = env.get("HAIKU_RAG_DB").filter(|s| !s.is_empty()) {
+        return expand_tilde(v, env);
+    }
+    let dir = config_data_dir
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| data_dir(env));
+    dir.join("haiku.rag.lancedb").to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Env {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn flag_wins_over_env_and_default() {
+        let e = env(&[("HAIKU_RAG_DB", "/env/db"), ("HOME", "/home/u")]);
+        assert_eq!(resolve_db(Some("/flag/db"), None, &e), "/flag/db");
+    }
+
+    #[test]
+    fn env_is_tilde_expanded() {
+        let e = env(&[("HAIKU_RAG_DB", "~/kb/x.lancedb"), ("HOME", "/home/u")]);
+        assert_eq!(resolve_db(None, None, &e), "/home/u/kb/x.lancedb");
+    }
+
+    #[test]
+    fn default_is_under_xdg_data_dir() {
+        let e = env(&[("HOME", "/home/u")]);
+        assert_eq!(
+            resolve_db(None, None, &e),
+            "/home/u/.local/share/groundwork/haiku.rag.lancedb"
+        );
+        let e = env(&[("HOME", "/home/u"), ("XDG_DATA_HOME", "/xdg")]);
+        assert_eq!(
+            resolve_db(None, None, &e),
+            "/xdg/groundwork/haiku.rag.lancedb"
+        );
+        assert_eq!(
+            resolve_db(None, Some(Path::new("/cfg/data")), &e),
+            "/cfg/data/haiku.rag.lancedb"
+        );
+    }
+
+    #[test]
+    fn remote_uris_are_recognised() {
+        assert!(is_remote_uri("s3://bucket/kb"));
+        assert!(is_remote_uri("db://my-project"));
+        assert!(!is_remote_uri("/tmp/kb.lancedb"));
+    }
+}

@@ -1,0 +1,277 @@
+//! Ingestion: files and folders in, documents out. Parsing and chunking live in
+//! [`crate::ingest`]; this module decides what to (re)write and writes it.
+//!
+//! * An unchanged file (same content hash as the stored document with the same URI) is a
+//!   no-op.
+//! * A changed file replaces its document: the new version is written completely before the
+//!   old one is deleted, so a failure leaves the old version in place.
+//! * A file that cannot be read or parsed is reported by name and skipped; nothing already
+//!   stored is touched.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::ingest::{self, ChunkOptions};
+use crate::store::{DocumentItem, NewChunk, NewDocument, PageRaster, Store, StoreError};
+
+/// The `document_meta.metadata` key holding the source file's content hash.
+pub const HASH_KEY: &str = "sha256";
+
+/// File extensions `ingest` picks up when walking folders.
+pub const EXTENSIONS: &[&str] = &["md", "markdown", "txt", "text", "html", "htm", "pdf"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Added {
+        id: String,
+        chunks: usize,
+    },
+    Replaced {
+        id: String,
+        old_id: String,
+        chunks: usize,
+    },
+    Unchanged {
+        id: String,
+    },
+    Failed {
+        error: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileOutcome {
+    pub path: PathBuf,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct IngestReport {
+    pub files: Vec<FileOutcome>,
+}
+
+impl IngestReport {
+    pub fn count(&self, f: impl Fn(&Outcome) -> bool) -> usize {
+        self.files.iter().filter(|o| f(&o.outcome)).count()
+    }
+    pub fn failed(&self) -> Vec<&FileOutcome> {
+        self.files
+            .iter()
+            .filter(|o| matches!(o.outcome, Outcome::Failed { .. }))
+            .collect()
+    }
+    pub fn chunks_written(&self) -> usize {
+        self.files
+            .iter()
+            .map(|o| match o.outcome {
+                Outcome::Added { chunks, .. } | Outcome::Replaced { chunks, .. } => chunks,
+                _ => 0,
+            })
+            .sum()
+    }
+}
+
+/// Progress callbacks for a UI (a progress bar in the CLI).
+pub trait Progress: Send + Sync {
+    fn start(&self, _total_files: usize) {}
+    fn file_done(&self, _file: &FileOutcome) {}
+}
+
+impl Progress for () {}
+
+/// Expands folders (recursively, sorted) into the supported files they contain. Paths that
+/// are files are kept whatever their extension (an unsupported one fails at parse time and
+/// is reported).
+pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        if meta.is_dir() {
+            walk(p, &mut out).map_err(|e| format!("{}: {e}", p.display()))?;
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            walk(&p, out)?;
+        } else if p
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
+        {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// The URI a file is stored under: `file://` + its absolute path.
+pub fn file_uri(path: &Path) -> String {
+    let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    format!("file://{}", abs.display())
+}
+
+pub fn content_hash(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Ingests every file under `paths`, then refreshes the indexes once.
+pub async fn ingest_paths(
+    store: &Store,
+    paths: &[PathBuf],
+    progress: &dyn Progress,
+) -> Result<IngestReport, StoreError> {
+    let files = collect_files(paths).map_err(StoreError::Other)?;
+    progress.start(files.len());
+    let mut report = IngestReport::default();
+    let mut wrote = false;
+    for path in files {
+        let outcome = match ingest_file(store, &path).await {
+            Ok(o) => o,
+            Err(e) => Outcome::Failed {
+                error: e.to_string(),
+            },
+        };
+        wrote |= matches!(outcome, Outcome::Added { .. } | Outcome::Replaced { .. });
+        let fo = FileOutcome { path, outcome };
+        progress.file_done(&fo);
+        report.files.push(fo);
+    }
+    if wrote {
+        store.ensure_indexes().await?;
+    }
+    Ok(report)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Parse(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Ingests one file. Errors leave the store as it was.
+pub async fn ingest_file(store: &Store, path: &Path) -> Result<Outcome, FileError> {
+    let bytes = std::fs::read(path).map_err(|source| FileError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let hash = content_hash(&bytes);
+    let uri = file_uri(path);
+    let existing = store.find_by_uri(&uri).await?;
+    if let Some(doc) = &existing
+        && doc.metadata.get(HASH_KEY).and_then(Value::as_str) == Some(hash.as_str())
+    {
+        return Ok(Outcome::Unchanged { id: doc.id.clone() });
+    }
+    let owned = path.to_path_buf();
+    let parsed = tokio::task::spawn_blocking(move || ingest::parse_file(&owned))
+        .await
+        .map_err(|e| FileError::Parse(format!("{}: parser crashed: {e}", path.display())))?
+        .map_err(|e| FileError::Parse(format!("{}: {e}", path.display())))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| uri.clone());
+    let doc = new_document(parsed, &name, uri, hash);
+    let chunks = doc.chunks.len();
+    let meta = store
+        .add_document(doc, existing.as_ref().map(|d| d.id.as_str()))
+        .await?;
+    Ok(match existing {
+        Some(old) => Outcome::Replaced {
+            id: meta.id,
+            old_id: old.id,
+            chunks,
+        },
+        None => Outcome::Added {
+            id: meta.id,
+            chunks,
+        },
+    })
+}
+
+/// Turns a parsed file into the rows to write.
+pub fn new_document(
+    parsed: ingest::ParsedDocument,
+    name: &str,
+    uri: String,
+    hash: String,
+) -> NewDocument {
+    // Like haiku.rag with a text-only embedder: pictures get no synthetic chunk of their own
+    // (their captions are chunked and bring the picture bytes back at search time).
+    let options = ChunkOptions {
+        picture_chunks: false,
+        ..ChunkOptions::default()
+    };
+    let chunks = ingest::chunk(&parsed, &options)
+        .into_iter()
+        .map(|c| NewChunk {
+            content: c.content,
+            content_fts: c.content_fts,
+            metadata: c.metadata,
+            order: c.order,
+        })
+        .collect();
+    let docling_document = ingest::docling_json(&parsed, name);
+    let title = parsed.title.clone().or_else(|| {
+        Path::new(name)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+    });
+    let mut metadata = Map::new();
+    metadata.insert(HASH_KEY.into(), Value::String(hash));
+    let items = parsed
+        .items
+        .into_iter()
+        .enumerate()
+        .map(|(i, it)| DocumentItem {
+            document_id: String::new(),
+            position: i as i64,
+            self_ref: it.self_ref,
+            label: it.label,
+            text: it.text,
+            page_numbers: it.page_numbers,
+            picture_data: it.picture_data,
+            heading_level: it.heading_level,
+            tree_depth: it.tree_depth,
+        })
+        .collect();
+    let pages = parsed
+        .pages
+        .into_iter()
+        .map(|p| PageRaster {
+            page_no: p.page_no,
+            png: p.png,
+            width: p.width,
+            height: p.height,
+        })
+        .collect();
+    NewDocument {
+        uri: Some(uri),
+        title,
+        metadata,
+        content: parsed.content,
+        docling_document,
+        pages,
+        items,
+        chunks,
+    }
+}

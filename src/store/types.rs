@@ -1,0 +1,71 @@
+//! Plain data types shared by the store, search, context expansion and the capabilities.
+//! Field names are haiku.rag 0.77 machine literals (they appear in persisted state).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One search hit, as persisted in `state[ns].searches` (SPEC §5.5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchResult {
+    pub content: String,
+    pub score: f64,
+    #[serde(default)]
+    pub chunk_id: Option<String>,
+    #[serde(default)]
+    pub chunk_ids: Vec<String>,
+    #[serde(default)]
+    pub chunk_meta: Map<String, Value>,
+    #[serde(default)]
+    pub document_id: Option<String>,
+    #[serde(default)]
+    pub document_uri: Option<String>,
+    #[serde(default)]
+    pub document_title: Option<String>,
+    #[serde(default)]
+    pub document_meta: Map<String, Value>,
+    #[serde(default)]
+    pub order: i64,
+    #[serde(default)]
+    pub doc_item_refs: Vec<String>,
+    #[serde(default)]
+    pub page_numbers: Vec<i64>,
+    #[serde(default)]
+    pub headings: Option<Vec<String>>,
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// `{self_ref: base64(bytes)}` for pictures that have bytes; insertion order kept.
+    #[serde(default)]
+    pub image_data: Option<Map<String, Value>>,
+    /// `{self_ref: caption text}`; insertion order kept.
+    #[serde(default)]
+    pub picture_captions: Map<String, Value>,
+    /// Name of the collection (database) this result came from, when a capability
+    /// covers several. Not a haiku.rag 0.77 field; omitted when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collection: Option<String>,
+}
+
+impl SearchResult {
+    /// The anchor chunk id, or "" when the result has none.
+    pub fn id(&self) -> &str {
+        self.chunk_id.as_deref().unwrap_or("")
+    }
+}
+
+/// One row of the `document_items` table (SPEC §11).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DocumentItem {
+    pub document_id: String,
+    pub position: i64,
+    pub self_ref: String,
+    pub label: String,
+    pub text: String,
+    #[serde(default)]
+    pub page_numbers: Vec<i64>,
+    #[serde(default, skip_serializing)]
+    pub picture_data: Option<Vec<u8>>,
+    #[serde(default)]
+    pub heading_level: i64,
+    #[serde(default)]
+    pub tree_depth: i64,
+}

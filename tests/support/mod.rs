@@ -1,0 +1,51 @@
+//! Shared test support: the scripted OpenAI-compatible server, a recording test
+//! capability and small helpers. Include with `mod support;` from a test file.
+#![allow(dead_code)] // each test binary uses a different subset
+
+pub mod caps;
+pub mod hashembed;
+pub mod scripted_server;
+
+use std::sync::Arc;
+
+use groundwork::engine::agent::{Agent, AgentBuilder};
+use groundwork::engine::config::{ApiKey, ModelConfig};
+use groundwork::engine::events::CoreEvent;
+use groundwork::engine::model::OpenAiModel;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+/// The API key every test client sends; tests assert it leaks nowhere.
+pub const TEST_API_KEY: &str = "sk-test-SECRET-0123456789";
+
+/// A config for the scripted server: streaming, short timeouts, fast retries.
+pub fn test_config(base_url: &str) -> ModelConfig {
+    ModelConfig {
+        base_url: base_url.to_string(),
+        model: "scripted-model".into(),
+        api_key: Some(ApiKey::new(TEST_API_KEY)),
+        timeout_secs: 10,
+        connect_timeout_secs: 2,
+        max_retries: 2,
+        retry_base_delay_ms: 10,
+        stream: true,
+    }
+}
+
+/// An agent builder over the real async-openai client.
+pub fn agent_for(config: ModelConfig) -> AgentBuilder {
+    Agent::builder(Arc::new(OpenAiModel::new(config).expect("client")))
+}
+
+/// An event channel.
+pub fn events() -> (UnboundedSender<CoreEvent>, UnboundedReceiver<CoreEvent>) {
+    unbounded_channel()
+}
+
+/// Every event received so far.
+pub fn drain(rx: &mut UnboundedReceiver<CoreEvent>) -> Vec<CoreEvent> {
+    let mut out = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        out.push(e);
+    }
+    out
+}
