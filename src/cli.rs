@@ -138,7 +138,14 @@ impl CmdContext {
     pub async fn open_store(&self) -> Result<Store> {
         let mut store = Store::open(&self.db).await?;
         store.set_search_config(self.config.search.clone());
-        let spec = self.overrides.apply(store.embedder_spec());
+        let mut spec = self.overrides.apply(store.embedder_spec());
+        if !self.overrides.is_empty()
+            && self.overrides.dim.is_none()
+            && let Some(url) = &spec.base_url
+        {
+            // Learn the override's real dimension so a mismatch is refused up front.
+            spec.vector_dim = embed::probe_dimension(url, &spec.name, &self.env).await?;
+        }
         let embedder = embed::build(&spec, &self.env)?;
         store.set_embedder(embedder)?;
         Ok(store)

@@ -186,6 +186,13 @@ pub async fn ingest_file(store: &Store, path: &Path) -> Result<Outcome, FileErro
         .await
         .map_err(|e| FileError::Parse(format!("{}: parser crashed: {e}", path.display())))?
         .map_err(|e| FileError::Parse(format!("{}: {e}", path.display())))?;
+    if parsed.items.iter().all(|i| i.text.trim().is_empty()) {
+        // An empty parse must never replace a stored version of the file.
+        return Err(FileError::Parse(format!(
+            "{}: no text could be extracted",
+            path.display()
+        )));
+    }
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

@@ -174,6 +174,10 @@ fn parse_with_base(
     match kind {
         DocKind::Markdown => Ok(markdown::parse_markdown(as_text()?, base)),
         DocKind::Text => Ok(text::parse_text(as_text()?)),
+        // Pages in legacy encodings still parse (lossily); binary data does not.
+        DocKind::Html if bytes.contains(&0) => Err(IngestError::NotUtf8 {
+            name: name.to_string(),
+        }),
         DocKind::Html => Ok(html::parse_html(&String::from_utf8_lossy(bytes), base)),
         DocKind::Pdf => pdf::parse_pdf_bytes(bytes, name),
     }
