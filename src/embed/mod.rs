@@ -8,6 +8,7 @@
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+pub mod local;
 pub mod openai;
 
 /// How haiku.rag records an embedding model in `settings.embeddings.model`
@@ -157,6 +158,21 @@ pub fn build(
                 spec,
                 api_key(env),
             )?))
+        }
+        local::PROVIDER => {
+            // The files must be in place already: callers run `local::ensure_model` (which
+            // may download, with progress) before building.
+            let source = local::ModelSource::from_vars(
+                |k| env.get(k).cloned(),
+                Some(crate::paths::data_dir(env)),
+            );
+            match local::locate_model(&source)? {
+                Some(dir) => Ok(std::sync::Arc::new(local::LocalEmbedder::load(&dir)?)),
+                None => Err(EmbedError::Local(format!(
+                    "the model files are not installed yet. {}",
+                    local::offline_instructions()
+                ))),
+            }
         }
         other => Err(EmbedError::UnknownProvider(other.to_string())),
     }
