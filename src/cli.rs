@@ -57,6 +57,20 @@ pub enum Command {
     Delete(DeleteArgs),
     /// List documents.
     List(ListArgs),
+    /// Show the model requests of a saved session, the stored history beside what was sent.
+    Inspect(InspectArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// A session file (Groundwork's, or one recorded by a haiku.rag host).
+    pub session: PathBuf,
+    /// Show this request (1-based) in detail.
+    #[arg(long)]
+    pub request: Option<usize>,
+    /// Print the requests (raw and compacted messages, tools, instructions, tokens) as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -186,6 +200,7 @@ pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
         Command::Info(a) => info(&ctx, a).await,
         Command::Delete(a) => delete(&ctx, a).await,
         Command::List(a) => list(&ctx, a).await,
+        Command::Inspect(a) => inspect(a),
     }
 }
 
@@ -428,6 +443,47 @@ async fn list(ctx: &CmdContext, a: ListArgs) -> Result<ExitCode> {
             d.title.as_deref().unwrap_or("(untitled)"),
             d.uri.as_deref().unwrap_or("")
         )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn inspect(a: InspectArgs) -> Result<ExitCode> {
+    let session = crate::engine::session::Session::load(&a.session)?;
+    let reqs = crate::inspect::requests(&session);
+    let selected: Vec<_> = match a.request {
+        Some(n) => {
+            let Some(r) = reqs.iter().find(|r| r.number == n) else {
+                bail!(
+                    "{} has {} request(s); there is no request {n}",
+                    a.session.display(),
+                    reqs.len()
+                );
+            };
+            vec![r.clone()]
+        }
+        None => reqs.clone(),
+    };
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &selected)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if session.groundwork.scripted_demo {
+        writeln!(out, "(a scripted demonstration, not a model's work)")?;
+    }
+    match a.request {
+        Some(_) => write!(out, "{}", crate::inspect::render_request(&selected[0], 120))?,
+        None => {
+            writeln!(
+                out,
+                "{}: {} messages, {} request(s)",
+                a.session.display(),
+                session.messages.len(),
+                reqs.len()
+            )?;
+            write!(out, "{}", crate::inspect::render_overview(&reqs))?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod embed;
 pub mod engine;
 pub mod ingest;
+pub mod inspect;
 pub mod paths;
 pub mod pipeline;
 pub mod store;
