@@ -1,0 +1,3 @@
+pub mod compaction;
+pub mod similarity;
+pub mod state;
