@@ -86,7 +86,7 @@ fn bench(c: &mut Criterion) {
     let history = conversation(100);
     assert_eq!(history.len(), 200);
     let agent = Agent::builder(Arc::new(InstantModel))
-        .instructions(&"You answer from the knowledge base. ".repeat(40))
+        .instructions("You answer from the knowledge base. ".repeat(40))
         .output_tool(ToolDef {
             name: "final_result".into(),
             description: "The structured answer.".into(),
