@@ -29,6 +29,43 @@ pub struct AppConfig {
     pub storage: StorageConfig,
     pub search: SearchConfig,
     pub embeddings: EmbeddingsConfig,
+    pub qa: QaConfig,
+    pub prompts: PromptsConfig,
+}
+
+/// The question-answering agent's settings (haiku.rag `qa`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct QaConfig {
+    /// `rag_search` calls allowed per run (SPEC §7.1).
+    pub max_searches: usize,
+    /// The answering model's traits.
+    pub model: QaModelConfig,
+}
+
+impl Default for QaConfig {
+    fn default() -> Self {
+        Self {
+            max_searches: 5,
+            model: QaModelConfig::default(),
+        }
+    }
+}
+
+/// What the answering model can do.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct QaModelConfig {
+    /// Whether the model reads images: retrieved pictures are attached to search results.
+    pub vision: bool,
+}
+
+/// Prose added to the capabilities' instructions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PromptsConfig {
+    /// Sent before each evidence capability's instructions when non-empty (SPEC §1.1).
+    pub domain_preamble: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -102,6 +139,9 @@ mod tests {
         assert_eq!(c, AppConfig::default());
         assert_eq!(c.search.limit, 5);
         assert_eq!(c.search.max_context_chars, 5000);
+        assert_eq!(c.qa.max_searches, 5);
+        assert!(!c.qa.model.vision);
+        assert_eq!(c.prompts.domain_preamble, "");
     }
 
     #[test]

@@ -1,0 +1,167 @@
+//! Evidence compaction (`haiku-rag-evidence-compaction`, SPEC §8.1): the
+//! `wrap_model_request` hook that rewrites the outgoing copy of earlier questions'
+//! evidence through the pure core in [`super::compaction`].
+
+use serde_json::Value;
+
+use crate::capabilities::compaction::{
+    CAPABILITY_ID, EvidenceView, build_capsule, capsule_images_with, compact_history, owned_tools,
+    question_in_progress, require_records,
+};
+use crate::capabilities::evidence::{StoreHandle, discover};
+use crate::engine::capability::{BoxFuture, Capability, CapabilityRun, ForRunContext, RunContext};
+use crate::engine::messages::{ModelMessage, UserContent};
+
+/// The compactor as registered. Takes no configuration.
+#[derive(Debug, Clone, Default)]
+pub struct EvidenceCompactionCapability;
+
+impl EvidenceCompactionCapability {
+    /// The compactor.
+    pub fn new() -> Self {
+        EvidenceCompactionCapability
+    }
+
+    /// `EvidenceCompactionCapability.from_spec()`: accepts nothing but `null` or `{}`.
+    pub fn from_spec(args: &Value) -> anyhow::Result<Self> {
+        match args {
+            Value::Null => Ok(Self),
+            Value::Object(m) if m.is_empty() => Ok(Self),
+            other => {
+                anyhow::bail!("EvidenceCompactionCapability takes no arguments, found {other}")
+            }
+        }
+    }
+}
+
+impl Capability for EvidenceCompactionCapability {
+    fn id(&self) -> &str {
+        CAPABILITY_ID
+    }
+
+    fn for_run(&self, _ctx: &mut ForRunContext<'_>) -> anyhow::Result<Box<dyn CapabilityRun>> {
+        Ok(Box::new(CompactorRun::default()))
+    }
+}
+
+/// The capsule built for one model request.
+#[derive(Debug, Clone)]
+struct Built {
+    key: (String, usize),
+    text: String,
+    images: Vec<UserContent>,
+}
+
+/// The per-run copy: holds the per-request capsule cache, never persisted.
+#[derive(Debug, Default)]
+pub struct CompactorRun {
+    cache: Option<Built>,
+}
+
+/// A picture to fetch: its owner's connection, document and ref.
+struct Wanted {
+    store: StoreHandle,
+    document_id: String,
+    self_ref: String,
+}
+
+fn decodable(bytes: &[u8]) -> Option<String> {
+    image::load_from_memory(bytes).ok()?;
+    crate::capabilities::compaction::image_media_type(bytes)
+        .map(str::to_string)
+        .or_else(|| Some("image/png".to_string()))
+}
+
+impl CapabilityRun for CompactorRun {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn wrap_model_request<'a>(
+        &'a mut self,
+        ctx: &'a mut RunContext,
+        outgoing: Vec<ModelMessage>,
+    ) -> BoxFuture<'a, anyhow::Result<Vec<ModelMessage>>> {
+        Box::pin(async move {
+            let key = (ctx.run_id.clone(), ctx.run_step);
+            // Everything that borrows the registry happens in this block.
+            let (boundary, owned, pending) = {
+                let evidence = discover(ctx);
+                let views: Vec<EvidenceView<'_>> = evidence
+                    .iter()
+                    .map(|e| {
+                        EvidenceView::new(
+                            e.namespace(),
+                            e.evidence_state(),
+                            e.evidence_tools(),
+                            e.state_carried(),
+                        )
+                    })
+                    .collect();
+                let boundary = question_in_progress(&views);
+                if boundary == 0 {
+                    return Ok(outgoing);
+                }
+                require_records(&views, &outgoing, boundary)?;
+                let owned = owned_tools(&views);
+                let pending = if self.cache.as_ref().is_some_and(|c| c.key == key) {
+                    None
+                } else {
+                    let capsule = build_capsule(&views)?;
+                    let wanted: Vec<Wanted> = capsule
+                        .pictures
+                        .iter()
+                        .map(|p| Wanted {
+                            store: evidence
+                                .iter()
+                                .find(|e| e.namespace() == p.capability)
+                                .map(|e| e.picture_store(&p.chunk_id))
+                                .expect("pictures come from discovered capabilities"),
+                            document_id: p.document_id.clone(),
+                            self_ref: p.self_ref.clone(),
+                        })
+                        .collect();
+                    Some((capsule, wanted))
+                };
+                (boundary, owned, pending)
+            };
+            if let Some((capsule, wanted)) = pending {
+                let mut fetched: Vec<Option<Vec<u8>>> = Vec::with_capacity(wanted.len());
+                for w in &wanted {
+                    let bytes = match w.store.get().await {
+                        Ok(store) => store
+                            .picture(&w.document_id, &w.self_ref)
+                            .await
+                            .ok()
+                            .flatten(),
+                        Err(_) => None,
+                    };
+                    fetched.push(bytes);
+                }
+                let mut index = 0;
+                let images = capsule_images_with(
+                    &capsule.pictures,
+                    |_| {
+                        let bytes = fetched[index].take();
+                        index += 1;
+                        bytes
+                    },
+                    decodable,
+                );
+                self.cache = Some(Built {
+                    key,
+                    text: capsule.text,
+                    images,
+                });
+            }
+            let built = self.cache.as_ref().expect("built above");
+            Ok(compact_history(
+                &outgoing,
+                boundary,
+                &owned,
+                &built.text,
+                &built.images,
+            ))
+        })
+    }
+}
