@@ -49,10 +49,11 @@ impl OpenAiEmbedder {
         })
     }
 
-    async fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// One `/v1/embeddings` call; vectors in input order, unchecked.
+    async fn request(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
         let request = CreateEmbeddingRequest {
             model: self.spec.name.clone(),
-            input: EmbeddingInput::StringArray(texts.to_vec()),
+            input: EmbeddingInput::StringArray(texts),
             encoding_format: None,
             user: None,
             dimensions: None,
@@ -68,9 +69,25 @@ impl OpenAiEmbedder {
             })?;
         let mut data = response.data;
         data.sort_by_key(|e| e.index);
-        let vectors: Vec<Vec<f32>> = data.into_iter().map(|e| e.embedding).collect();
+        Ok(data.into_iter().map(|e| e.embedding).collect())
+    }
+
+    async fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let vectors = self.request(texts.to_vec()).await?;
         check_vectors(&self.spec, texts.len(), &vectors)?;
         Ok(vectors)
+    }
+
+    /// Embeds one string and returns the vector length (used to learn a model's dimension).
+    pub async fn probe(&self) -> Result<usize, EmbedError> {
+        self.request(vec!["dimension probe".into()])
+            .await?
+            .first()
+            .map(Vec::len)
+            .ok_or_else(|| EmbedError::Endpoint {
+                url: self.base_url.clone(),
+                message: "the endpoint returned no embedding".into(),
+            })
     }
 }
 
@@ -101,35 +118,5 @@ impl Embedder for OpenAiEmbedder {
             }
             Ok(out)
         })
-    }
-}
-
-impl OpenAiEmbedder {
-    /// Embeds one string and returns the vector length (used to learn a model's dimension).
-    pub async fn probe(&self) -> Result<usize, EmbedError> {
-        let request = CreateEmbeddingRequest {
-            model: self.spec.name.clone(),
-            input: EmbeddingInput::StringArray(vec!["dimension probe".into()]),
-            encoding_format: None,
-            user: None,
-            dimensions: None,
-        };
-        let response = self
-            .client
-            .embeddings()
-            .create(request)
-            .await
-            .map_err(|e| EmbedError::Endpoint {
-                url: self.base_url.clone(),
-                message: e.to_string(),
-            })?;
-        response
-            .data
-            .first()
-            .map(|e| e.embedding.len())
-            .ok_or_else(|| EmbedError::Endpoint {
-                url: self.base_url.clone(),
-                message: "the endpoint returned no embedding".into(),
-            })
     }
 }
