@@ -43,6 +43,15 @@ pub struct GlobalArgs {
     /// Embedding dimension; probed from the endpoint when omitted (env GROUNDWORK_EMBED_DIM).
     #[arg(long, global = true, value_name = "N")]
     pub embed_dim: Option<usize>,
+    /// Session file to continue and save to (default: a new file under <data dir>/sessions).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub session: Option<PathBuf>,
+    /// OpenAI-compatible chat endpoint, e.g. http://127.0.0.1:11434/v1 (env GROUNDWORK_MODEL_URL).
+    #[arg(long, global = true, value_name = "URL")]
+    pub model_url: Option<String>,
+    /// Chat model name (env GROUNDWORK_MODEL).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -59,6 +68,28 @@ pub enum Command {
     List(ListArgs),
     /// Show the model requests of a saved session, the stored history beside what was sent.
     Inspect(InspectArgs),
+    /// Ask one question and print the answer (the session is saved after a successful run).
+    Ask(AskArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    pub question: String,
+    /// Evidence capability to register (repeatable): rag (default) or analysis.
+    #[arg(long = "capability", value_name = "NAME")]
+    pub capabilities: Vec<crate::ask::CapabilityChoice>,
+    /// Register several capabilities eagerly instead of deferred.
+    #[arg(long)]
+    pub eager: bool,
+    /// Do not register evidence compaction.
+    #[arg(long)]
+    pub no_compaction: bool,
+    /// Do not register the citation policy.
+    #[arg(long)]
+    pub no_policy: bool,
+    /// Print answer, citations, ledger status and every request (raw and compacted) as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -201,6 +232,7 @@ pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
         Command::Delete(a) => delete(&ctx, a).await,
         Command::List(a) => list(&ctx, a).await,
         Command::Inspect(a) => inspect(a),
+        Command::Ask(a) => ask(&ctx, &cli.global, a).await,
     }
 }
 
@@ -443,6 +475,100 @@ async fn list(ctx: &CmdContext, a: ListArgs) -> Result<ExitCode> {
             d.title.as_deref().unwrap_or("(untitled)"),
             d.uri.as_deref().unwrap_or("")
         )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCode> {
+    use crate::engine::config::{ModelConfig, ModelOverrides};
+    use crate::engine::session::Session;
+    let options = crate::ask::AskOptions {
+        capabilities: a.capabilities.clone(),
+        eager: a.eager,
+        compaction: !a.no_compaction,
+        policy: !a.no_policy,
+    };
+    if options
+        .capabilities
+        .contains(&crate::ask::CapabilityChoice::Analysis)
+    {
+        return Err(crate::ask::AskError::AnalysisUnavailable.into());
+    }
+    let model_config = ModelConfig::load(
+        Some(&paths::config_file(&ctx.env)),
+        &ctx.env,
+        &ModelOverrides {
+            base_url: global.model_url.clone(),
+            model: global.model.clone(),
+            ..Default::default()
+        },
+    )?;
+    let model_name = model_config.model.clone();
+    let model = std::sync::Arc::new(crate::engine::model::OpenAiModel::new(model_config)?);
+    let store = std::sync::Arc::new(ctx.open_store().await?);
+    let agent = crate::ask::build_agent(model, store, &ctx.config, &options)?;
+    let path = match &global.session {
+        Some(p) => p.clone(),
+        None => paths::data_dir(&ctx.env).join("sessions").join(format!(
+            "{}.json",
+            chrono::Local::now().format("%Y%m%d-%H%M%S")
+        )),
+    };
+    let mut session = if path.exists() {
+        Session::load(&path)?
+    } else {
+        Session::new(model_name)
+    };
+    let outcome = crate::ask::ask(
+        &agent,
+        &mut session,
+        &a.question,
+        None,
+        crate::engine::cancel::CancelToken::new(),
+    )
+    .await?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    session.save(&path)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        let mut v = serde_json::to_value(&outcome)?;
+        if let serde_json::Value::Object(m) = &mut v {
+            m.insert(
+                "session".into(),
+                serde_json::Value::String(path.display().to_string()),
+            );
+        }
+        serde_json::to_writer_pretty(&mut out, &v)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "{}", outcome.answer)?;
+        if !outcome.citations.is_empty() {
+            writeln!(out)?;
+            writeln!(out, "Sources:")?;
+            for c in &outcome.citations {
+                let source = c["document_title"]
+                    .as_str()
+                    .or(c["document_uri"].as_str())
+                    .unwrap_or("");
+                let pages = c["page_numbers"]
+                    .as_array()
+                    .filter(|p| !p.is_empty())
+                    .map(|p| {
+                        format!(
+                            ", p. {}",
+                            p.iter()
+                                .map(|x| x.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    })
+                    .unwrap_or_default();
+                writeln!(out, "  [{}] {source}{pages}", c["index"])?;
+            }
+        }
+        eprintln!("({}; session saved to {})", outcome.status, path.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -4,6 +4,7 @@
 //! The core (everything outside `tui`) never depends on a terminal library; the TUI is a
 //! view over what the core emits.
 
+pub mod ask;
 pub mod capabilities;
 pub mod cli;
 pub mod config;

@@ -1,0 +1,199 @@
+//! `groundwork ask` end to end: the real binary, the real async-openai client against the
+//! scripted OpenAI-compatible server, a real LanceDB store; the session it writes is read
+//! back by `inspect` and by pydantic-ai itself, and a failed question commits nothing.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use support::hashembed;
+use support::scripted_server::{Reply, ScriptedServer, system_text, tool_names};
+
+struct Home(tempfile::TempDir);
+
+impl Home {
+    async fn run(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_groundwork"));
+        cmd.args(args)
+            .env("HOME", self.0.path())
+            .env("XDG_DATA_HOME", self.0.path().join("data"))
+            .env("XDG_CONFIG_HOME", self.0.path().join("config"))
+            .env("OPENAI_API_KEY", "sk-ask-test-SECRET")
+            .env_remove("HAIKU_RAG_DB")
+            .env_remove("GROUNDWORK_MODEL_URL")
+            .env_remove("GROUNDWORK_MODEL")
+            .env_remove("GROUNDWORK_EMBED_URL")
+            .env_remove("GROUNDWORK_EMBED_MODEL");
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap()
+    }
+}
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn ask_answers_cites_saves_and_continues() {
+    let embed = hashembed::start().await;
+    let home = Home(tempfile::tempdir().unwrap());
+    let db = home.0.path().join("kb.lancedb");
+    let db = db.to_str().unwrap();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ingest/sample.md");
+    let o = home
+        .run(&[
+            "--db",
+            db,
+            "ingest",
+            sample.to_str().unwrap(),
+            "--embed-url",
+            &embed.url,
+            "--embed-model",
+            hashembed::MODEL,
+        ])
+        .await;
+    assert!(o.status.success(), "{}", err(&o));
+    let o = home
+        .run(&[
+            "--db",
+            db,
+            "search",
+            "fires on hills",
+            "--json",
+            "--limit",
+            "1",
+        ])
+        .await;
+    let hits: Value = serde_json::from_str(&out(&o)).unwrap();
+    let chunk = hits[0]["chunk_id"].as_str().unwrap().to_string();
+
+    // Question 1: search, cite, answer.
+    let model = ScriptedServer::start(vec![
+        Reply::tool_call("rag_search", json!({"query": "fires on hills"})),
+        Reply::tool_call("rag_cite", json!({"chunk_ids": [chunk]})),
+        Reply::text("The first towers were fires on hills."),
+    ])
+    .await;
+    let session = home.0.path().join("s.json");
+    let session = session.to_str().unwrap();
+    let url = model.base_url();
+    let ask = |q: &'static str| {
+        vec![
+            "--db".to_string(),
+            db.to_string(),
+            "--session".into(),
+            session.to_string(),
+            "--model-url".into(),
+            url.clone(),
+            "--model".into(),
+            "scripted".into(),
+            "ask".into(),
+            q.into(),
+            "--json".into(),
+        ]
+    };
+    let args = ask("How did lighthouses start?");
+    let o = home
+        .run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    assert!(o.status.success(), "{}", err(&o));
+    let v: Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(v["answer"], "The first towers were fires on hills.");
+    assert_eq!(v["status"], "grounded");
+    assert_eq!(v["violation"], false);
+    assert_eq!(v["question"], 0);
+    assert_eq!(v["citations"][0]["chunk_id"], chunk.as_str());
+    assert_eq!(v["citations"][0]["index"], 1);
+    assert_eq!(v["requests"].as_array().unwrap().len(), 3);
+    // The RAG capability is eager for a single capability: its tools on the first request,
+    // the host preamble and the RAG instructions in the system text.
+    let first = &model.requests()[0];
+    assert!(tool_names(first).contains(&"rag_search".to_string()));
+    assert!(system_text(first).contains("# RAG"));
+
+    // The session holds the question; the key is nowhere in it.
+    let text = std::fs::read_to_string(session).unwrap();
+    assert!(!text.contains("SECRET"));
+    let saved: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(saved["messages"].as_array().unwrap().len(), 6);
+    assert_eq!(saved["state"]["rag"]["evidence"]["in_progress"], false);
+    assert_eq!(saved["state"]["citation_policy"]["violations"], json!([]));
+
+    // pydantic-ai reads it (when the checker's venv exists; .ci/setup creates it).
+    let py = home_python();
+    if let Some(py) = py {
+        let checker = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/pydantic_ai/check_session.py");
+        let o = Command::new(py).arg(checker).arg(session).output().unwrap();
+        assert!(o.status.success(), "{}", err(&o));
+    }
+
+    // inspect shows its three requests.
+    let o = home.run(&["inspect", session]).await;
+    assert!(out(&o).contains("3 request(s)"), "{}", out(&o));
+
+    // Question 2 continues the session: identity 6, an empty cite makes it ungrounded.
+    model.push(Reply::tool_call("rag_cite", json!({"chunk_ids": []})));
+    model.push(Reply::text("I could not find that in the knowledge base."));
+    let args = ask("Who painted the towers?");
+    let o = home
+        .run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    assert!(o.status.success(), "{}", err(&o));
+    let v: Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(v["question"], 6);
+    assert_eq!(v["status"], "ungrounded");
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(session).unwrap()).unwrap();
+    assert_eq!(saved["messages"].as_array().unwrap().len(), 10);
+
+    // A failed question (endpoint down) exits non-zero and commits nothing.
+    let before = std::fs::read_to_string(session).unwrap();
+    let o = home
+        .run(&[
+            "--db",
+            db,
+            "--session",
+            session,
+            "--model-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "ask",
+            "Anything?",
+        ])
+        .await;
+    assert!(!o.status.success());
+    assert!(
+        err(&o).contains("cannot reach model endpoint"),
+        "{}",
+        err(&o)
+    );
+    assert_eq!(std::fs::read_to_string(session).unwrap(), before);
+
+    // The analysis capability is refused with a clear message.
+    let o = home
+        .run(&[
+            "--db",
+            db,
+            "--model-url",
+            &url,
+            "ask",
+            "Count them",
+            "--capability",
+            "analysis",
+        ])
+        .await;
+    assert!(!o.status.success());
+    assert!(err(&o).contains("analysis capability"), "{}", err(&o));
+}
+
+fn home_python() -> Option<std::path::PathBuf> {
+    let p = Path::new(&std::env::var("HOME").ok()?).join(".cache/groundwork-pai-venv/bin/python");
+    p.exists().then_some(p)
+}
