@@ -182,6 +182,12 @@ impl CmdContext {
     /// unless overridden.
     pub async fn open_store(&self) -> Result<Store> {
         let mut store = Store::open(&self.db).await?;
+        self.attach_embedder(&mut store).await?;
+        Ok(store)
+    }
+
+    /// Attaches the search config and the query embedder to an open store.
+    async fn attach_embedder(&self, store: &mut Store) -> Result<()> {
         store.set_search_config(self.config.search.clone());
         let mut spec = self.overrides.apply(store.embedder_spec());
         if !self.overrides.is_empty()
@@ -193,7 +199,7 @@ impl CmdContext {
         }
         let embedder = prepare_embedder(&spec, &self.env).await?;
         store.set_embedder(embedder)?;
-        Ok(store)
+        Ok(())
     }
 
     /// The embedder a new database is built with: flags/env, else the config file.
@@ -303,7 +309,10 @@ impl pipeline::Progress for BarProgress {
 
 async fn ingest(ctx: &CmdContext, a: IngestArgs) -> Result<ExitCode> {
     let store = match Store::open(&ctx.db).await {
-        Ok(_) => ctx.open_store().await?,
+        Ok(mut store) => {
+            ctx.attach_embedder(&mut store).await?;
+            store
+        }
         Err(StoreError::NotFound { .. }) => {
             let spec = ctx.new_db_embedder().await?;
             // The embedder first: if it cannot be had, no empty database is left behind.
@@ -385,11 +394,7 @@ async fn search(ctx: &CmdContext, a: SearchArgs) -> Result<ExitCode> {
 }
 
 async fn info(ctx: &CmdContext, a: InfoArgs) -> Result<ExitCode> {
-    let store = match Store::open(&ctx.db).await {
-        Ok(s) => s,
-        Err(e) => return Err(e.into()),
-    };
-    let info = store.info().await?;
+    let info = Store::open(&ctx.db).await?.info().await?;
     let mut out = std::io::stdout().lock();
     if a.json {
         serde_json::to_writer_pretty(&mut out, &info)?;

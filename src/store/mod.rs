@@ -574,6 +574,24 @@ impl Store {
         self.query_items(&filter, false).await
     }
 
+    /// Items of one document at the given positions.
+    pub async fn items_at(
+        &self,
+        document_id: &str,
+        positions: &[i64],
+    ) -> Result<Vec<DocumentItem>> {
+        if positions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list: Vec<String> = positions.iter().map(i64::to_string).collect();
+        let filter = format!(
+            "document_id = {} AND position IN ({})",
+            sql_str(document_id),
+            list.join(", ")
+        );
+        self.query_items(&filter, false).await
+    }
+
     /// Items of one document selected by self_ref.
     pub async fn items_by_ref(
         &self,
@@ -693,12 +711,7 @@ impl Store {
 
     pub async fn info(&self) -> Result<StoreInfo> {
         let mut indexes = Vec::new();
-        for (name, table) in [
-            (schema::DOCUMENTS, &self.documents),
-            (schema::DOCUMENT_META, &self.meta),
-            (schema::CHUNKS, &self.chunks),
-            (schema::DOCUMENT_ITEMS, &self.items),
-        ] {
+        for (name, table) in self.tables() {
             for idx in table.list_indices().await? {
                 let unindexed = match table.index_stats(&idx.name).await {
                     Ok(Some(s)) => s.num_unindexed_rows,

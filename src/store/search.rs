@@ -204,26 +204,19 @@ impl Store {
 
     /// Context expansion over the store's `document_items` (SPEC §5.3).
     pub async fn expand(&self, results: Vec<SearchResult>) -> Result<Vec<SearchResult>> {
-        let mut windows: HashMap<String, (i64, i64)> = HashMap::new();
-        for r in &results {
-            let (Some(doc), false) = (r.document_id.as_ref(), r.doc_item_refs.is_empty()) else {
-                continue;
-            };
-            let items = self.items_by_ref(doc, &r.doc_item_refs).await?;
-            let Some(lo) = items.iter().map(|i| i.position).min() else {
-                continue;
-            };
-            let hi = items.iter().map(|i| i.position).max().unwrap_or(lo);
-            let w = windows.entry(doc.clone()).or_insert((lo, hi));
-            w.0 = w.0.min(lo);
-            w.1 = w.1.max(hi);
-        }
         let mut items: HashMap<String, Vec<DocumentItem>> = HashMap::new();
-        for (doc, (lo, hi)) in windows {
-            let loaded = self
+        for (doc, refs) in refs_by_document(&results) {
+            let matched = self.items_by_ref(&doc, &refs).await?;
+            let (Some(lo), Some(hi)) = (
+                matched.iter().map(|i| i.position).min(),
+                matched.iter().map(|i| i.position).max(),
+            ) else {
+                continue;
+            };
+            let window = self
                 .items_of(&doc, Some(((lo - 100).max(0), hi + 100)))
                 .await?;
-            items.insert(doc, loaded);
+            items.insert(doc, window);
         }
         Ok(expand::expand_context(
             results,
@@ -233,49 +226,51 @@ impl Store {
     }
 
     /// Fills `image_data` and `picture_captions` for the pictures each result refers to
-    /// (its own picture refs, and the picture just before each caption it contains).
+    /// (its own picture refs, and the picture just before each caption it contains). One
+    /// round of item and picture queries per document, whatever the number of results.
     async fn attach_pictures(&self, mut results: Vec<SearchResult>) -> Result<Vec<SearchResult>> {
-        for r in results.iter_mut() {
-            let Some(doc) = r.document_id.clone() else {
-                continue;
-            };
-            if r.doc_item_refs.is_empty() {
-                continue;
-            }
-            let mut items = self.items_by_ref(&doc, &r.doc_item_refs).await?;
-            let caption_positions: Vec<i64> = items
+        for (doc, refs) in refs_by_document(&results) {
+            let mut items = self.items_by_ref(&doc, &refs).await?;
+            let before_captions: Vec<i64> = items
                 .iter()
-                .filter(|i| i.label == "caption")
+                .filter(|i| i.label == "caption" && i.position > 0)
                 .map(|i| i.position - 1)
-                .filter(|p| *p >= 0)
                 .collect();
-            for p in caption_positions {
-                items.extend(self.items_of(&doc, Some((p, p))).await?);
-            }
-            let wanted = expand::wanted_picture_refs(r, &items);
-            if wanted.is_empty() {
-                continue;
-            }
-            let bytes = self.pictures(&doc, &wanted).await?;
-            let mut image_data = Map::new();
-            let mut captions = Map::new();
-            for w in &wanted {
-                if let Some(b) = bytes.get(w) {
-                    image_data.insert(
-                        w.clone(),
-                        Value::String(base64::engine::general_purpose::STANDARD.encode(b)),
-                    );
-                    let text = items
-                        .iter()
-                        .find(|i| &i.self_ref == w)
-                        .map(|i| i.text.clone())
-                        .unwrap_or_default();
-                    captions.insert(w.clone(), Value::String(text));
+            items.extend(self.items_at(&doc, &before_captions).await?);
+            let in_doc = |r: &SearchResult| r.document_id.as_deref() == Some(doc.as_str());
+            let mut wanted: Vec<String> = Vec::new();
+            for r in results.iter().filter(|r| in_doc(r)) {
+                for w in expand::wanted_picture_refs(r, &items) {
+                    if !wanted.contains(&w) {
+                        wanted.push(w);
+                    }
                 }
             }
-            if !image_data.is_empty() {
-                r.image_data = Some(image_data);
-                r.picture_captions = captions;
+            let bytes = self.pictures(&doc, &wanted).await?;
+            if bytes.is_empty() {
+                continue;
+            }
+            for r in results.iter_mut().filter(|r| in_doc(r)) {
+                let mut image_data = Map::new();
+                let mut captions = Map::new();
+                for w in expand::wanted_picture_refs(r, &items) {
+                    if let Some(b) = bytes.get(&w) {
+                        let text = items
+                            .iter()
+                            .find(|i| i.self_ref == w)
+                            .map(|i| i.text.clone())
+                            .unwrap_or_default();
+                        image_data.insert(
+                            w.clone(),
+                            Value::String(base64::engine::general_purpose::STANDARD.encode(b)),
+                        );
+                        captions.insert(w, Value::String(text));
+                    }
+                }
+                if !image_data.is_empty() {
+                    r.image_data = Some(image_data);
+                    r.picture_captions = captions;
+                }
             }
         }
         Ok(results)
@@ -292,6 +287,32 @@ impl Store {
         };
         Ok(Some(result_from_chunk(chunk, 1.0, Some(&doc))))
     }
+}
+
+/// The union of the results' item refs, per document (first-seen order).
+fn refs_by_document(results: &[SearchResult]) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for r in results {
+        let Some(doc) = r.document_id.as_ref() else {
+            continue;
+        };
+        if r.doc_item_refs.is_empty() {
+            continue;
+        }
+        let pos = match out.iter().position(|(d, _)| d == doc) {
+            Some(p) => p,
+            None => {
+                out.push((doc.clone(), Vec::new()));
+                out.len() - 1
+            }
+        };
+        for rf in &r.doc_item_refs {
+            if !out[pos].1.contains(rf) {
+                out[pos].1.push(rf.clone());
+            }
+        }
+    }
+    out
 }
 
 /// Builds a SearchResult from a chunk row and its document.
