@@ -22,8 +22,9 @@ use crate::store::{Store, StoreError, format};
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
+    /// Without a command, the workbench opens on the database and a new session.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// Flags accepted before or after the subcommand.
@@ -70,6 +71,21 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Ask one question and print the answer (the session is saved after a successful run).
     Ask(AskArgs),
+    /// Open a saved session in the workbench (Groundwork's or a haiku.rag host's; `demo`
+    /// opens the scripted demo session).
+    Open(OpenArgs),
+}
+
+#[derive(Debug, Args, Default)]
+pub struct OpenArgs {
+    /// A session file, or `demo`.
+    pub session: String,
+    /// Evidence capability for new questions (repeatable): rag (default) or analysis.
+    #[arg(long = "capability", value_name = "NAME")]
+    pub capabilities: Vec<crate::ask::CapabilityChoice>,
+    /// Register several capabilities eagerly instead of deferred.
+    #[arg(long)]
+    pub eager: bool,
 }
 
 #[derive(Debug, Args)]
@@ -232,14 +248,163 @@ impl CmdContext {
 pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
     let ctx = CmdContext::new(&cli.global, env)?;
     match cli.command {
-        Command::Ingest(a) => ingest(&ctx, a).await,
-        Command::Search(a) => search(&ctx, a).await,
-        Command::Info(a) => info(&ctx, a).await,
-        Command::Delete(a) => delete(&ctx, a).await,
-        Command::List(a) => list(&ctx, a).await,
-        Command::Inspect(a) => inspect(a),
-        Command::Ask(a) => ask(&ctx, &cli.global, a).await,
+        None => workbench(&ctx, &cli.global, None).await,
+        Some(Command::Open(a)) => workbench(&ctx, &cli.global, Some(a)).await,
+        Some(Command::Ingest(a)) => ingest(&ctx, a).await,
+        Some(Command::Search(a)) => search(&ctx, a).await,
+        Some(Command::Info(a)) => info(&ctx, a).await,
+        Some(Command::Delete(a)) => delete(&ctx, a).await,
+        Some(Command::List(a)) => list(&ctx, a).await,
+        Some(Command::Inspect(a)) => inspect(a),
+        Some(Command::Ask(a)) => ask(&ctx, &cli.global, a).await,
     }
+}
+
+/// Whether the database is the default one (no `--db`, no `HAIKU_RAG_DB`).
+fn is_default_db(global: &GlobalArgs, ctx: &CmdContext) -> bool {
+    global.db.as_deref().is_none_or(str::is_empty)
+        && ctx.env.get("HAIKU_RAG_DB").is_none_or(|v| v.is_empty())
+}
+
+/// On first run the default database is built from the bundled demo corpus, with a
+/// progress bar. Returns whether it was created now.
+pub async fn ensure_demo_db(ctx: &CmdContext) -> Result<bool> {
+    if std::path::Path::new(&ctx.db).exists() {
+        return Ok(false);
+    }
+    let corpus_dir = paths::data_dir(&ctx.env).join("demo");
+    let docs = crate::demo::write_corpus(&corpus_dir)
+        .with_context(|| format!("cannot write the demo corpus to {}", corpus_dir.display()))?;
+    eprintln!(
+        "first run: building the demo knowledge base in {} from the bundled corpus",
+        ctx.db
+    );
+    let started = std::time::Instant::now();
+    let store = open_or_create(ctx).await?;
+    let report = ingest_with_bar(&store, &docs).await?;
+    eprintln!(
+        "demo knowledge base ready: {} documents, {} chunks in {:.1}s",
+        docs.len() - report.failed().len(),
+        report.chunks_written(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(true)
+}
+
+/// The model to use: configured, else found on a local server, else none (with a hint).
+pub async fn choose_model(
+    ctx: &CmdContext,
+    global: &GlobalArgs,
+) -> Result<crate::engine::discover::ModelChoice> {
+    use crate::engine::config::ModelOverrides;
+    Ok(crate::engine::discover::choose_model(
+        Some(&paths::config_file(&ctx.env)),
+        &ctx.env,
+        &ModelOverrides {
+            base_url: global.model_url.clone(),
+            model: global.model.clone(),
+            ..Default::default()
+        },
+        crate::engine::discover::LOCAL_SERVERS,
+    )
+    .await?)
+}
+
+/// `groundwork` and `groundwork open SESSION`: the workbench TUI.
+async fn workbench(ctx: &CmdContext, global: &GlobalArgs, open: Option<OpenArgs>) -> Result<ExitCode> {
+    use crate::engine::session::Session;
+    use crate::tui;
+    // Everything that can fail on bad configuration fails here, before raw mode.
+    let (theme, keymap) = tui::load_tui_config(&paths::config_file(&ctx.env))?;
+    let open = open.unwrap_or_default();
+    let fresh_demo = if is_default_db(global, ctx) {
+        ensure_demo_db(ctx).await?
+    } else {
+        false
+    };
+    let store = match ctx.open_store().await {
+        Ok(s) => Some(std::sync::Arc::new(s)),
+        Err(e) if open.session.is_empty() => return Err(e),
+        Err(e) => {
+            // A saved session is inspectable without its database.
+            eprintln!("warning: {e:#}; the session opens without search");
+            None
+        }
+    };
+    let choice = choose_model(ctx, global).await?;
+    let model: Option<std::sync::Arc<dyn crate::engine::model::ChatModel>> = match choice.config()
+    {
+        Some(c) => Some(std::sync::Arc::new(crate::engine::model::OpenAiModel::new(c.clone())?)),
+        None => None,
+    };
+    let sessions_dir = paths::data_dir(&ctx.env).join("sessions");
+    let new_path = || {
+        sessions_dir.join(format!(
+            "{}.json",
+            chrono::Local::now().format("%Y%m%d-%H%M%S")
+        ))
+    };
+    let (session, path) = if open.session == "demo" || (open.session.is_empty() && global.session.is_none() && fresh_demo) {
+        match crate::demo::session() {
+            Some(s) => (s?, None),
+            None => (Session::new(model_name(&choice)), Some(new_path())),
+        }
+    } else {
+        let explicit = if open.session.is_empty() {
+            global.session.clone()
+        } else {
+            Some(std::path::PathBuf::from(&open.session))
+        };
+        match explicit {
+            Some(p) if p.exists() => (Session::load(&p)?, Some(p)),
+            Some(p) if !open.session.is_empty() => {
+                bail!("session file {} does not exist", p.display())
+            }
+            Some(p) => (Session::new(model_name(&choice)), Some(p)),
+            None => (Session::new(model_name(&choice)), Some(new_path())),
+        }
+    };
+    let mut capabilities: Vec<String> = open
+        .capabilities
+        .iter()
+        .map(|c| match c {
+            crate::ask::CapabilityChoice::Rag => "rag".to_string(),
+            crate::ask::CapabilityChoice::Analysis => "analysis".to_string(),
+        })
+        .collect();
+    if capabilities.is_empty() {
+        capabilities.push("rag".into());
+    }
+    let host = tui::app::HostInfo {
+        db: ctx.db.clone(),
+        model: match &choice {
+            crate::engine::discover::ModelChoice::None(_) => "none configured".into(),
+            other => other.describe(),
+        },
+        model_ready: model.is_some() && store.is_some(),
+        model_help: match &choice {
+            crate::engine::discover::ModelChoice::None(hint) => hint.clone(),
+            _ => "the database could not be opened; questions need it".into(),
+        },
+        capabilities,
+        max_searches: ctx.config.qa.max_searches,
+    };
+    let app = tui::app::App::new(session, path, host)
+        .with_keymap(keymap)
+        .with_theme(theme);
+    let services = tui::Services::new(
+        store,
+        model,
+        ctx.config.clone(),
+        open.capabilities.clone(),
+        open.eager,
+    );
+    tui::run(app, services).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn model_name(choice: &crate::engine::discover::ModelChoice) -> String {
+    choice.config().map(|c| c.model.clone()).unwrap_or_default()
 }
 
 /// Builds the embedder a spec names. The local model is fetched first if needed (once, from
@@ -307,8 +472,9 @@ impl pipeline::Progress for BarProgress {
     }
 }
 
-async fn ingest(ctx: &CmdContext, a: IngestArgs) -> Result<ExitCode> {
-    let store = match Store::open(&ctx.db).await {
+/// Opens the database, or creates it with the configured (or default) embedder.
+async fn open_or_create(ctx: &CmdContext) -> Result<Store> {
+    Ok(match Store::open(&ctx.db).await {
         Ok(mut store) => {
             ctx.attach_embedder(&mut store).await?;
             store
@@ -324,15 +490,25 @@ async fn ingest(ctx: &CmdContext, a: IngestArgs) -> Result<ExitCode> {
             store
         }
         Err(e) => return Err(e.into()),
-    };
+    })
+}
+
+/// Ingests `paths` with a progress bar on stderr.
+async fn ingest_with_bar(store: &Store, paths: &[PathBuf]) -> Result<pipeline::IngestReport> {
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {wide_msg}")
             .expect("static template"),
     );
-    let started = std::time::Instant::now();
-    let report = pipeline::ingest_paths(&store, &a.paths, &BarProgress(bar.clone())).await?;
+    let report = pipeline::ingest_paths(store, paths, &BarProgress(bar.clone())).await;
     bar.finish_and_clear();
+    Ok(report?)
+}
+
+async fn ingest(ctx: &CmdContext, a: IngestArgs) -> Result<ExitCode> {
+    let store = open_or_create(ctx).await?;
+    let started = std::time::Instant::now();
+    let report = ingest_with_bar(&store, &a.paths).await?;
     let secs = started.elapsed().as_secs_f64();
     let added = report.count(|o| matches!(o, Outcome::Added { .. }));
     let replaced = report.count(|o| matches!(o, Outcome::Replaced { .. }));
@@ -485,7 +661,6 @@ async fn list(ctx: &CmdContext, a: ListArgs) -> Result<ExitCode> {
 }
 
 async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCode> {
-    use crate::engine::config::{ModelConfig, ModelOverrides};
     use crate::engine::session::Session;
     let options = crate::ask::AskOptions {
         capabilities: a.capabilities.clone(),
@@ -499,15 +674,14 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
     {
         return Err(crate::ask::AskError::AnalysisUnavailable.into());
     }
-    let model_config = ModelConfig::load(
-        Some(&paths::config_file(&ctx.env)),
-        &ctx.env,
-        &ModelOverrides {
-            base_url: global.model_url.clone(),
-            model: global.model.clone(),
-            ..Default::default()
-        },
-    )?;
+    let model_config = match choose_model(ctx, global).await? {
+        crate::engine::discover::ModelChoice::None(hint) => bail!("{hint}"),
+        crate::engine::discover::ModelChoice::Discovered(c, found) => {
+            eprintln!("using {} at {} (found {})", c.model, c.base_url, found.server);
+            c
+        }
+        crate::engine::discover::ModelChoice::Configured(c) => c,
+    };
     let model_name = model_config.model.clone();
     let model = std::sync::Arc::new(crate::engine::model::OpenAiModel::new(model_config)?);
     let store = std::sync::Arc::new(ctx.open_store().await?);

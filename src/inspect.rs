@@ -232,3 +232,203 @@ pub fn render_request(r: &InspectedRequest, width: usize) -> String {
     }
     out
 }
+
+/// How a part of the sent request relates to the stored one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartMark {
+    /// Sent as stored.
+    Same,
+    /// The capsule of earlier cited evidence.
+    Capsule,
+    /// A tool result replaced by the receipt.
+    Receipt,
+    /// Our tagged pictures were stripped from it.
+    StrippedPicture,
+    /// The citation policy's redirect.
+    Redirect,
+    /// Rewritten in another way.
+    Changed,
+    /// Only in the sent request.
+    Added,
+    /// Only in the stored history.
+    Removed,
+}
+
+impl PartMark {
+    /// A short label for the mark.
+    pub fn label(self) -> &'static str {
+        match self {
+            PartMark::Same => "",
+            PartMark::Capsule => "capsule",
+            PartMark::Receipt => "receipt",
+            PartMark::StrippedPicture => "picture stripped",
+            PartMark::Redirect => "redirect",
+            PartMark::Changed => "rewritten",
+            PartMark::Added => "added",
+            PartMark::Removed => "removed",
+        }
+    }
+}
+
+/// One part of a request, stored beside sent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PartRow {
+    /// `user-prompt`, `tool-return rag_search`, `text`, ...
+    pub kind: String,
+    /// The stored part's full text.
+    pub raw: Option<String>,
+    /// The sent part's full text.
+    pub sent: Option<String>,
+    pub mark: PartMark,
+}
+
+/// One message of a request, stored beside sent, part by part.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MessageRow {
+    /// Index in the request.
+    pub index: usize,
+    /// `request` or `response`.
+    pub role: &'static str,
+    pub raw_tokens: Option<usize>,
+    pub sent_tokens: Option<usize>,
+    pub parts: Vec<PartRow>,
+}
+
+/// Text and kind of every part of a message, images as `[image: media/type]`.
+pub fn part_texts(m: &ModelMessage) -> Vec<(String, String)> {
+    let v = serde_json::to_value(m).unwrap_or(Value::Null);
+    let parts = v
+        .get("parts")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    parts
+        .iter()
+        .map(|p| {
+            let kind = p.get("part_kind").and_then(Value::as_str).unwrap_or("?");
+            let tool = p.get("tool_name").and_then(Value::as_str).unwrap_or("");
+            let label = if tool.is_empty() {
+                kind.to_string()
+            } else {
+                format!("{kind} {tool}")
+            };
+            let text = match kind {
+                "tool-call" => p
+                    .get("args")
+                    .map(|a| match a {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .unwrap_or_default(),
+                "user-prompt" => match p.get("content") {
+                    Some(Value::Array(items)) => items
+                        .iter()
+                        .map(|i| match i {
+                            Value::String(s) => s.clone(),
+                            Value::Object(o) => format!(
+                                "[image: {}]",
+                                o.get("media_type").and_then(Value::as_str).unwrap_or("?")
+                            ),
+                            other => other.to_string(),
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    Some(other) => content_text(other),
+                    None => String::new(),
+                },
+                _ => p.get("content").map(content_text).unwrap_or_default(),
+            };
+            (label, text)
+        })
+        .collect()
+}
+
+fn classify(raw: Option<&str>, sent: Option<&str>) -> PartMark {
+    use crate::capabilities::compaction::{capsule_header, receipt};
+    let capsule_first = capsule_header().lines().next().unwrap_or_default();
+    match (raw, sent) {
+        (Some(r), Some(s)) if r == s => {
+            if s.contains(crate::transcript::REDIRECT_TAG) {
+                PartMark::Redirect
+            } else {
+                PartMark::Same
+            }
+        }
+        (_, Some(s)) if s.trim() == receipt().trim() => PartMark::Receipt,
+        (_, Some(s)) if !capsule_first.is_empty() && s.contains(capsule_first) => PartMark::Capsule,
+        (Some(r), Some(s)) if r.matches("[image:").count() > s.matches("[image:").count() => {
+            PartMark::StrippedPicture
+        }
+        (None, Some(s)) if s.contains(crate::transcript::REDIRECT_TAG) => PartMark::Redirect,
+        (Some(_), Some(_)) => PartMark::Changed,
+        (None, Some(_)) => PartMark::Added,
+        (Some(_), None) => PartMark::Removed,
+        (None, None) => PartMark::Same,
+    }
+}
+
+/// A request's stored and sent messages aligned message by message and part by part,
+/// each sent part marked with what compaction (or the policy) did to it.
+pub fn align(s: &RequestSnapshot) -> Vec<MessageRow> {
+    let n = s.raw.len().max(s.compacted.len());
+    (0..n)
+        .map(|i| {
+            let raw = s.raw.get(i);
+            let sent = s.compacted.get(i);
+            let role = match raw.or(sent) {
+                Some(ModelMessage::Response(_)) => "response",
+                _ => "request",
+            };
+            let rp = raw.map(part_texts).unwrap_or_default();
+            let sp = sent.map(part_texts).unwrap_or_default();
+            let parts = (0..rp.len().max(sp.len()))
+                .map(|k| {
+                    let r = rp.get(k);
+                    let sn = sp.get(k);
+                    PartRow {
+                        kind: sn.or(r).map(|p| p.0.clone()).unwrap_or_default(),
+                        mark: classify(r.map(|p| p.1.as_str()), sn.map(|p| p.1.as_str())),
+                        raw: r.map(|p| p.1.clone()),
+                        sent: sn.map(|p| p.1.clone()),
+                    }
+                })
+                .collect();
+            MessageRow {
+                index: i,
+                role,
+                raw_tokens: s.raw_tokens.per_message.get(i).copied().filter(|_| raw.is_some()),
+                sent_tokens: s
+                    .compacted_tokens
+                    .per_message
+                    .get(i)
+                    .copied()
+                    .filter(|_| sent.is_some()),
+                parts,
+            }
+        })
+        .collect()
+}
+
+/// A unified diff of the stored and sent request, one block per message.
+pub fn unified_diff(s: &RequestSnapshot) -> String {
+    let flatten = |msgs: &[ModelMessage]| {
+        let mut out = String::new();
+        for (i, m) in msgs.iter().enumerate() {
+            for (kind, text) in part_texts(m) {
+                out.push_str(&format!("#{i} {kind}\n"));
+                for line in text.lines() {
+                    out.push_str(&format!("    {line}\n"));
+                }
+            }
+        }
+        out
+    };
+    let raw = flatten(&s.raw);
+    let sent = flatten(&s.compacted);
+    similar::TextDiff::from_lines(&raw, &sent)
+        .unified_diff()
+        .context_radius(2)
+        .header("stored history", "sent")
+        .to_string()
+}

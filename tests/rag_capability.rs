@@ -992,6 +992,7 @@ async fn scenario_67_resumed_question_keeps_live_evidence() {
                 groundwork::engine::agent::DeferredResults::default()
                     .with(call_id, ToolOutcome::Ok(ToolOutput::text("external done"))),
             ),
+            run_id: None,
         },
     )
     .await

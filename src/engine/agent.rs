@@ -169,6 +169,9 @@ pub struct RunInput {
     pub state: Map<String, Value>,
     /// Results for the deferred calls the history ends with.
     pub deferred_results: Option<DeferredResults>,
+    /// The run id to use (a fresh UUID when `None`), so a host can tag the run before
+    /// its first event arrives.
+    pub run_id: Option<String>,
 }
 
 impl RunInput {
@@ -189,6 +192,12 @@ impl RunInput {
     /// Sets the state.
     pub fn with_state(mut self, state: Map<String, Value>) -> Self {
         self.state = state;
+        self
+    }
+
+    /// Sets the run id.
+    pub fn with_run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = Some(run_id.into());
         self
     }
 }
@@ -420,13 +429,14 @@ impl Agent {
         let events = events.into();
         let started_at = chrono::Utc::now();
         let clock = std::time::Instant::now();
-        let run_id = uuid::Uuid::new_v4().to_string();
         let RunInput {
             prompt,
             history,
             mut state,
             deferred_results,
+            run_id,
         } = input;
+        let run_id = run_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let history_len = history.len();
 
         // 1. for_run: every registered capability gets a run copy.

@@ -182,37 +182,41 @@ impl Session {
 
     /// Saves atomically (temp file in the same directory, fsync, rename).
     pub fn save(&self, path: &Path) -> Result<(), SessionError> {
-        let json = serde_json::to_vec_pretty(self)?;
-        let io = |source| SessionError::Io {
+        let mut json = serde_json::to_vec_pretty(self)?;
+        json.push(b'\n');
+        write_atomic(path, &json).map_err(|source| SessionError::Io {
             action: "write",
             path: path.to_path_buf(),
             source,
-        };
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "session.json".into());
-        let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
-        let write = || -> std::io::Result<()> {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&json)?;
-            f.write_all(b"\n")?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)?;
-            // Make the rename durable; not every platform allows syncing a directory.
-            if let Ok(d) = std::fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-            Ok(())
-        };
-        write().map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            io(e)
         })
     }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same directory is
+/// written, synced and renamed over the target (and removed on failure).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "session.json".into());
+    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        // Make the rename durable; not every platform allows syncing a directory.
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    };
+    write().inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }

@@ -1,0 +1,518 @@
+//! The workbench TUI: a view over the capability engine.
+//!
+//! The agent loop runs in background tokio tasks and reports through `CoreEvent`s; the UI
+//! keeps its own model (`app::App`), updates it from one `Msg` at a time, and draws only
+//! when something changed, after draining what is queued. Nothing here shares mutable
+//! state with the engine.
+
+pub mod app;
+pub mod keymap;
+pub mod terminal;
+pub mod theme;
+pub mod view;
+pub mod wrap;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use futures::{Stream, StreamExt};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use ratatui_image::picker::{Picker, ProtocolType};
+use serde::Deserialize;
+use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
+
+use crate::ask::{AskOptions, CapabilityChoice};
+use crate::config::AppConfig;
+use crate::engine::agent::RunInput;
+use crate::engine::events::CoreEvent;
+use crate::engine::model::ChatModel;
+use crate::engine::session::Session;
+use crate::store::Store;
+
+use app::{App, Effect, ImageMeta, ImageTarget, Msg};
+use keymap::Keymap;
+use theme::ThemeName;
+
+/// What the effects need: the store, the model, the configuration and the image picker.
+#[derive(Clone)]
+pub struct Services {
+    pub store: Option<Arc<Store>>,
+    pub model: Option<Arc<dyn ChatModel>>,
+    pub config: AppConfig,
+    /// Evidence capabilities of every question (empty: RAG).
+    pub capabilities: Vec<CapabilityChoice>,
+    pub eager: bool,
+    pub picker: Picker,
+}
+
+impl Services {
+    /// Services with the halfblocks picker; `run` detects the terminal's protocol.
+    pub fn new(
+        store: Option<Arc<Store>>,
+        model: Option<Arc<dyn ChatModel>>,
+        config: AppConfig,
+        capabilities: Vec<CapabilityChoice>,
+        eager: bool,
+    ) -> Self {
+        Services {
+            store,
+            model,
+            config,
+            capabilities,
+            eager,
+            picker: Picker::halfblocks(),
+        }
+    }
+}
+
+/// `[tui]` of the config file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuiConfig {
+    #[serde(default)]
+    pub theme: ThemeName,
+    #[serde(default)]
+    pub keys: BTreeMap<String, Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct FileWithTui {
+    #[serde(default)]
+    tui: TuiConfig,
+}
+
+/// Reads `[tui]` from the config file and builds the keymap; errors name the file.
+pub fn load_tui_config(path: &Path) -> Result<(ThemeName, Keymap)> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok((ThemeName::Dark, Keymap::default()));
+        }
+        Err(e) => anyhow::bail!("cannot read config file {}: {e}", path.display()),
+    };
+    let parsed: FileWithTui = toml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("invalid config file {}: {}", path.display(), e.message()))?;
+    let keymap = Keymap::with_overrides(&parsed.tui.keys, path)?;
+    Ok((parsed.tui.theme, keymap))
+}
+
+/// Picks the image protocol once, before the event loop reads input. Inside tmux, and
+/// when the terminal does not answer, halfblocks; `GROUNDWORK_IMAGE_PROTOCOL` overrides.
+pub fn detect_picker() -> Picker {
+    let forced = std::env::var("GROUNDWORK_IMAGE_PROTOCOL").unwrap_or_default();
+    let in_tmux = std::env::var("TMUX").is_ok_and(|v| !v.is_empty());
+    let mut picker = if forced == "halfblocks" || (in_tmux && forced.is_empty()) {
+        Picker::halfblocks()
+    } else {
+        Picker::from_query_stdio().unwrap_or_else(|_| Picker::halfblocks())
+    };
+    match forced.as_str() {
+        "kitty" => picker.set_protocol_type(ProtocolType::Kitty),
+        "sixel" => picker.set_protocol_type(ProtocolType::Sixel),
+        "iterm2" => picker.set_protocol_type(ProtocolType::Iterm2),
+        _ => {}
+    }
+    picker
+}
+
+/// Runs the app in the real terminal until it quits. The terminal is restored on every
+/// path out, panics included.
+pub async fn run(mut app: App, mut services: Services) -> Result<()> {
+    let guard = terminal::TerminalGuard::enter()?;
+    // Queried after raw mode, before the event stream starts (STYLE §2.5).
+    services.picker = detect_picker();
+    let backend = ratatui::backend::CrosstermBackend::new(std::io::stdout());
+    let mut term = Terminal::new(backend)?;
+    term.clear()?;
+    let events = crossterm::event::EventStream::new().filter_map(|e| async move {
+        match e {
+            Ok(crossterm::event::Event::Key(k)) => Some(Msg::Key(k)),
+            Ok(crossterm::event::Event::Mouse(m)) => Some(Msg::Mouse(m)),
+            Ok(crossterm::event::Event::Paste(p)) => Some(Msg::Paste(p)),
+            Ok(crossterm::event::Event::Resize(_, _)) => Some(Msg::Resize),
+            _ => None,
+        }
+    });
+    let result = run_loop(&mut term, &mut app, services, Box::pin(events)).await;
+    drop(guard);
+    result
+}
+
+/// Draws `app` into `term`, storing the layout first.
+pub fn draw<B: Backend>(term: &mut Terminal<B>, app: &mut App) -> Result<()> {
+    let size = term.size().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let area = ratatui::layout::Rect::new(0, 0, size.width, size.height);
+    app.areas = view::layout(app, area).1;
+    term.draw(|f| view::render(app, f))
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    app.dirty = false;
+    Ok(())
+}
+
+/// The event loop over any backend and input stream (tests drive it headless).
+pub async fn run_loop<B: Backend>(
+    term: &mut Terminal<B>,
+    app: &mut App,
+    services: Services,
+    mut input: impl Stream<Item = Msg> + Unpin,
+) -> Result<()> {
+    let (core_tx, mut core_rx) = unbounded_channel::<CoreEvent>();
+    let (msg_tx, mut msg_rx) = unbounded_channel::<Msg>();
+    let services = Arc::new(services);
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    draw(term, app)?;
+    let handle = |app: &mut App, msg: Msg| {
+        for effect in app.update(msg) {
+            execute(effect, app, &services, &core_tx, &msg_tx);
+        }
+    };
+    loop {
+        tokio::select! {
+            m = input.next() => match m {
+                Some(m) => handle(app, m),
+                None => break,
+            },
+            Some(ev) = core_rx.recv() => {
+                handle(app, Msg::Core(ev));
+                while let Ok(ev) = core_rx.try_recv() {
+                    handle(app, Msg::Core(ev));
+                }
+            }
+            Some(m) = msg_rx.recv() => handle(app, m),
+            _ = tick.tick(), if app.animating() => handle(app, Msg::Tick),
+        }
+        if app.quit {
+            break;
+        }
+        if app.dirty {
+            draw(term, app)?;
+            // A new layout may give the images pane another size.
+            let a = app.areas.images;
+            let want = (a.width.saturating_sub(2).max(10), a.height.saturating_sub(4).max(4));
+            if app.images.target.is_some() && a.area() > 0 && want != app.images.size {
+                handle(app, Msg::Resize);
+                if app.dirty {
+                    draw(term, app)?;
+                }
+            }
+        }
+    }
+    // Leave no question running behind us.
+    if let Some(live) = &app.live {
+        live.cancel.cancel();
+    }
+    Ok(())
+}
+
+fn execute(
+    effect: Effect,
+    app: &App,
+    services: &Arc<Services>,
+    core_tx: &UnboundedSender<CoreEvent>,
+    msg_tx: &UnboundedSender<Msg>,
+) {
+    match effect {
+        Effect::Quit => {}
+        Effect::Ask {
+            run_id,
+            prompt,
+            options,
+            cancel,
+        } => {
+            let fail = |error: String| {
+                let _ = core_tx.send(CoreEvent::RunFailed {
+                    run_id: run_id.clone(),
+                    request: 0,
+                    error,
+                });
+            };
+            let (Some(model), Some(store)) = (services.model.clone(), services.store.clone())
+            else {
+                fail("no model or database available".into());
+                return;
+            };
+            let opts = AskOptions {
+                capabilities: services.capabilities.clone(),
+                eager: services.eager,
+                ..options
+            };
+            let agent = match crate::ask::build_agent(model, store, &services.config, &opts) {
+                Ok(a) => a,
+                Err(e) => {
+                    fail(e.to_string());
+                    return;
+                }
+            };
+            let input = RunInput::prompt(prompt)
+                .with_history(app.session.messages.clone())
+                .with_state(app.session.state.clone())
+                .with_run_id(run_id);
+            let tx = core_tx.clone();
+            tokio::spawn(async move {
+                // Outcome events (finished, failed, cancelled) come through `tx`.
+                let _ = agent.run(input, tx, cancel).await;
+            });
+        }
+        Effect::Save(path) => {
+            let session = app.session.clone();
+            let tx = msg_tx.clone();
+            tokio::task::spawn_blocking(move || {
+                if let Some(dir) = path.parent() {
+                    let _ = std::fs::create_dir_all(dir);
+                }
+                let msg = match session.save(&path) {
+                    Ok(()) => Msg::Notice(format!("saved {}", path.display())),
+                    Err(e) => Msg::Error(format!("cannot save the session: {e}")),
+                };
+                let _ = tx.send(msg);
+            });
+        }
+        Effect::Export { path, contents } => {
+            let tx = msg_tx.clone();
+            tokio::task::spawn_blocking(move || {
+                let msg = match crate::engine::session::write_atomic(&path, contents.as_bytes()) {
+                    Ok(()) => Msg::Notice(format!("exported {}", path.display())),
+                    Err(e) => Msg::Error(format!("cannot export to {}: {e}", path.display())),
+                };
+                let _ = tx.send(msg);
+            });
+        }
+        Effect::OpenSession(path) => {
+            let tx = msg_tx.clone();
+            tokio::task::spawn_blocking(move || {
+                let msg = match Session::load(&path) {
+                    Ok(s) => Msg::SessionOpened(Ok((path, Box::new(s)))),
+                    Err(e) => Msg::SessionOpened(Err(e.to_string())),
+                };
+                let _ = tx.send(msg);
+            });
+        }
+        Effect::LoadDocuments => {
+            let tx = msg_tx.clone();
+            let store = services.store.clone();
+            tokio::spawn(async move {
+                let r = match store {
+                    None => Err("no database is open".to_string()),
+                    Some(s) => s
+                        .list_documents(None)
+                        .await
+                        .map(|docs| {
+                            docs.into_iter()
+                                .map(|d| {
+                                    d.title
+                                        .filter(|t| !t.is_empty())
+                                        .or(d.uri)
+                                        .unwrap_or(d.id)
+                                })
+                                .collect()
+                        })
+                        .map_err(|e| e.to_string()),
+                };
+                let _ = tx.send(Msg::Documents(r));
+            });
+        }
+        Effect::LoadDbInfo => {
+            let tx = msg_tx.clone();
+            let store = services.store.clone();
+            tokio::spawn(async move {
+                let r = match store {
+                    None => Err("no database is open".to_string()),
+                    Some(s) => s.info().await.map(|i| format_info(&i)).map_err(|e| e.to_string()),
+                };
+                let _ = tx.send(Msg::DbInfo(r));
+            });
+        }
+        Effect::LoadChunk(chunk_id) => {
+            let tx = msg_tx.clone();
+            let store = services.store.clone();
+            tokio::spawn(async move {
+                let text = match store {
+                    None => Err("no database is open".to_string()),
+                    Some(s) => match s.result_for_chunk(&chunk_id).await {
+                        Ok(Some(r)) => Ok(chunk_text(&r)),
+                        Ok(None) => Err(format!("chunk {chunk_id} is not in this database")),
+                        Err(e) => Err(e.to_string()),
+                    },
+                };
+                let _ = tx.send(Msg::ChunkText { chunk_id, text });
+            });
+        }
+        Effect::LoadImages {
+            generation,
+            target,
+            size,
+        } => {
+            let tx = msg_tx.clone();
+            let store = services.store.clone();
+            let picker = services.picker.clone();
+            tokio::spawn(load_images(store, picker, generation, target, size, tx));
+        }
+    }
+}
+
+fn chunk_text(r: &crate::store::types::SearchResult) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "Document: {}\n",
+        r.document_title
+            .clone()
+            .or(r.document_uri.clone())
+            .unwrap_or_default()
+    ));
+    if let Some(uri) = &r.document_uri {
+        s.push_str(&format!("Source: {uri}\n"));
+    }
+    if !r.page_numbers.is_empty() {
+        let p: Vec<String> = r.page_numbers.iter().map(|p| p.to_string()).collect();
+        s.push_str(&format!("Pages: {}\n", p.join(", ")));
+    }
+    if let Some(h) = &r.headings
+        && !h.is_empty()
+    {
+        s.push_str(&format!("Section: {}\n", h.join(" > ")));
+    }
+    s.push('\n');
+    s.push_str(&r.content);
+    s
+}
+
+/// Database info as the modal shows it.
+pub fn format_info(i: &crate::store::StoreInfo) -> String {
+    let mut s = format!("Path: {}\n", i.uri);
+    if let Some(v) = &i.haiku_rag_version {
+        s.push_str(&format!("Layout: haiku.rag {v}\n"));
+    }
+    s.push_str(&format!(
+        "Embeddings: {}/{} ({})\n",
+        i.embedder.provider, i.embedder.name, i.embedder.vector_dim
+    ));
+    s.push_str(&format!(
+        "Documents: {}   Chunks: {}   Items: {}   Pictures: {}\n\nIndexes:\n",
+        i.documents, i.chunks, i.items, i.pictures
+    ));
+    for idx in &i.indexes {
+        s.push_str(&format!(
+            "  {}.{} {} — {}\n",
+            idx.table,
+            idx.columns.join(","),
+            idx.kind,
+            if idx.unindexed_rows == 0 {
+                "up to date".to_string()
+            } else {
+                format!("{} rows not indexed", idx.unindexed_rows)
+            }
+        ));
+    }
+    if !i.indexes.iter().any(|x| x.kind.contains("IVF")) {
+        s.push_str("  no vector index (IVF-PQ is built from 5,000 chunks; search is exact)\n");
+    }
+    s
+}
+
+/// Lists the figures and pages of `target`, then decodes and sizes each off the UI task.
+async fn load_images(
+    store: Option<Arc<Store>>,
+    picker: Picker,
+    generation: u64,
+    target: ImageTarget,
+    size: (u16, u16),
+    tx: UnboundedSender<Msg>,
+) {
+    let Some(store) = store else {
+        let _ = tx.send(Msg::ImagesListed {
+            generation,
+            items: Vec::new(),
+        });
+        return;
+    };
+    let mut metas = Vec::new();
+    let mut blobs: Vec<Result<Vec<u8>, String>> = Vec::new();
+    for r in &target.picture_refs {
+        metas.push(ImageMeta {
+            caption: format!("{} · figure {r}", target.document),
+            document: target.document.clone(),
+            page: None,
+            self_ref: Some(r.clone()),
+            chunk_id: target.chunk_id.clone(),
+        });
+        blobs.push(match store.picture(&target.document_id, r).await {
+            Ok(Some(b)) => Ok(b),
+            Ok(None) => Err("no image data stored for this figure".into()),
+            Err(e) => Err(e.to_string()),
+        });
+    }
+    match store.page_images(&target.document_id).await {
+        Ok(pages) => {
+            for p in &target.pages {
+                metas.push(ImageMeta {
+                    caption: format!("{} · page {p}", target.document),
+                    document: target.document.clone(),
+                    page: Some(*p),
+                    self_ref: None,
+                    chunk_id: target.chunk_id.clone(),
+                });
+                blobs.push(
+                    pages
+                        .get(p)
+                        .cloned()
+                        .ok_or_else(|| "this document was stored without page images".into()),
+                );
+            }
+        }
+        Err(e) => {
+            for p in &target.pages {
+                metas.push(ImageMeta {
+                    caption: format!("{} · page {p}", target.document),
+                    document: target.document.clone(),
+                    page: Some(*p),
+                    self_ref: None,
+                    chunk_id: target.chunk_id.clone(),
+                });
+                blobs.push(Err(e.to_string()));
+            }
+        }
+    }
+    let _ = tx.send(Msg::ImagesListed {
+        generation,
+        items: metas,
+    });
+    for (index, blob) in blobs.into_iter().enumerate() {
+        let picker = picker.clone();
+        let result = match blob {
+            Err(e) => Err(e),
+            Ok(bytes) => tokio::task::spawn_blocking(move || {
+                let img = image::load_from_memory(&bytes).map_err(|e| format!("cannot decode: {e}"))?;
+                picker
+                    .new_protocol(
+                        img,
+                        ratatui::layout::Size::new(size.0, size.1),
+                        ratatui_image::Resize::Fit(None),
+                    )
+                    .map(Box::new)
+                    .map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap_or_else(|e| Err(e.to_string())),
+        };
+        if tx
+            .send(Msg::ImageReady {
+                generation,
+                index,
+                result,
+            })
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// A new session for the TUI, labelled with the model.
+pub fn new_session(model: Option<&str>) -> Session {
+    Session::new(model.unwrap_or_default())
+}

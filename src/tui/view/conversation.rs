@@ -1,0 +1,239 @@
+//! The conversation pane: questions, tool rows, streamed answers, sources, programs.
+
+use std::rc::Rc;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{SPINNER, markdown, pane_block, plain, title};
+use crate::capabilities::state::CitationStatus;
+use crate::transcript::{LedgerRow, StepStatus, ToolStep, Turn};
+use crate::tui::app::{App, Ended, Pane};
+use crate::tui::theme::Theme;
+use crate::tui::wrap::wrap_lines;
+
+fn step_line(t: &Theme, s: &ToolStep, spinner: usize) -> Line<'static> {
+    let (mark, style) = match s.status {
+        StepStatus::Running => (SPINNER[spinner % SPINNER.len()], t.running),
+        StepStatus::Ok => ("✓", t.ok),
+        StepStatus::Failed => ("✗", t.failed),
+    };
+    Line::from(vec![
+        Span::styled(format!("  {mark} "), style),
+        Span::styled(s.name.clone(), style.add_modifier(Modifier::BOLD)),
+        Span::raw(" "),
+        Span::styled(s.summary.clone(), t.dim),
+    ])
+}
+
+fn status_span(t: &Theme, row: &LedgerRow) -> Span<'static> {
+    let (label, style) = match row.status {
+        CitationStatus::Grounded => ("grounded", t.grounded),
+        CitationStatus::Ungrounded => ("ungrounded", t.ungrounded),
+        CitationStatus::Missing => ("citations missing", t.missing),
+    };
+    Span::styled(label, style)
+}
+
+fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>) {
+    let t = &app.theme;
+    out.push(Line::styled("You:", t.user));
+    out.extend(plain(&turn.prompt, t.text));
+    out.push(Line::raw(""));
+    for s in &turn.steps {
+        out.push(step_line(t, s, 0));
+    }
+    if !turn.steps.is_empty() {
+        out.push(Line::raw(""));
+    }
+    out.push(Line::styled("Assistant:", t.assistant));
+    out.extend(markdown(&turn.answer));
+    if let Some(row) = app.transcript.ledger.get(index) {
+        let mut spans = vec![Span::styled("  ledger: ", t.dim), status_span(t, row)];
+        if row.redirected {
+            spans.push(Span::styled(" · redirected", t.ungrounded));
+        }
+        if row.violation {
+            spans.push(Span::styled(" · violation recorded", t.missing));
+        }
+        out.push(Line::from(spans));
+    }
+    let collapsed = app.conversation.collapsed.contains(&turn.question);
+    if let Some(code) = &turn.program {
+        out.push(Line::styled(
+            if collapsed { "▸ Program" } else { "▾ Program" },
+            t.title,
+        ));
+        if !collapsed {
+            for l in code.lines() {
+                out.push(Line::from(vec![
+                    Span::styled("  │ ", t.dim),
+                    Span::styled(l.to_string(), t.running),
+                ]));
+            }
+        }
+    }
+    if !turn.citations.is_empty() {
+        out.push(Line::styled(
+            format!(
+                "{} Sources ({})",
+                if collapsed { "▸" } else { "▾" },
+                turn.citations.len()
+            ),
+            t.title,
+        ));
+        for (k, c) in turn.citations.iter().enumerate() {
+            let selected = app.conversation.selected_citation == Some((index, k));
+            let style = if selected { t.selected } else { t.key };
+            out.push(Line::from(vec![
+                Span::styled(if selected { "  ▶ " } else { "    " }, style),
+                Span::styled(c.title(), style),
+            ]));
+            if collapsed {
+                continue;
+            }
+            let mut excerpt: String = c.content.chars().take(500).collect();
+            if c.content.chars().count() > 500 {
+                excerpt.push_str("...");
+            }
+            for l in excerpt.lines().filter(|l| !l.trim().is_empty()) {
+                out.push(Line::from(vec![
+                    Span::styled("      ", t.dim),
+                    Span::styled(l.to_string(), t.text),
+                ]));
+            }
+            for r in &c.picture_refs {
+                out.push(Line::styled(
+                    format!("      ▣ figure {r} (page images pane)"),
+                    t.running,
+                ));
+            }
+            if !c.headings.is_empty() {
+                let hs: Vec<&str> = c.headings.iter().take(3).map(String::as_str).collect();
+                out.push(Line::styled(
+                    format!("      Section: {}", hs.join(" > ")),
+                    t.dim,
+                ));
+            }
+            out.push(Line::styled(format!("      Source: {}", c.document_uri), t.dim));
+        }
+    }
+    out.push(Line::raw(""));
+}
+
+/// The committed conversation, wrapped to `width`, cached by (width, version).
+pub fn committed_lines(app: &App, width: u16) -> Rc<Vec<Line<'static>>> {
+    if let Some((w, v, lines)) = app.wrap_cache.borrow().as_ref()
+        && *w == width
+        && *v == app.version
+    {
+        return lines.clone();
+    }
+    let mut out = Vec::new();
+    if app.scripted_demo {
+        out.push(Line::styled(
+            "Scripted demonstration: these answers were scripted for the demo, not written by a model.",
+            app.theme.ungrounded.add_modifier(Modifier::BOLD),
+        ));
+        out.push(Line::raw(""));
+    }
+    if app.transcript.turns.is_empty() && app.live.is_none() {
+        out.push(Line::styled(
+            "No questions yet. Type one below and press Enter.",
+            app.theme.dim,
+        ));
+    }
+    for (i, turn) in app.transcript.turns.iter().enumerate() {
+        turn_lines(app, turn, i, &mut out);
+    }
+    let lines = Rc::new(wrap_lines(&out, width));
+    *app.wrap_cache.borrow_mut() = Some((width, app.version, lines.clone()));
+    lines
+}
+
+/// The running question (or how the last one ended), wrapped to `width`.
+pub fn live_lines(app: &App, width: u16) -> Vec<Line<'static>> {
+    let t = &app.theme;
+    let mut out = Vec::new();
+    if let Some(live) = &app.live {
+        out.push(Line::styled("You:", t.user));
+        out.extend(plain(&live.turn.prompt, t.text));
+        out.push(Line::raw(""));
+        for s in &live.turn.steps {
+            out.push(step_line(t, s, app.spinner));
+        }
+        if !live.turn.answer.is_empty() {
+            out.push(Line::styled("Assistant:", t.assistant));
+            out.extend(markdown(&live.turn.answer));
+        } else {
+            let label = if live.executing {
+                "Executing tasks..."
+            } else {
+                "Thinking..."
+            };
+            out.push(Line::styled(
+                format!("{} {label}", SPINNER[app.spinner % SPINNER.len()]),
+                t.running,
+            ));
+        }
+    } else if let Some(ended) = &app.ended {
+        match ended {
+            Ended::Cancelled(prompt) => {
+                out.push(Line::styled("You:", t.user));
+                out.extend(plain(prompt, t.text));
+                out.push(Line::styled("Assistant:", t.assistant));
+                out.push(Line::styled("*Cancelled* (nothing was committed)", t.dim));
+            }
+            Ended::Failed(prompt, error) => {
+                out.push(Line::styled("You:", t.user));
+                out.extend(plain(prompt, t.text));
+                out.push(Line::styled(format!("Error: {error}"), t.error));
+            }
+        }
+    }
+    wrap_lines(&out, width)
+}
+
+/// Inner width of the pane for `area` width.
+fn inner_width(width: u16) -> u16 {
+    width.saturating_sub(2).max(1)
+}
+
+/// Total wrapped lines at pane width `width`.
+pub fn line_count(app: &App, width: u16) -> usize {
+    let w = inner_width(width);
+    committed_lines(app, w).len() + live_lines(app, w).len()
+}
+
+pub fn render(app: &App, frame: &mut Frame, area: Rect) {
+    let w = inner_width(area.width);
+    let committed = committed_lines(app, w);
+    let live = live_lines(app, w);
+    let total = committed.len() + live.len();
+    let height = area.height.saturating_sub(2) as usize;
+    let max_top = total.saturating_sub(height);
+    let top = app.conversation.scroll.unwrap_or(max_top).min(max_top);
+    let visible: Vec<Line<'static>> = committed
+        .iter()
+        .chain(live.iter())
+        .skip(top)
+        .take(height)
+        .cloned()
+        .collect();
+    let extra = if total > height {
+        format!("{}–{} of {}", top + 1, (top + height).min(total), total)
+    } else {
+        String::new()
+    };
+    let mut block = pane_block(app, Pane::Conversation, title(app, Pane::Conversation, extra));
+    if app.conversation.scroll.is_some() && app.conversation.new_below {
+        block = block.title_bottom(Line::styled(
+            format!(" ↓ new content below ({}) ", app.keymap.hint(crate::tui::keymap::Action::Bottom)),
+            app.theme.running,
+        ));
+    }
+    frame.render_widget(Paragraph::new(visible).block(block), area);
+}

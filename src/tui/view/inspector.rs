@@ -1,0 +1,214 @@
+//! The request inspector: the stored history beside what was sent, message by message,
+//! with rewritten parts marked; or a unified diff.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{pane_block, title};
+use crate::engine::events::RequestSnapshot;
+use crate::inspect::{PartMark, align, unified_diff};
+use crate::tui::app::{App, Pane};
+use crate::tui::theme::Theme;
+use crate::tui::wrap::{truncate, wrap_line};
+
+/// Lines shown per unchanged part before it is cut (capsules are never cut).
+const PART_LINES: usize = 6;
+
+fn mark_style(t: &Theme, m: PartMark) -> Style {
+    match m {
+        PartMark::Same => t.dim,
+        PartMark::Capsule => t.capsule,
+        PartMark::Receipt => t.receipt,
+        PartMark::StrippedPicture => t.stripped,
+        PartMark::Redirect => t.redirect,
+        PartMark::Changed | PartMark::Added | PartMark::Removed => t.changed,
+    }
+}
+
+/// A part's text as wrapped lines of `width`, cut after `max` lines.
+fn part_lines(t: &Theme, text: &str, width: u16, max: usize, capsule: bool) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    for raw in text.lines() {
+        // In a capsule, chunk-id headers and group labels stand out.
+        let style = if capsule && (raw.starts_with('[') || raw.starts_with("##") || raw.starts_with("Group")) {
+            t.key
+        } else {
+            t.text
+        };
+        out.extend(wrap_line(&Line::styled(raw.to_string(), style), width));
+    }
+    if out.len() > max {
+        let more = out.len() - max;
+        out.truncate(max);
+        out.push(Line::styled(format!("… (+{more} lines)"), t.dim));
+    }
+    out
+}
+
+/// The header of a request: numbers, tokens and saving, tools, instructions.
+fn header(app: &App, i: usize, n: usize, recorded: bool, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>> {
+    let t = &app.theme;
+    let raw = s.raw_tokens.total;
+    let sent = s.compacted_tokens.total;
+    let saved = raw as i64 - sent as i64;
+    let pct = if raw > 0 { saved as f64 * 100.0 / raw as f64 } else { 0.0 };
+    let mut lines = vec![Line::from(vec![
+        Span::styled(format!("request {}/{n}", i + 1), t.title),
+        Span::styled(
+            format!(
+                "  run {} · #{} of its run",
+                s.run_id.chars().take(8).collect::<String>(),
+                s.request
+            ),
+            t.dim,
+        ),
+    ])];
+    if recorded {
+        lines.push(Line::from(vec![
+            Span::styled("tokens ", t.dim),
+            Span::styled(format!("raw {raw}"), t.text),
+            Span::styled(" → ", t.dim),
+            Span::styled(format!("sent {sent}"), t.text),
+            Span::styled(format!("  saved {saved} ({pct:.0}%)"), if saved > 0 { t.ok } else { t.dim }),
+        ]));
+    } else {
+        lines.push(Line::styled(
+            format!("tokens raw {raw}; reconstructed from history: what was sent was not recorded"),
+            t.ungrounded,
+        ));
+    }
+    let tools: Vec<&str> = s.tools.iter().map(|x| x.name.as_str()).collect();
+    lines.push(Line::from(vec![
+        Span::styled("tools ", t.dim),
+        Span::styled(
+            truncate(&if tools.is_empty() { "-".to_string() } else { tools.join(", ") }, width as usize),
+            t.text,
+        ),
+    ]));
+    let first = s.instructions.lines().find(|l| !l.trim().is_empty()).unwrap_or("-");
+    lines.push(Line::from(vec![
+        Span::styled(format!("instructions ({} tok) ", s.compacted_tokens.instructions), t.dim),
+        Span::styled(truncate(first, (width as usize).saturating_sub(22)), t.text),
+    ]));
+    lines
+}
+
+fn side_by_side(app: &App, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>> {
+    let t = &app.theme;
+    let col = (width.saturating_sub(3) / 2).max(8);
+    let mut out = vec![Line::from(vec![
+        Span::styled(format!("{:<w$}", "stored history", w = col as usize), t.title),
+        Span::styled(" │ ", t.border),
+        Span::styled("sent to the model", t.title),
+    ])];
+    for row in align(s) {
+        let head = |tok: Option<usize>| match tok {
+            Some(n) => format!("#{} {} · {n} tok", row.index, row.role),
+            None => format!("#{} —", row.index),
+        };
+        let differs = row.parts.iter().any(|p| p.mark != PartMark::Same);
+        let hs = if differs { t.running } else { t.dim };
+        out.push(Line::from(vec![
+            Span::styled(format!("{:<w$}", truncate(&head(row.raw_tokens), col as usize), w = col as usize), hs),
+            Span::styled(" │ ", t.border),
+            Span::styled(head(row.sent_tokens), hs),
+        ]));
+        for p in &row.parts {
+            let capsule = p.mark == PartMark::Capsule;
+            let max = if capsule { usize::MAX } else { PART_LINES };
+            let badge = |side: &str| -> Line<'static> {
+                let mut spans = vec![Span::styled(format!(" {} ", truncate(&p.kind, col as usize - 2)), t.dim.add_modifier(Modifier::BOLD))];
+                if side == "sent" && p.mark != PartMark::Same {
+                    spans.push(Span::styled(format!(" {} ", p.mark.label()), mark_style(t, p.mark)));
+                }
+                Line::from(spans)
+            };
+            let mut left = p.raw.as_ref().map(|x| {
+                let mut v = vec![badge("raw")];
+                v.extend(part_lines(t, x, col, max.min(if capsule { PART_LINES } else { max }), false));
+                v
+            }).unwrap_or_default();
+            let mut right = p.sent.as_ref().map(|x| {
+                let mut v = vec![badge("sent")];
+                v.extend(part_lines(t, x, col, max, capsule));
+                v
+            }).unwrap_or_default();
+            let h = left.len().max(right.len());
+            left.resize(h, Line::raw(""));
+            right.resize(h, Line::raw(""));
+            let edge = mark_style(t, p.mark);
+            for (l, r) in left.into_iter().zip(right) {
+                let lw = l.width();
+                let mut spans: Vec<Span<'static>> = l.spans;
+                spans.push(Span::raw(" ".repeat((col as usize).saturating_sub(lw))));
+                spans.push(Span::styled(if p.mark == PartMark::Same { " │ " } else { " ┃ " }, if p.mark == PartMark::Same { t.border } else { edge }));
+                spans.extend(r.spans);
+                out.push(Line::from(spans));
+            }
+        }
+    }
+    out
+}
+
+fn diff_lines(app: &App, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>> {
+    let t = &app.theme;
+    unified_diff(s)
+        .lines()
+        .flat_map(|l| {
+            let style = if l.starts_with("+++") || l.starts_with("---") {
+                t.title
+            } else if l.starts_with('+') {
+                t.ok
+            } else if l.starts_with('-') {
+                t.failed
+            } else if l.starts_with("@@") {
+                t.key
+            } else {
+                t.dim
+            };
+            wrap_line(&Line::styled(l.to_string(), style), width)
+        })
+        .collect()
+}
+
+/// Every line of the inspector for the selected request at inner width `width`.
+pub fn lines(app: &App, width: u16) -> Vec<Line<'static>> {
+    let n = app.request_count();
+    let Some(i) = app.selected_request() else {
+        return vec![Line::styled(
+            "No model requests yet. Ask a question, or open a session.",
+            app.theme.dim,
+        )];
+    };
+    let Some((recorded, s)) = app.request_at(i) else {
+        return Vec::new();
+    };
+    let mut out = header(app, i, n, recorded, s, width);
+    out.push(Line::raw(""));
+    if app.inspector.diff {
+        out.extend(diff_lines(app, s, width));
+    } else {
+        out.extend(side_by_side(app, s, width));
+    }
+    out
+}
+
+pub fn render(app: &App, frame: &mut Frame, area: Rect) {
+    let w = area.width.saturating_sub(2).max(1);
+    let all = lines(app, w);
+    let height = area.height.saturating_sub(2) as usize;
+    let top = app.inspector.scroll.min(all.len().saturating_sub(height));
+    let visible: Vec<Line<'static>> = all.into_iter().skip(top).take(height).collect();
+    let mode = if app.inspector.diff { "diff" } else { "side by side" };
+    let hint = format!(
+        "{mode} · {}/{} requests · {} toggles",
+        app.keymap.hint(crate::tui::keymap::Action::PrevRequest),
+        app.keymap.hint(crate::tui::keymap::Action::NextRequest),
+        app.keymap.hint(crate::tui::keymap::Action::ToggleDiff)
+    );
+    let block = pane_block(app, Pane::Inspector, title(app, Pane::Inspector, hint));
+    frame.render_widget(Paragraph::new(visible).block(block), area);
+}

@@ -1,0 +1,125 @@
+//! The citation ledger: one row per question, and the chunks of the selected row.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
+
+use super::{pane_block, title};
+use crate::capabilities::state::CitationStatus;
+use crate::tui::app::{App, Pane};
+use crate::tui::keymap::Action;
+use crate::tui::wrap::truncate;
+
+fn status_cell(app: &App, s: CitationStatus) -> Cell<'static> {
+    let t = &app.theme;
+    let (label, style) = match s {
+        CitationStatus::Grounded => ("grounded", t.grounded),
+        CitationStatus::Ungrounded => ("ungrounded", t.ungrounded),
+        CitationStatus::Missing => ("missing", t.missing),
+    };
+    Cell::from(Span::styled(label, style))
+}
+
+pub fn render(app: &App, frame: &mut Frame, area: Rect) {
+    let t = &app.theme;
+    let rows_idx = app.visible_ledger();
+    let total = app.transcript.ledger.len();
+    let extra = if app.ledger.violations_only {
+        format!("violations only: {} of {total}", rows_idx.len())
+    } else {
+        let v = app.transcript.ledger.iter().filter(|r| r.violation).count();
+        format!("{total} questions, {v} violations · {} filters", app.keymap.hint(Action::ViolationsOnly))
+    };
+    let block = pane_block(app, Pane::Ledger, title(app, Pane::Ledger, extra));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    if rows_idx.is_empty() {
+        let msg = if total == 0 { "No questions yet." } else { "No question has a violation." };
+        frame.render_widget(Paragraph::new(Line::styled(msg, t.dim)), inner);
+        return;
+    }
+    let chunk_h = if inner.height >= 10 { inner.height / 2 } else { 0 };
+    let [table_area, chunks_area] =
+        Layout::vertical([Constraint::Min(3), Constraint::Length(chunk_h)]).areas(inner);
+    let budget = app.host.max_searches;
+    let q_width = table_area.width.saturating_sub(40).max(8) as usize;
+    let rows: Vec<Row> = rows_idx
+        .iter()
+        .map(|&i| {
+            let r = &app.transcript.ledger[i];
+            Row::new(vec![
+                Cell::from((i + 1).to_string()),
+                Cell::from(truncate(r.prompt.lines().next().unwrap_or(""), q_width)),
+                status_cell(app, r.status),
+                Cell::from(if r.redirected { "yes" } else { "-" }),
+                Cell::from(Span::styled(
+                    if r.violation { "yes" } else { "-" },
+                    if r.violation { t.missing } else { t.dim },
+                )),
+                Cell::from(r.cited.len().to_string()),
+                Cell::from(format!("{}/{budget}", r.searches)),
+                Cell::from(r.executions.to_string()),
+            ])
+        })
+        .collect();
+    let header = Row::new(["#", "question", "status", "redir", "viol", "cited", "search", "exec"])
+        .style(t.title);
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Length(3),
+            Constraint::Min(8),
+            Constraint::Length(10),
+            Constraint::Length(5),
+            Constraint::Length(4),
+            Constraint::Length(5),
+            Constraint::Length(6),
+            Constraint::Length(4),
+        ],
+    )
+    .header(header)
+    .row_highlight_style(if app.ledger.in_chunks { t.dim } else { t.selected });
+    let mut state = TableState::default().with_selected(Some(app.ledger.selected.min(rows_idx.len() - 1)));
+    frame.render_stateful_widget(table, table_area, &mut state);
+    if chunks_area.height == 0 {
+        return;
+    }
+    let chunks = app.ledger_chunks();
+    let mut lines = vec![Line::styled(
+        format!(
+            "chunks: {} cited, {} retrieved but not cited · Enter opens",
+            chunks.iter().filter(|c| c.1).count(),
+            chunks.iter().filter(|c| !c.1).count()
+        ),
+        t.dim,
+    )];
+    let w = chunks_area.width as usize;
+    let skip = app.ledger.chunk.saturating_sub(chunks_area.height.saturating_sub(2) as usize);
+    for (k, (c, cited)) in chunks.iter().enumerate().skip(skip) {
+        let selected = app.ledger.in_chunks && k == app.ledger.chunk;
+        let pages = if c.pages.is_empty() {
+            String::new()
+        } else {
+            format!(" p.{}", c.pages.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(","))
+        };
+        let text = format!(
+            "{} {} {} {}{} ({})",
+            if *cited { "✓" } else { "·" },
+            c.index.map(|n| format!("[{n}]")).unwrap_or_else(|| "   ".into()),
+            c.chunk_id,
+            c.document.clone().unwrap_or_else(|| "?".into()),
+            pages,
+            c.capability
+        );
+        let style = if selected {
+            t.selected
+        } else if *cited {
+            t.text
+        } else {
+            t.dim
+        };
+        lines.push(Line::styled(truncate(&text, w), style));
+    }
+    frame.render_widget(Paragraph::new(lines), chunks_area);
+}

@@ -1,0 +1,142 @@
+//! Rendering: pure functions of `&App` (plus the frame). The only state written is the
+//! wrap cache and nothing the app depends on; layout rectangles come from `layout`.
+
+pub mod conversation;
+pub mod images;
+pub mod inspector;
+pub mod ledger;
+pub mod popups;
+pub mod status;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Direction, Layout, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders};
+
+use super::app::{App, Areas, Pane};
+use super::theme::Theme;
+
+/// Below this width only the focused pane is shown (with a tab bar).
+pub const WIDE: u16 = 120;
+
+/// Where everything goes in a frame of `area`.
+pub fn layout(app: &App, area: Rect) -> (Rect, Areas, Rect, Option<Rect>) {
+    let input_h = (app.input.lines().len() as u16).clamp(1, 6) + 2;
+    let [header, body, input, status] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(input_h),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    let mut areas = Areas {
+        input,
+        ..Areas::default()
+    };
+    let zoomed = app.zoom || area.width < WIDE;
+    if zoomed {
+        let shown = match app.focus {
+            Pane::Input => Pane::Conversation,
+            p => p,
+        };
+        match shown {
+            Pane::Conversation | Pane::Input => areas.conversation = body,
+            Pane::Inspector => areas.inspector = body,
+            Pane::Ledger => areas.ledger = body,
+            Pane::Images => areas.images = body,
+        }
+        return (header, areas, status, Some(body));
+    }
+    let [left, right] = Layout::horizontal([
+        Constraint::Percentage(app.split),
+        Constraint::Percentage(100 - app.split),
+    ])
+    .areas(body);
+    let [top, bottom] =
+        Layout::vertical([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(right);
+    let [ledger, images] = Layout::default()
+        .direction(Direction::Horizontal)
+        .constraints([Constraint::Percentage(55), Constraint::Percentage(45)])
+        .areas(bottom);
+    areas.conversation = left;
+    areas.inspector = top;
+    areas.ledger = ledger;
+    areas.images = images;
+    (header, areas, status, None)
+}
+
+/// Draws the whole app. Call `layout` first and store its areas in the app.
+pub fn render(app: &App, frame: &mut Frame) {
+    let (header, areas, status_area, zoomed) = layout(app, frame.area());
+    status::header(app, frame, header, zoomed.is_some());
+    if areas.conversation.area() > 0 {
+        conversation::render(app, frame, areas.conversation);
+    }
+    if areas.inspector.area() > 0 {
+        inspector::render(app, frame, areas.inspector);
+    }
+    if areas.ledger.area() > 0 {
+        ledger::render(app, frame, areas.ledger);
+    }
+    if areas.images.area() > 0 {
+        images::render(app, frame, areas.images);
+    }
+    status::input(app, frame, areas.input);
+    status::status_bar(app, frame, status_area);
+    popups::render(app, frame);
+}
+
+/// A pane's block: rounded border, highlighted when focused, title with a key hint.
+pub fn pane_block<'a>(app: &App, pane: Pane, title: Line<'a>) -> Block<'a> {
+    let focused = app.focus == pane;
+    let t: &Theme = &app.theme;
+    Block::default()
+        .borders(Borders::ALL)
+        .border_type(if focused {
+            BorderType::Thick
+        } else {
+            BorderType::Rounded
+        })
+        .border_style(if focused { t.border_focus } else { t.border })
+        .title(title)
+}
+
+/// `Title` plus dim extra text.
+pub fn title<'a>(app: &App, pane: Pane, extra: String) -> Line<'a> {
+    let mut spans = vec![Span::styled(format!(" {} ", pane.title()), app.theme.title)];
+    if !extra.is_empty() {
+        spans.push(Span::styled(format!("{extra} "), app.theme.dim));
+    }
+    Line::from(spans)
+}
+
+/// Owns a line of borrowed text.
+pub fn owned(line: Line<'_>) -> Line<'static> {
+    let mut l = Line::from(
+        line.spans
+            .into_iter()
+            .map(|s| Span::styled(s.content.into_owned(), s.style))
+            .collect::<Vec<_>>(),
+    );
+    l.style = line.style;
+    l
+}
+
+/// Markdown as styled lines (tui-markdown), owned.
+pub fn markdown(text: &str) -> Vec<Line<'static>> {
+    tui_markdown::from_str(text)
+        .lines
+        .into_iter()
+        .map(owned)
+        .collect()
+}
+
+/// Plain text lines in one style.
+pub fn plain(text: &str, style: Style) -> Vec<Line<'static>> {
+    text.lines()
+        .map(|l| Line::styled(l.to_string(), style))
+        .collect()
+}
+
+pub const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];

@@ -1,0 +1,183 @@
+//! Popups: help, command palette, document filter, database info, paths, chunk detail.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
+
+use crate::tui::app::{App, PathPurpose, Popup};
+use crate::tui::wrap::truncate;
+
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let [r] = Layout::horizontal([Constraint::Length(w.min(area.width))])
+        .flex(Flex::Center)
+        .areas(area);
+    let [r] = Layout::vertical([Constraint::Length(h.min(area.height))])
+        .flex(Flex::Center)
+        .areas(r);
+    r
+}
+
+fn frame_block<'a>(app: &App, title: &'a str, footer: &'a str) -> Block<'a> {
+    Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Rounded)
+        .border_style(app.theme.border_focus)
+        .title(Line::styled(format!(" {title} "), app.theme.title))
+        .title_bottom(Line::styled(format!(" {footer} "), app.theme.dim))
+}
+
+pub fn render(app: &App, frame: &mut Frame) {
+    let Some(popup) = &app.popup else {
+        return;
+    };
+    let t = &app.theme;
+    let full = frame.area();
+    match popup {
+        Popup::Help => {
+            let rows = app.keymap.help_rows();
+            let area = centered(full, 76, rows.len() as u16 + 2);
+            let lines: Vec<Line> = rows
+                .into_iter()
+                .map(|(keys, desc)| {
+                    Line::from(vec![
+                        Span::styled(format!("{:<22}", truncate(&keys, 21)), t.key),
+                        Span::styled(desc, t.text),
+                    ])
+                })
+                .collect();
+            frame.render_widget(Clear, area);
+            frame.render_widget(
+                Paragraph::new(lines).block(frame_block(app, "Keys", "Esc closes")),
+                area,
+            );
+        }
+        Popup::Palette { query, selected } => {
+            let entries = app.palette_entries(query);
+            let area = centered(full, 64, entries.len() as u16 + 4);
+            let mut lines = vec![Line::from(vec![
+                Span::styled("> ", t.key),
+                Span::styled(query.clone(), t.text),
+            ])];
+            let sel = (*selected).min(entries.len().saturating_sub(1));
+            for (k, a) in entries.iter().enumerate() {
+                let style = if k == sel { t.selected } else { t.text };
+                lines.push(Line::from(vec![
+                    Span::styled(format!("{:<46}", a.description()), style),
+                    Span::styled(app.keymap.hint(*a), t.dim),
+                ]));
+            }
+            frame.render_widget(Clear, area);
+            frame.render_widget(
+                Paragraph::new(lines).block(frame_block(app, "Commands", "type to filter · Enter runs · Esc closes")),
+                area,
+            );
+        }
+        Popup::Filter {
+            all,
+            query,
+            cursor,
+            chosen,
+        } => {
+            let area = centered(full, 70, 18);
+            let mut lines = vec![Line::from(vec![
+                Span::styled("Search documents... ", t.dim),
+                Span::styled(query.clone(), t.text),
+            ])];
+            match all {
+                None => lines.push(Line::styled("Loading...", t.dim)),
+                Some(all) => {
+                    let matches = App::filter_matches(all, query);
+                    let skip = cursor.saturating_sub(12);
+                    for (k, d) in matches.iter().enumerate().skip(skip).take(13) {
+                        let on = chosen.contains(d);
+                        let style = if k == *cursor { t.selected } else { t.text };
+                        lines.push(Line::styled(
+                            truncate(&format!("[{}] {d}", if on { "x" } else { " " }), 66),
+                            style,
+                        ));
+                    }
+                }
+            }
+            let footer = if chosen.is_empty() {
+                "No filter (all documents)".to_string()
+            } else {
+                format!("{} document(s) selected", chosen.len())
+            };
+            lines.push(Line::styled(footer, t.running));
+            frame.render_widget(Clear, area);
+            frame.render_widget(
+                Paragraph::new(lines).block(frame_block(
+                    app,
+                    "Filter Documents",
+                    "Space toggles · Enter applies · Esc cancels",
+                )),
+                area,
+            );
+        }
+        Popup::Info(text) => {
+            let area = centered(full, 90, 20);
+            let body = text.clone().unwrap_or_else(|| "Loading...".into());
+            frame.render_widget(Clear, area);
+            frame.render_widget(
+                Paragraph::new(body)
+                    .style(t.text)
+                    .wrap(Wrap { trim: false })
+                    .block(frame_block(app, "Database info", "Esc closes")),
+                area,
+            );
+        }
+        Popup::Path {
+            purpose,
+            input,
+            entries,
+            selected,
+        } => {
+            let title = match purpose {
+                PathPurpose::SaveAs => "Save session as",
+                PathPurpose::Open => "Open session",
+                PathPurpose::AttachImage => "Attach image",
+            };
+            let area = centered(full, 80, 16);
+            frame.render_widget(Clear, area);
+            let block = frame_block(app, title, "Tab completes · Enter chooses · Esc cancels");
+            let inner = block.inner(area);
+            frame.render_widget(block, area);
+            let [field, list] =
+                Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
+            frame.render_widget(input, field);
+            let skip = selected.saturating_sub(list.height.saturating_sub(1) as usize);
+            let lines: Vec<Line> = entries
+                .iter()
+                .enumerate()
+                .skip(skip)
+                .take(list.height as usize)
+                .map(|(k, e)| {
+                    Line::styled(
+                        truncate(e, list.width as usize),
+                        if k == *selected { t.selected } else { t.text },
+                    )
+                })
+                .collect();
+            frame.render_widget(Paragraph::new(lines), list);
+        }
+        Popup::ChunkDetail {
+            chunk_id,
+            text,
+            scroll,
+        } => {
+            let area = centered(full, full.width.saturating_sub(8), full.height.saturating_sub(4));
+            let body = text.clone().unwrap_or_else(|| "Loading...".into());
+            let title = format!("Chunk {chunk_id}");
+            frame.render_widget(Clear, area);
+            frame.render_widget(
+                Paragraph::new(body)
+                    .style(t.text)
+                    .wrap(Wrap { trim: false })
+                    .scroll((*scroll, 0))
+                    .block(frame_block(app, &title, "↑/↓ scroll · Esc closes · its images are in the page images pane")),
+                area,
+            );
+        }
+    }
+}

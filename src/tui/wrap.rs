@@ -1,0 +1,140 @@
+//! Word wrapping of styled lines, done once per change (not per frame), so a view can
+//! render only the visible slice of a long conversation.
+
+use ratatui::text::{Line, Span};
+use unicode_width::UnicodeWidthChar;
+
+/// Wraps `line` to `width` columns at spaces, breaking words longer than a line. The
+/// line's own style is kept on every piece.
+pub fn wrap_line(line: &Line<'_>, width: u16) -> Vec<Line<'static>> {
+    let width = width.max(1) as usize;
+    let mut out: Vec<Line<'static>> = Vec::new();
+    let mut cur: Vec<Span<'static>> = Vec::new();
+    let mut cur_w = 0usize;
+    // Words as (text, style) runs, split at spaces but keeping the spaces.
+    let mut words: Vec<(String, ratatui::style::Style, bool)> = Vec::new();
+    for span in &line.spans {
+        let mut buf = String::new();
+        let mut in_space = None;
+        for ch in span.content.chars() {
+            let is_space = ch == ' ';
+            if in_space.is_some_and(|s| s != is_space) {
+                words.push((std::mem::take(&mut buf), span.style, in_space == Some(true)));
+            }
+            in_space = Some(is_space);
+            buf.push(if ch == '\t' { ' ' } else { ch });
+        }
+        if !buf.is_empty() {
+            words.push((buf, span.style, in_space == Some(true)));
+        }
+    }
+    let flush = |cur: &mut Vec<Span<'static>>, out: &mut Vec<Line<'static>>| {
+        let mut l = Line::from(std::mem::take(cur));
+        l.style = line.style;
+        out.push(l);
+    };
+    for (word, style, is_space) in words {
+        let w: usize = word.chars().map(|c| c.width().unwrap_or(0)).sum();
+        if is_space {
+            if cur_w + w <= width {
+                cur.push(Span::styled(word, style));
+                cur_w += w;
+            } else if cur_w > 0 {
+                flush(&mut cur, &mut out);
+                cur_w = 0;
+            }
+            continue;
+        }
+        if cur_w + w > width && cur_w > 0 {
+            // Drop trailing spaces of the finished line.
+            while cur.last().is_some_and(|s| s.content.trim().is_empty()) {
+                cur.pop();
+            }
+            flush(&mut cur, &mut out);
+            cur_w = 0;
+        }
+        if w <= width {
+            cur.push(Span::styled(word, style));
+            cur_w += w;
+            continue;
+        }
+        // A word longer than the line: hard-break it.
+        let mut piece = String::new();
+        for ch in word.chars() {
+            let cw = ch.width().unwrap_or(0);
+            if cur_w + cw > width {
+                cur.push(Span::styled(std::mem::take(&mut piece), style));
+                flush(&mut cur, &mut out);
+                cur_w = 0;
+            }
+            piece.push(ch);
+            cur_w += cw;
+        }
+        if !piece.is_empty() {
+            cur.push(Span::styled(piece, style));
+        }
+    }
+    if !cur.is_empty() || out.is_empty() {
+        flush(&mut cur, &mut out);
+    }
+    out
+}
+
+/// Wraps every line.
+pub fn wrap_lines(lines: &[Line<'_>], width: u16) -> Vec<Line<'static>> {
+    lines.iter().flat_map(|l| wrap_line(l, width)).collect()
+}
+
+/// Cuts `s` to `width` columns, ending with `…` when cut.
+pub fn truncate(s: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut w = 0;
+    let total: usize = s.chars().map(|c| c.width().unwrap_or(0)).sum();
+    if total <= width {
+        return s.to_string();
+    }
+    for ch in s.chars() {
+        let cw = ch.width().unwrap_or(0);
+        if w + cw + 1 > width {
+            break;
+        }
+        out.push(ch);
+        w += cw;
+    }
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(lines: &[Line<'_>]) -> Vec<String> {
+        lines.iter().map(|l| l.to_string()).collect()
+    }
+
+    #[test]
+    fn wraps_at_spaces_and_breaks_long_words() {
+        let l = Line::from("the quick brown fox jumps");
+        assert_eq!(texts(&wrap_line(&l, 10)), ["the quick", "brown fox", "jumps"]);
+        let l = Line::from("abcdefghijkl");
+        assert_eq!(texts(&wrap_line(&l, 5)), ["abcde", "fghij", "kl"]);
+        assert_eq!(texts(&wrap_line(&Line::from(""), 5)), [""]);
+    }
+
+    #[test]
+    fn keeps_span_styles() {
+        use ratatui::style::{Color, Style};
+        let red = Style::default().fg(Color::Red);
+        let l = Line::from(vec![Span::raw("aa "), Span::styled("bbbb", red)]);
+        let w = wrap_line(&l, 4);
+        assert_eq!(texts(&w), ["aa", "bbbb"]);
+        assert_eq!(w[1].spans[0].style, red);
+    }
+
+    #[test]
+    fn truncates_with_ellipsis() {
+        assert_eq!(truncate("hello world", 6), "hello…");
+        assert_eq!(truncate("hi", 6), "hi");
+    }
+}
