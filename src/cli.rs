@@ -311,7 +311,11 @@ pub async fn choose_model(
 }
 
 /// `groundwork` and `groundwork open SESSION`: the workbench TUI.
-async fn workbench(ctx: &CmdContext, global: &GlobalArgs, open: Option<OpenArgs>) -> Result<ExitCode> {
+async fn workbench(
+    ctx: &CmdContext,
+    global: &GlobalArgs,
+    open: Option<OpenArgs>,
+) -> Result<ExitCode> {
     use crate::engine::session::Session;
     use crate::tui;
     // Everything that can fail on bad configuration fails here, before raw mode.
@@ -332,9 +336,10 @@ async fn workbench(ctx: &CmdContext, global: &GlobalArgs, open: Option<OpenArgs>
         }
     };
     let choice = choose_model(ctx, global).await?;
-    let model: Option<std::sync::Arc<dyn crate::engine::model::ChatModel>> = match choice.config()
-    {
-        Some(c) => Some(std::sync::Arc::new(crate::engine::model::OpenAiModel::new(c.clone())?)),
+    let model: Option<std::sync::Arc<dyn crate::engine::model::ChatModel>> = match choice.config() {
+        Some(c) => Some(std::sync::Arc::new(crate::engine::model::OpenAiModel::new(
+            c.clone(),
+        )?)),
         None => None,
     };
     let sessions_dir = paths::data_dir(&ctx.env).join("sessions");
@@ -344,7 +349,9 @@ async fn workbench(ctx: &CmdContext, global: &GlobalArgs, open: Option<OpenArgs>
             chrono::Local::now().format("%Y%m%d-%H%M%S")
         ))
     };
-    let (session, path) = if open.session == "demo" || (open.session.is_empty() && global.session.is_none() && fresh_demo) {
+    let (session, path) = if open.session == "demo"
+        || (open.session.is_empty() && global.session.is_none() && fresh_demo)
+    {
         match crate::demo::session() {
             Some(s) => (s?, None),
             None => (Session::new(model_name(&choice)), Some(new_path())),
@@ -677,7 +684,10 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
     let model_config = match choose_model(ctx, global).await? {
         crate::engine::discover::ModelChoice::None(hint) => bail!("{hint}"),
         crate::engine::discover::ModelChoice::Discovered(c, found) => {
-            eprintln!("using {} at {} (found {})", c.model, c.base_url, found.server);
+            eprintln!(
+                "using {} at {} (found {})",
+                c.model, c.base_url, found.server
+            );
             c
         }
         crate::engine::discover::ModelChoice::Configured(c) => c,

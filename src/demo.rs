@@ -13,7 +13,10 @@ pub const CORPUS: &[(&str, &[u8])] = &[
         "microgrid-operator-handbook.md",
         include_bytes!("../assets/demo/microgrid-operator-handbook.md"),
     ),
-    ("glossary.html", include_bytes!("../assets/demo/glossary.html")),
+    (
+        "glossary.html",
+        include_bytes!("../assets/demo/glossary.html"),
+    ),
     (
         "operator-log-excerpts.txt",
         include_bytes!("../assets/demo/operator-log-excerpts.txt"),
@@ -55,7 +58,8 @@ pub fn write_corpus(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 pub const SESSION_JSON: Option<&str> = None;
 
 /// The demo session, parsed.
-pub fn session() -> Option<Result<crate::engine::session::Session, crate::engine::session::SessionError>> {
+pub fn session()
+-> Option<Result<crate::engine::session::Session, crate::engine::session::SessionError>> {
     SESSION_JSON.map(|text| {
         crate::engine::session::Session::from_json(text, Path::new("sessions/demo.json"))
     })

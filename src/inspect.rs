@@ -397,7 +397,12 @@ pub fn align(s: &RequestSnapshot) -> Vec<MessageRow> {
             MessageRow {
                 index: i,
                 role,
-                raw_tokens: s.raw_tokens.per_message.get(i).copied().filter(|_| raw.is_some()),
+                raw_tokens: s
+                    .raw_tokens
+                    .per_message
+                    .get(i)
+                    .copied()
+                    .filter(|_| raw.is_some()),
                 sent_tokens: s
                     .compacted_tokens
                     .per_message

@@ -113,6 +113,8 @@ pub struct Turn {
     pub redirected: bool,
     /// Model requests made for this question.
     pub requests: usize,
+    /// Chunks its searches returned: (capability, chunk id, source line).
+    pub retrieved: Vec<(String, String, Option<String>)>,
 }
 
 impl Turn {
@@ -126,6 +128,7 @@ impl Turn {
             program: None,
             redirected: false,
             requests: 0,
+            retrieved: Vec::new(),
         }
     }
 }
@@ -231,7 +234,11 @@ pub fn tool_summary(name: &str, args: &str) -> String {
             Some(Value::Array(ids)) if ids.is_empty() => "no chunks (ungrounded)".into(),
             Some(Value::Array(ids)) => ids
                 .iter()
-                .map(|v| v.as_str().map(String::from).unwrap_or_else(|| v.to_string()))
+                .map(|v| {
+                    v.as_str()
+                        .map(String::from)
+                        .unwrap_or_else(|| v.to_string())
+                })
                 .collect::<Vec<_>>()
                 .join(", "),
             _ => one_line(args),
@@ -378,6 +385,33 @@ fn ledger_row(
             }
         }
     }
+    // Retrieved in this question's searches (read from its tool results) but not cited.
+    for (cap, id, source) in &turn.retrieved {
+        let known = cited
+            .iter()
+            .chain(uncited.iter())
+            .any(|c| &c.chunk_id == id);
+        if known {
+            continue;
+        }
+        let citation = states.iter().find_map(|s| s.citation_index.get(id));
+        uncited.push(LedgerChunk {
+            capability: cap.clone(),
+            chunk_id: id.clone(),
+            index: None,
+            document_id: citation.map(|c| c.document_id.clone()),
+            document: citation
+                .map(|c| {
+                    c.document_title
+                        .clone()
+                        .unwrap_or_else(|| c.document_uri.clone())
+                })
+                .or_else(|| source.clone()),
+            pages: citation.map(|c| c.page_numbers.clone()).unwrap_or_default(),
+            content: citation.map(|c| c.content.clone()),
+            picture_refs: Vec::new(),
+        });
+    }
     cited.sort_by_key(|c| c.index.unwrap_or(i64::MAX));
     let count = |names: &[&str]| {
         turn.steps
@@ -422,7 +456,9 @@ pub fn fill_turn(turn: &mut Turn, messages: &[ModelMessage]) {
                         if c.tool_name == "analysis_execute_code" {
                             last_code = serde_json::from_str::<Map<String, Value>>(&args)
                                 .ok()
-                                .and_then(|m| m.get("code").and_then(Value::as_str).map(String::from))
+                                .and_then(|m| {
+                                    m.get("code").and_then(Value::as_str).map(String::from)
+                                })
                                 .map(|code| (c.tool_call_id.clone(), code));
                         }
                         turn.steps.push(ToolStep {
@@ -437,6 +473,20 @@ pub fn fill_turn(turn: &mut Turn, messages: &[ModelMessage]) {
             }
             ModelMessage::Request(req) => {
                 for p in &req.parts {
+                    if let ModelRequestPart::ToolReturn(t) = p
+                        && !t.is_failed()
+                        && let Some(cap) = match t.tool_name.as_str() {
+                            "rag_search" => Some("rag"),
+                            "analysis_search" => Some("analysis"),
+                            _ => None,
+                        }
+                    {
+                        for (id, source) in result_ids(&t.content_text()) {
+                            if !turn.retrieved.iter().any(|r| r.1 == id) {
+                                turn.retrieved.push((cap.to_string(), id, source));
+                            }
+                        }
+                    }
                     let (id, ok) = match p {
                         ModelRequestPart::ToolReturn(t) => (&t.tool_call_id, !t.is_failed()),
                         ModelRequestPart::RetryPrompt(r) => (&r.tool_call_id, false),
@@ -449,7 +499,11 @@ pub fn fill_turn(turn: &mut Turn, messages: &[ModelMessage]) {
                         _ => continue,
                     };
                     if let Some(step) = turn.steps.iter_mut().find(|s| &s.call_id == id) {
-                        step.status = if ok { StepStatus::Ok } else { StepStatus::Failed };
+                        step.status = if ok {
+                            StepStatus::Ok
+                        } else {
+                            StepStatus::Failed
+                        };
                     }
                     if ok
                         && let Some((call, code)) = &last_code
@@ -461,6 +515,34 @@ pub fn fill_turn(turn: &mut Turn, messages: &[ModelMessage]) {
             }
         }
     }
+}
+
+/// The chunk ids (and `Source:` lines) of a search tool's text: each result block starts
+/// with `[chunk_id]`, optionally followed by ` [rank i of n]`.
+pub fn result_ids(text: &str) -> Vec<(String, Option<String>)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(rest) = line.strip_prefix('[') else {
+            continue;
+        };
+        let Some(end) = rest.find(']') else {
+            continue;
+        };
+        let id = &rest[..end];
+        let after = &rest[end + 1..];
+        if id.is_empty() || id.contains(' ') || !(after.is_empty() || after.starts_with(" [rank")) {
+            continue;
+        }
+        let source = lines
+            .iter()
+            .skip(i + 1)
+            .take(3)
+            .find_map(|l| l.strip_prefix("Source: "))
+            .map(|s| s.trim().trim_matches('"').to_string());
+        out.push((id.to_string(), source));
+    }
+    out
 }
 
 /// The conversation as Markdown: questions, answers, tool calls and sources.
@@ -492,7 +574,10 @@ pub fn to_markdown(t: &Transcript, title: &str) -> String {
             }
         ));
         if let Some(code) = &turn.program {
-            out.push_str(&format!("**Program**\n\n```python\n{}\n```\n\n", code.trim_end()));
+            out.push_str(&format!(
+                "**Program**\n\n```python\n{}\n```\n\n",
+                code.trim_end()
+            ));
         }
         if !turn.citations.is_empty() {
             out.push_str(&format!("**Sources ({})**\n\n", turn.citations.len()));

@@ -104,7 +104,10 @@ pub enum Effect {
     /// Save the session (atomically) to this path.
     Save(PathBuf),
     /// Write an export.
-    Export { path: PathBuf, contents: String },
+    Export {
+        path: PathBuf,
+        contents: String,
+    },
     /// List and load the images of a piece of evidence.
     LoadImages {
         generation: u64,
@@ -173,7 +176,9 @@ pub enum Ended {
 
 /// A popup over the panes.
 pub enum Popup {
-    Help,
+    Help {
+        scroll: u16,
+    },
     Palette {
         query: String,
         selected: usize,
@@ -188,7 +193,7 @@ pub enum Popup {
     /// A path prompt for save-as, open and attach.
     Path {
         purpose: PathPurpose,
-        input: TextArea<'static>,
+        input: Box<TextArea<'static>>,
         entries: Vec<String>,
         selected: usize,
     },
@@ -268,6 +273,9 @@ pub struct ImagesView {
     pub size: (u16, u16),
 }
 
+/// Wrapped conversation lines for (width, version).
+pub type WrapCache = (u16, u64, std::rc::Rc<Vec<ratatui::text::Line<'static>>>);
+
 pub struct App {
     pub session: Session,
     pub session_path: Option<PathBuf>,
@@ -306,12 +314,14 @@ pub struct App {
     pub scripted_demo: bool,
     /// Selected document labels of the filter (kept across openings).
     pub filter_labels: Vec<String>,
-    pub wrap_cache: std::cell::RefCell<Option<(u16, u64, std::rc::Rc<Vec<ratatui::text::Line<'static>>>)>>,
+    pub wrap_cache: std::cell::RefCell<Option<WrapCache>>,
 }
 
 fn new_input() -> TextArea<'static> {
     let mut t = TextArea::default();
-    t.set_placeholder_text("Ask a question about the knowledge base (Enter sends, Ctrl-J new line)");
+    t.set_placeholder_text(
+        "Ask a question about the knowledge base (Enter sends, Ctrl-J new line)",
+    );
     t.set_cursor_line_style(ratatui::style::Style::default());
     t
 }
@@ -371,8 +381,16 @@ impl App {
         self.transcript = Transcript::build(&self.session.messages, &self.session.state);
         self.committed_requests = crate::inspect::requests(&self.session);
         self.scripted_demo = self.session.groundwork.scripted_demo;
-        self.history = self.transcript.turns.iter().map(|t| t.prompt.clone()).collect();
-        self.ledger.selected = self.ledger.selected.min(self.transcript.ledger.len().saturating_sub(1));
+        self.history = self
+            .transcript
+            .turns
+            .iter()
+            .map(|t| t.prompt.clone())
+            .collect();
+        self.ledger.selected = self
+            .ledger
+            .selected
+            .min(self.transcript.ledger.len().saturating_sub(1));
         self.version += 1;
         self.bump();
     }
@@ -747,12 +765,10 @@ impl App {
             };
             let token = &rest[start..start + end_rel + 1];
             let len = token.chars().count();
-            let is_token = token[8..token.len() - 1].chars().all(|c| c.is_ascii_digit());
-            let touches = if before {
-                col == abs + len
-            } else {
-                col == abs
-            };
+            let is_token = token[8..token.len() - 1]
+                .chars()
+                .all(|c| c.is_ascii_digit());
+            let touches = if before { col == abs + len } else { col == abs };
             if is_token && touches {
                 if before {
                     self.input.delete_str(0);
@@ -872,7 +888,10 @@ impl App {
                 Vec::new()
             }
             Action::NextPane | Action::PrevPane => {
-                let i = Pane::ORDER.iter().position(|&p| p == self.focus).unwrap_or(0);
+                let i = Pane::ORDER
+                    .iter()
+                    .position(|&p| p == self.focus)
+                    .unwrap_or(0);
                 let n = Pane::ORDER.len();
                 let next = if action == Action::NextPane {
                     (i + 1) % n
@@ -894,7 +913,7 @@ impl App {
                 Vec::new()
             }
             Action::Help | Action::HelpPane => {
-                self.popup = Some(Popup::Help);
+                self.popup = Some(Popup::Help { scroll: 0 });
                 Vec::new()
             }
             Action::AttachImage => self.open_path_prompt(PathPurpose::AttachImage),
@@ -918,12 +937,16 @@ impl App {
                 let model = self.session.groundwork.model.clone();
                 let mut s = Session::new(model.unwrap_or_default());
                 s.groundwork.model = self.session.groundwork.model.clone();
-                let path = self.session_path.as_ref().and_then(|p| p.parent()).map(|d| {
-                    d.join(format!(
-                        "{}.json",
-                        chrono::Local::now().format("%Y%m%d-%H%M%S")
-                    ))
-                });
+                let path = self
+                    .session_path
+                    .as_ref()
+                    .and_then(|p| p.parent())
+                    .map(|d| {
+                        d.join(format!(
+                            "{}.json",
+                            chrono::Local::now().format("%Y%m%d-%H%M%S")
+                        ))
+                    });
                 self.load_session(s, path);
                 self.notice = Some("new session".into());
                 Vec::new()
@@ -1027,7 +1050,7 @@ impl App {
         input.insert_str(start);
         let mut popup = Popup::Path {
             purpose,
-            input,
+            input: Box::new(input),
             entries: Vec::new(),
             selected: 0,
         };
@@ -1166,11 +1189,7 @@ impl App {
                 self.inspector.scroll = 0;
             }
             Action::NextRequest | Action::Right => {
-                self.inspector.selected = if cur + 1 >= n {
-                    None
-                } else {
-                    Some(cur + 1)
-                };
+                self.inspector.selected = if cur + 1 >= n { None } else { Some(cur + 1) };
                 self.inspector.scroll = 0;
             }
             Action::ToggleDiff | Action::Select => {
@@ -1420,9 +1439,33 @@ impl App {
         }
         let mut effects = Vec::new();
         let keep = match &mut popup {
-            Popup::Help | Popup::Info(_) => !matches!(
+            Popup::Help { scroll } => match key.code {
+                KeyCode::Up | KeyCode::Char('k') => {
+                    *scroll = scroll.saturating_sub(1);
+                    true
+                }
+                KeyCode::Down | KeyCode::Char('j') => {
+                    *scroll += 1;
+                    true
+                }
+                KeyCode::PageUp => {
+                    *scroll = scroll.saturating_sub(10);
+                    true
+                }
+                KeyCode::PageDown => {
+                    *scroll += 10;
+                    true
+                }
+                KeyCode::Esc
+                | KeyCode::Enter
+                | KeyCode::Char('q')
+                | KeyCode::Char('?')
+                | KeyCode::F(1) => false,
+                _ => true,
+            },
+            Popup::Info(_) => !matches!(
                 key.code,
-                KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') | KeyCode::Char('?') | KeyCode::F(1)
+                KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') | KeyCode::Char('I')
             ),
             Popup::ChunkDetail { scroll, .. } => match key.code {
                 KeyCode::Up | KeyCode::Char('k') => {
@@ -1546,7 +1589,7 @@ impl App {
                     if let Some(e) = entries.get(*selected).cloned() {
                         let mut t = TextArea::default();
                         t.insert_str(e);
-                        *input = t;
+                        **input = t;
                         *selected = 0;
                     }
                     refresh_entries_parts(input, entries, *purpose);
@@ -1563,7 +1606,7 @@ impl App {
                         Some(p) if std::path::Path::new(&p).is_dir() => {
                             let mut t = TextArea::default();
                             t.insert_str(p);
-                            *input = t;
+                            **input = t;
                             *selected = 0;
                             refresh_entries_parts(input, entries, *purpose);
                             true
@@ -1678,8 +1721,7 @@ fn on_off(b: bool) -> &'static str {
 
 /// Reads an image file, checks it decodes, and re-encodes it as JPEG for the prompt.
 pub fn attach_image(path: &std::path::Path) -> Result<BinaryContent, String> {
-    let bytes =
-        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let img = image::load_from_memory(&bytes)
         .map_err(|e| format!("{} is not an image: {e}", path.display()))?;
     let mut out = std::io::Cursor::new(Vec::new());
@@ -1752,7 +1794,11 @@ fn refresh_entries(popup: &mut Popup) {
 }
 
 /// Directory entries completing the typed path: folders, and files fitting the purpose.
-fn refresh_entries_parts(input: &TextArea<'static>, entries: &mut Vec<String>, purpose: PathPurpose) {
+fn refresh_entries_parts(
+    input: &TextArea<'static>,
+    entries: &mut Vec<String>,
+    purpose: PathPurpose,
+) {
     let typed = input.lines().join("");
     let (dir, prefix) = match typed.rfind('/') {
         Some(i) => (typed[..=i].to_string(), typed[i + 1..].to_string()),
@@ -1795,7 +1841,10 @@ mod tests {
 
     #[test]
     fn prompt_splits_on_image_tokens() {
-        assert_eq!(build_prompt("hi", vec![]), UserContentValue::Text("hi".into()));
+        assert_eq!(
+            build_prompt("hi", vec![]),
+            UserContentValue::Text("hi".into())
+        );
         let p = build_prompt("look [Image #1] here", vec![("a.png".into(), img())]);
         let UserContentValue::Items(items) = p else {
             panic!("items expected")

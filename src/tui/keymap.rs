@@ -294,7 +294,9 @@ pub enum KeymapError {
         first: String,
         second: String,
     },
-    #[error("{file}: [tui.keys] {action}: '{key}' cannot be global; use a Ctrl, Alt, Esc or function key")]
+    #[error(
+        "{file}: [tui.keys] {action}: '{key}' cannot be global; use a Ctrl, Alt, Esc or function key"
+    )]
     PlainGlobal {
         file: String,
         action: String,
@@ -412,12 +414,7 @@ impl Keymap {
 }
 
 fn is_chord(k: &Key) -> bool {
-    k.ctrl
-        || k.alt
-        || matches!(
-            k.code,
-            KeyCodeOrd::Esc | KeyCodeOrd::F(_) | KeyCodeOrd::Tab
-        )
+    k.ctrl || k.alt || matches!(k.code, KeyCodeOrd::Esc | KeyCodeOrd::F(_) | KeyCodeOrd::Tab)
 }
 
 #[cfg(test)]
@@ -442,7 +439,10 @@ mod tests {
             Some(Action::Bottom)
         );
         // Plain keys do nothing while typing a question.
-        assert_eq!(k.action_for(&ev(KeyCode::Char('q'), KeyModifiers::NONE), true), None);
+        assert_eq!(
+            k.action_for(&ev(KeyCode::Char('q'), KeyModifiers::NONE), true),
+            None
+        );
         assert_eq!(
             k.action_for(&ev(KeyCode::BackTab, KeyModifiers::SHIFT), true),
             Some(Action::PrevPane)
@@ -487,7 +487,16 @@ mod tests {
 
     #[test]
     fn keys_round_trip_through_display() {
-        for s in ["ctrl-p", "alt-1", "shift-tab", "f1", "G", "[", "enter", "space"] {
+        for s in [
+            "ctrl-p",
+            "alt-1",
+            "shift-tab",
+            "f1",
+            "G",
+            "[",
+            "enter",
+            "space",
+        ] {
             assert_eq!(Key::parse(s).unwrap().to_string(), s);
         }
         assert!(Key::parse("hyper-x").is_err());

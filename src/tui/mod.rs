@@ -153,38 +153,101 @@ pub fn draw<B: Backend>(term: &mut Terminal<B>, app: &mut App) -> Result<()> {
     Ok(())
 }
 
-/// The event loop over any backend and input stream (tests drive it headless).
+/// The background side of the loop: the channels core events and effect results come
+/// back on, and the services effects use. Tests drive it step by step.
+pub struct Runtime {
+    services: Arc<Services>,
+    core_tx: UnboundedSender<CoreEvent>,
+    core_rx: tokio::sync::mpsc::UnboundedReceiver<CoreEvent>,
+    msg_tx: UnboundedSender<Msg>,
+    msg_rx: tokio::sync::mpsc::UnboundedReceiver<Msg>,
+}
+
+impl Runtime {
+    pub fn new(services: Services) -> Self {
+        let (core_tx, core_rx) = unbounded_channel();
+        let (msg_tx, msg_rx) = unbounded_channel();
+        Runtime {
+            services: Arc::new(services),
+            core_tx,
+            core_rx,
+            msg_tx,
+            msg_rx,
+        }
+    }
+
+    /// Updates the app with `msg` and carries out the effects.
+    pub fn handle(&self, app: &mut App, msg: Msg) {
+        for effect in app.update(msg) {
+            execute(effect, app, &self.services, &self.core_tx, &self.msg_tx);
+        }
+    }
+
+    /// Waits for the next message from the background (engine or effects).
+    pub async fn next_background(&mut self) -> Option<Msg> {
+        tokio::select! {
+            Some(ev) = self.core_rx.recv() => Some(Msg::Core(ev)),
+            Some(m) = self.msg_rx.recv() => Some(m),
+            else => None,
+        }
+    }
+
+    /// Handles everything already queued, without waiting. Returns how many.
+    pub fn drain(&mut self, app: &mut App) -> usize {
+        let mut n = 0;
+        loop {
+            let msg = match self.core_rx.try_recv() {
+                Ok(ev) => Msg::Core(ev),
+                Err(_) => match self.msg_rx.try_recv() {
+                    Ok(m) => m,
+                    Err(_) => return n,
+                },
+            };
+            self.handle(app, msg);
+            n += 1;
+        }
+    }
+
+    /// Handles background messages until `done(app)` holds or `timeout` passes.
+    pub async fn until(
+        &mut self,
+        app: &mut App,
+        timeout: Duration,
+        done: impl Fn(&App) -> bool,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !done(app) {
+            match tokio::time::timeout_at(deadline, self.next_background()).await {
+                Ok(Some(m)) => self.handle(app, m),
+                _ => return done(app),
+            }
+        }
+        true
+    }
+}
+
+/// The event loop over any backend and input stream.
 pub async fn run_loop<B: Backend>(
     term: &mut Terminal<B>,
     app: &mut App,
     services: Services,
     mut input: impl Stream<Item = Msg> + Unpin,
 ) -> Result<()> {
-    let (core_tx, mut core_rx) = unbounded_channel::<CoreEvent>();
-    let (msg_tx, mut msg_rx) = unbounded_channel::<Msg>();
-    let services = Arc::new(services);
+    let mut rt = Runtime::new(services);
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     draw(term, app)?;
-    let handle = |app: &mut App, msg: Msg| {
-        for effect in app.update(msg) {
-            execute(effect, app, &services, &core_tx, &msg_tx);
-        }
-    };
     loop {
         tokio::select! {
             m = input.next() => match m {
-                Some(m) => handle(app, m),
+                Some(m) => rt.handle(app, m),
                 None => break,
             },
-            Some(ev) = core_rx.recv() => {
-                handle(app, Msg::Core(ev));
-                while let Ok(ev) = core_rx.try_recv() {
-                    handle(app, Msg::Core(ev));
-                }
+            Some(m) = rt.next_background() => {
+                rt.handle(app, m);
+                rt.drain(app);
             }
-            Some(m) = msg_rx.recv() => handle(app, m),
-            _ = tick.tick(), if app.animating() => handle(app, Msg::Tick),
+            _ = tick.tick(), if app.animating() => rt.handle(app, Msg::Tick),
         }
         if app.quit {
             break;
@@ -192,10 +255,8 @@ pub async fn run_loop<B: Backend>(
         if app.dirty {
             draw(term, app)?;
             // A new layout may give the images pane another size.
-            let a = app.areas.images;
-            let want = (a.width.saturating_sub(2).max(10), a.height.saturating_sub(4).max(4));
-            if app.images.target.is_some() && a.area() > 0 && want != app.images.size {
-                handle(app, Msg::Resize);
+            if images_need_resize(app) {
+                rt.handle(app, Msg::Resize);
                 if app.dirty {
                     draw(term, app)?;
                 }
@@ -207,6 +268,16 @@ pub async fn run_loop<B: Backend>(
         live.cancel.cancel();
     }
     Ok(())
+}
+
+/// Whether the images pane's size differs from the size its images were made for.
+pub fn images_need_resize(app: &App) -> bool {
+    let a = app.areas.images;
+    let want = (
+        a.width.saturating_sub(2).max(10),
+        a.height.saturating_sub(4).max(4),
+    );
+    app.images.target.is_some() && a.area() > 0 && want != app.images.size
 }
 
 fn execute(
@@ -266,7 +337,12 @@ fn execute(
                     let _ = std::fs::create_dir_all(dir);
                 }
                 let msg = match session.save(&path) {
-                    Ok(()) => Msg::Notice(format!("saved {}", path.display())),
+                    Ok(()) => Msg::Notice(format!(
+                        "saved {}",
+                        path.file_name()
+                            .map(|f| f.to_string_lossy())
+                            .unwrap_or_default()
+                    )),
                     Err(e) => Msg::Error(format!("cannot save the session: {e}")),
                 };
                 let _ = tx.send(msg);
@@ -276,7 +352,12 @@ fn execute(
             let tx = msg_tx.clone();
             tokio::task::spawn_blocking(move || {
                 let msg = match crate::engine::session::write_atomic(&path, contents.as_bytes()) {
-                    Ok(()) => Msg::Notice(format!("exported {}", path.display())),
+                    Ok(()) => Msg::Notice(format!(
+                        "exported {}",
+                        path.file_name()
+                            .map(|f| f.to_string_lossy())
+                            .unwrap_or_default()
+                    )),
                     Err(e) => Msg::Error(format!("cannot export to {}: {e}", path.display())),
                 };
                 let _ = tx.send(msg);
@@ -304,10 +385,7 @@ fn execute(
                         .map(|docs| {
                             docs.into_iter()
                                 .map(|d| {
-                                    d.title
-                                        .filter(|t| !t.is_empty())
-                                        .or(d.uri)
-                                        .unwrap_or(d.id)
+                                    d.title.filter(|t| !t.is_empty()).or(d.uri).unwrap_or(d.id)
                                 })
                                 .collect()
                         })
@@ -322,7 +400,11 @@ fn execute(
             tokio::spawn(async move {
                 let r = match store {
                     None => Err("no database is open".to_string()),
-                    Some(s) => s.info().await.map(|i| format_info(&i)).map_err(|e| e.to_string()),
+                    Some(s) => s
+                        .info()
+                        .await
+                        .map(|i| format_info(&i))
+                        .map_err(|e| e.to_string()),
                 };
                 let _ = tx.send(Msg::DbInfo(r));
             });
@@ -486,7 +568,8 @@ async fn load_images(
         let result = match blob {
             Err(e) => Err(e),
             Ok(bytes) => tokio::task::spawn_blocking(move || {
-                let img = image::load_from_memory(&bytes).map_err(|e| format!("cannot decode: {e}"))?;
+                let img =
+                    image::load_from_memory(&bytes).map_err(|e| format!("cannot decode: {e}"))?;
                 picker
                     .new_protocol(
                         img,

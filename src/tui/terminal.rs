@@ -45,7 +45,12 @@ impl TerminalGuard {
         enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
         let mut out = io::stdout();
-        execute!(out, EnterAlternateScreen, EnableMouseCapture, EnableBracketedPaste)?;
+        execute!(
+            out,
+            EnterAlternateScreen,
+            EnableMouseCapture,
+            EnableBracketedPaste
+        )?;
         // Lets terminals that support it tell Ctrl-I from Tab and Shift-Enter from Enter.
         if crossterm::terminal::supports_keyboard_enhancement().unwrap_or(false)
             && execute!(

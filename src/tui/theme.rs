@@ -54,7 +54,9 @@ impl Theme {
             name: ThemeName::Dark,
             text: fg,
             dim: Style::default().fg(Color::DarkGray),
-            title: Style::default().fg(Color::White).add_modifier(Modifier::BOLD),
+            title: Style::default()
+                .fg(Color::White)
+                .add_modifier(Modifier::BOLD),
             border: Style::default().fg(Color::DarkGray),
             border_focus: Style::default().fg(Color::Cyan),
             user: Style::default()
@@ -77,9 +79,13 @@ impl Theme {
             grounded: Style::default().fg(Color::Green),
             ungrounded: Style::default().fg(Color::Yellow),
             missing: Style::default().fg(Color::Red),
-            error: Style::default().fg(Color::LightRed).add_modifier(Modifier::BOLD),
+            error: Style::default()
+                .fg(Color::LightRed)
+                .add_modifier(Modifier::BOLD),
             status: Style::default().fg(Color::Gray).bg(Color::Rgb(30, 30, 40)),
-            key: Style::default().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+            key: Style::default()
+                .fg(Color::Cyan)
+                .add_modifier(Modifier::BOLD),
         }
     }
 
@@ -88,10 +94,14 @@ impl Theme {
             name: ThemeName::Light,
             text: Style::default().fg(Color::Black),
             dim: Style::default().fg(Color::Gray),
-            title: Style::default().fg(Color::Black).add_modifier(Modifier::BOLD),
+            title: Style::default()
+                .fg(Color::Black)
+                .add_modifier(Modifier::BOLD),
             border: Style::default().fg(Color::Gray),
             border_focus: Style::default().fg(Color::Blue),
-            user: Style::default().fg(Color::Blue).add_modifier(Modifier::BOLD),
+            user: Style::default()
+                .fg(Color::Blue)
+                .add_modifier(Modifier::BOLD),
             assistant: Style::default()
                 .fg(Color::Green)
                 .add_modifier(Modifier::BOLD),
@@ -113,7 +123,9 @@ impl Theme {
             status: Style::default()
                 .fg(Color::Black)
                 .bg(Color::Rgb(225, 225, 232)),
-            key: Style::default().fg(Color::Blue).add_modifier(Modifier::BOLD),
+            key: Style::default()
+                .fg(Color::Blue)
+                .add_modifier(Modifier::BOLD),
         }
     }
 }

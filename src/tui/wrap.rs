@@ -28,10 +28,29 @@ pub fn wrap_line(line: &Line<'_>, width: u16) -> Vec<Line<'static>> {
             words.push((buf, span.style, in_space == Some(true)));
         }
     }
+    // A line that starts with spaces keeps them as a hanging indent on every piece.
+    let indent: String = line
+        .spans
+        .first()
+        .map(|s| s.content.chars().take_while(|c| *c == ' ').collect())
+        .unwrap_or_default();
+    let indent_w = if indent.len() * 2 < width {
+        indent.len()
+    } else {
+        0
+    };
     let flush = |cur: &mut Vec<Span<'static>>, out: &mut Vec<Line<'static>>| {
         let mut l = Line::from(std::mem::take(cur));
         l.style = line.style;
         out.push(l);
+    };
+    let start_piece = |cur: &mut Vec<Span<'static>>, out_len: usize| -> usize {
+        if out_len > 0 && indent_w > 0 {
+            cur.push(Span::raw(indent[..indent_w].to_string()));
+            indent_w
+        } else {
+            0
+        }
     };
     for (word, style, is_space) in words {
         let w: usize = word.chars().map(|c| c.width().unwrap_or(0)).sum();
@@ -41,7 +60,7 @@ pub fn wrap_line(line: &Line<'_>, width: u16) -> Vec<Line<'static>> {
                 cur_w += w;
             } else if cur_w > 0 {
                 flush(&mut cur, &mut out);
-                cur_w = 0;
+                cur_w = start_piece(&mut cur, out.len());
             }
             continue;
         }
@@ -51,9 +70,9 @@ pub fn wrap_line(line: &Line<'_>, width: u16) -> Vec<Line<'static>> {
                 cur.pop();
             }
             flush(&mut cur, &mut out);
-            cur_w = 0;
+            cur_w = start_piece(&mut cur, out.len());
         }
-        if w <= width {
+        if cur_w + w <= width {
             cur.push(Span::styled(word, style));
             cur_w += w;
             continue;
@@ -65,7 +84,7 @@ pub fn wrap_line(line: &Line<'_>, width: u16) -> Vec<Line<'static>> {
             if cur_w + cw > width {
                 cur.push(Span::styled(std::mem::take(&mut piece), style));
                 flush(&mut cur, &mut out);
-                cur_w = 0;
+                cur_w = start_piece(&mut cur, out.len());
             }
             piece.push(ch);
             cur_w += cw;
@@ -116,7 +135,10 @@ mod tests {
     #[test]
     fn wraps_at_spaces_and_breaks_long_words() {
         let l = Line::from("the quick brown fox jumps");
-        assert_eq!(texts(&wrap_line(&l, 10)), ["the quick", "brown fox", "jumps"]);
+        assert_eq!(
+            texts(&wrap_line(&l, 10)),
+            ["the quick", "brown fox", "jumps"]
+        );
         let l = Line::from("abcdefghijkl");
         assert_eq!(texts(&wrap_line(&l, 5)), ["abcde", "fghij", "kl"]);
         assert_eq!(texts(&wrap_line(&Line::from(""), 5)), [""]);
@@ -130,6 +152,12 @@ mod tests {
         let w = wrap_line(&l, 4);
         assert_eq!(texts(&w), ["aa", "bbbb"]);
         assert_eq!(w[1].spans[0].style, red);
+    }
+
+    #[test]
+    fn continuation_lines_keep_the_indent() {
+        let l = Line::from(vec![Span::raw("    "), Span::raw("aaa bbb ccc")]);
+        assert_eq!(texts(&wrap_line(&l, 11)), ["    aaa bbb", "    ccc"]);
     }
 
     #[test]

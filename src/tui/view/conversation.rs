@@ -64,7 +64,11 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
     let collapsed = app.conversation.collapsed.contains(&turn.question);
     if let Some(code) = &turn.program {
         out.push(Line::styled(
-            if collapsed { "▸ Program" } else { "▾ Program" },
+            if collapsed {
+                "▸ Program"
+            } else {
+                "▾ Program"
+            },
             t.title,
         ));
         if !collapsed {
@@ -118,7 +122,10 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
                     t.dim,
                 ));
             }
-            out.push(Line::styled(format!("      Source: {}", c.document_uri), t.dim));
+            out.push(Line::styled(
+                format!("      Source: {}", c.document_uri),
+                t.dim,
+            ));
         }
     }
     out.push(Line::raw(""));
@@ -194,6 +201,13 @@ pub fn live_lines(app: &App, width: u16) -> Vec<Line<'static>> {
             }
         }
     }
+    if app.live.is_none()
+        && !matches!(app.ended, Some(Ended::Failed(..)))
+        && let Some(e) = &app.error
+    {
+        out.push(Line::raw(""));
+        out.push(Line::styled(format!("⚠ {e}"), t.error));
+    }
     wrap_lines(&out, width)
 }
 
@@ -228,10 +242,17 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     } else {
         String::new()
     };
-    let mut block = pane_block(app, Pane::Conversation, title(app, Pane::Conversation, extra));
+    let mut block = pane_block(
+        app,
+        Pane::Conversation,
+        title(app, Pane::Conversation, extra),
+    );
     if app.conversation.scroll.is_some() && app.conversation.new_below {
         block = block.title_bottom(Line::styled(
-            format!(" ↓ new content below ({}) ", app.keymap.hint(crate::tui::keymap::Action::Bottom)),
+            format!(
+                " ↓ new content below ({}) ",
+                app.keymap.hint(crate::tui::keymap::Action::Bottom)
+            ),
             app.theme.running,
         ));
     }

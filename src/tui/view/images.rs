@@ -36,7 +36,11 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         .as_ref()
         .map(|x| format!("{} · {}", x.document, x.chunk_id))
         .unwrap_or_default();
-    let block = pane_block(app, Pane::Images, title(app, Pane::Images, truncate(&extra, 40)));
+    let block = pane_block(
+        app,
+        Pane::Images,
+        title(app, Pane::Images, truncate(&extra, 40)),
+    );
     let inner = block.inner(area);
     frame.render_widget(block, area);
     if app.images.target.is_none() {
@@ -52,12 +56,18 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     }
     if app.images.items.is_empty() {
         frame.render_widget(
-            Paragraph::new(Line::styled("Loading images… (or none for this evidence)", t.dim)),
+            Paragraph::new(Line::styled(
+                "Loading images… (or none for this evidence)",
+                t.dim,
+            )),
             inner,
         );
         return;
     }
-    let list_h = (app.images.items.len() as u16).min(3).min(inner.height / 3).max(1);
+    let list_h = (app.images.items.len() as u16)
+        .min(3)
+        .min(inner.height / 3)
+        .max(1);
     let [list_area, image_area] =
         Layout::vertical([Constraint::Length(list_h), Constraint::Min(1)]).areas(inner);
     let sel = app.images.selected.min(app.images.items.len() - 1);
@@ -73,7 +83,10 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
             let sent = sent_in_selected(app, &item.meta.chunk_id, item.meta.self_ref.as_deref());
             let style = if k == sel { t.selected } else { t.text };
             let mut spans = vec![Span::styled(
-                truncate(&format!("{} {}", if k == sel { "▶" } else { " " }, item.meta.caption), list_area.width.saturating_sub(8) as usize),
+                truncate(
+                    &format!("{} {}", if k == sel { "▶" } else { " " }, item.meta.caption),
+                    list_area.width.saturating_sub(8) as usize,
+                ),
                 style,
             )];
             if sent {
@@ -89,7 +102,10 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
             frame.render_widget(ratatui_image::Image::new(p.as_ref()), image_area);
         }
         ImageState::Loading => frame.render_widget(
-            Paragraph::new(Line::styled(format!("loading {}…", item.meta.caption), t.dim)),
+            Paragraph::new(Line::styled(
+                format!("loading {}…", item.meta.caption),
+                t.dim,
+            )),
             image_area,
         ),
         ImageState::Failed(e) => frame.render_widget(

@@ -33,7 +33,9 @@ fn part_lines(t: &Theme, text: &str, width: u16, max: usize, capsule: bool) -> V
     let mut out = Vec::new();
     for raw in text.lines() {
         // In a capsule, chunk-id headers and group labels stand out.
-        let style = if capsule && (raw.starts_with('[') || raw.starts_with("##") || raw.starts_with("Group")) {
+        let style = if capsule
+            && (raw.starts_with('[') || raw.starts_with("##") || raw.starts_with("Group"))
+        {
             t.key
         } else {
             t.text
@@ -49,12 +51,23 @@ fn part_lines(t: &Theme, text: &str, width: u16, max: usize, capsule: bool) -> V
 }
 
 /// The header of a request: numbers, tokens and saving, tools, instructions.
-fn header(app: &App, i: usize, n: usize, recorded: bool, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>> {
+fn header(
+    app: &App,
+    i: usize,
+    n: usize,
+    recorded: bool,
+    s: &RequestSnapshot,
+    width: u16,
+) -> Vec<Line<'static>> {
     let t = &app.theme;
     let raw = s.raw_tokens.total;
     let sent = s.compacted_tokens.total;
     let saved = raw as i64 - sent as i64;
-    let pct = if raw > 0 { saved as f64 * 100.0 / raw as f64 } else { 0.0 };
+    let pct = if raw > 0 {
+        saved as f64 * 100.0 / raw as f64
+    } else {
+        0.0
+    };
     let mut lines = vec![Line::from(vec![
         Span::styled(format!("request {}/{n}", i + 1), t.title),
         Span::styled(
@@ -72,7 +85,10 @@ fn header(app: &App, i: usize, n: usize, recorded: bool, s: &RequestSnapshot, wi
             Span::styled(format!("raw {raw}"), t.text),
             Span::styled(" → ", t.dim),
             Span::styled(format!("sent {sent}"), t.text),
-            Span::styled(format!("  saved {saved} ({pct:.0}%)"), if saved > 0 { t.ok } else { t.dim }),
+            Span::styled(
+                format!("  saved {saved} ({pct:.0}%)"),
+                if saved > 0 { t.ok } else { t.dim },
+            ),
         ]));
     } else {
         lines.push(Line::styled(
@@ -84,13 +100,27 @@ fn header(app: &App, i: usize, n: usize, recorded: bool, s: &RequestSnapshot, wi
     lines.push(Line::from(vec![
         Span::styled("tools ", t.dim),
         Span::styled(
-            truncate(&if tools.is_empty() { "-".to_string() } else { tools.join(", ") }, width as usize),
+            truncate(
+                &if tools.is_empty() {
+                    "-".to_string()
+                } else {
+                    tools.join(", ")
+                },
+                width as usize,
+            ),
             t.text,
         ),
     ]));
-    let first = s.instructions.lines().find(|l| !l.trim().is_empty()).unwrap_or("-");
+    let first = s
+        .instructions
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("-");
     lines.push(Line::from(vec![
-        Span::styled(format!("instructions ({} tok) ", s.compacted_tokens.instructions), t.dim),
+        Span::styled(
+            format!("instructions ({} tok) ", s.compacted_tokens.instructions),
+            t.dim,
+        ),
         Span::styled(truncate(first, (width as usize).saturating_sub(22)), t.text),
     ]));
     lines
@@ -100,7 +130,10 @@ fn side_by_side(app: &App, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>
     let t = &app.theme;
     let col = (width.saturating_sub(3) / 2).max(8);
     let mut out = vec![Line::from(vec![
-        Span::styled(format!("{:<w$}", "stored history", w = col as usize), t.title),
+        Span::styled(
+            format!("{:<w$}", "stored history", w = col as usize),
+            t.title,
+        ),
         Span::styled(" │ ", t.border),
         Span::styled("sent to the model", t.title),
     ])];
@@ -112,7 +145,14 @@ fn side_by_side(app: &App, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>
         let differs = row.parts.iter().any(|p| p.mark != PartMark::Same);
         let hs = if differs { t.running } else { t.dim };
         out.push(Line::from(vec![
-            Span::styled(format!("{:<w$}", truncate(&head(row.raw_tokens), col as usize), w = col as usize), hs),
+            Span::styled(
+                format!(
+                    "{:<w$}",
+                    truncate(&head(row.raw_tokens), col as usize),
+                    w = col as usize
+                ),
+                hs,
+            ),
             Span::styled(" │ ", t.border),
             Span::styled(head(row.sent_tokens), hs),
         ]));
@@ -120,22 +160,42 @@ fn side_by_side(app: &App, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>
             let capsule = p.mark == PartMark::Capsule;
             let max = if capsule { usize::MAX } else { PART_LINES };
             let badge = |side: &str| -> Line<'static> {
-                let mut spans = vec![Span::styled(format!(" {} ", truncate(&p.kind, col as usize - 2)), t.dim.add_modifier(Modifier::BOLD))];
+                let mut spans = vec![Span::styled(
+                    format!(" {} ", truncate(&p.kind, col as usize - 2)),
+                    t.dim.add_modifier(Modifier::BOLD),
+                )];
                 if side == "sent" && p.mark != PartMark::Same {
-                    spans.push(Span::styled(format!(" {} ", p.mark.label()), mark_style(t, p.mark)));
+                    spans.push(Span::styled(
+                        format!(" {} ", p.mark.label()),
+                        mark_style(t, p.mark),
+                    ));
                 }
                 Line::from(spans)
             };
-            let mut left = p.raw.as_ref().map(|x| {
-                let mut v = vec![badge("raw")];
-                v.extend(part_lines(t, x, col, max.min(if capsule { PART_LINES } else { max }), false));
-                v
-            }).unwrap_or_default();
-            let mut right = p.sent.as_ref().map(|x| {
-                let mut v = vec![badge("sent")];
-                v.extend(part_lines(t, x, col, max, capsule));
-                v
-            }).unwrap_or_default();
+            let mut left = p
+                .raw
+                .as_ref()
+                .map(|x| {
+                    let mut v = vec![badge("raw")];
+                    v.extend(part_lines(
+                        t,
+                        x,
+                        col,
+                        max.min(if capsule { PART_LINES } else { max }),
+                        false,
+                    ));
+                    v
+                })
+                .unwrap_or_default();
+            let mut right = p
+                .sent
+                .as_ref()
+                .map(|x| {
+                    let mut v = vec![badge("sent")];
+                    v.extend(part_lines(t, x, col, max, capsule));
+                    v
+                })
+                .unwrap_or_default();
             let h = left.len().max(right.len());
             left.resize(h, Line::raw(""));
             right.resize(h, Line::raw(""));
@@ -144,7 +204,18 @@ fn side_by_side(app: &App, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>
                 let lw = l.width();
                 let mut spans: Vec<Span<'static>> = l.spans;
                 spans.push(Span::raw(" ".repeat((col as usize).saturating_sub(lw))));
-                spans.push(Span::styled(if p.mark == PartMark::Same { " │ " } else { " ┃ " }, if p.mark == PartMark::Same { t.border } else { edge }));
+                spans.push(Span::styled(
+                    if p.mark == PartMark::Same {
+                        " │ "
+                    } else {
+                        " ┃ "
+                    },
+                    if p.mark == PartMark::Same {
+                        t.border
+                    } else {
+                        edge
+                    },
+                ));
                 spans.extend(r.spans);
                 out.push(Line::from(spans));
             }
@@ -202,7 +273,11 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     let height = area.height.saturating_sub(2) as usize;
     let top = app.inspector.scroll.min(all.len().saturating_sub(height));
     let visible: Vec<Line<'static>> = all.into_iter().skip(top).take(height).collect();
-    let mode = if app.inspector.diff { "diff" } else { "side by side" };
+    let mode = if app.inspector.diff {
+        "diff"
+    } else {
+        "side by side"
+    };
     let hint = format!(
         "{mode} · {}/{} requests · {} toggles",
         app.keymap.hint(crate::tui::keymap::Action::PrevRequest),

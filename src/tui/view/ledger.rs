@@ -29,17 +29,28 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         format!("violations only: {} of {total}", rows_idx.len())
     } else {
         let v = app.transcript.ledger.iter().filter(|r| r.violation).count();
-        format!("{total} questions, {v} violations · {} filters", app.keymap.hint(Action::ViolationsOnly))
+        format!(
+            "{total} questions, {v} violations · {} filters",
+            app.keymap.hint(Action::ViolationsOnly)
+        )
     };
     let block = pane_block(app, Pane::Ledger, title(app, Pane::Ledger, extra));
     let inner = block.inner(area);
     frame.render_widget(block, area);
     if rows_idx.is_empty() {
-        let msg = if total == 0 { "No questions yet." } else { "No question has a violation." };
+        let msg = if total == 0 {
+            "No questions yet."
+        } else {
+            "No question has a violation."
+        };
         frame.render_widget(Paragraph::new(Line::styled(msg, t.dim)), inner);
         return;
     }
-    let chunk_h = if inner.height >= 10 { inner.height / 2 } else { 0 };
+    let chunk_h = if inner.height >= 10 {
+        inner.height / 2
+    } else {
+        0
+    };
     let [table_area, chunks_area] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(chunk_h)]).areas(inner);
     let budget = app.host.max_searches;
@@ -63,8 +74,10 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
             ])
         })
         .collect();
-    let header = Row::new(["#", "question", "status", "redir", "viol", "cited", "search", "exec"])
-        .style(t.title);
+    let header = Row::new([
+        "#", "question", "status", "redir", "viol", "cited", "search", "exec",
+    ])
+    .style(t.title);
     let table = Table::new(
         rows,
         [
@@ -79,8 +92,13 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         ],
     )
     .header(header)
-    .row_highlight_style(if app.ledger.in_chunks { t.dim } else { t.selected });
-    let mut state = TableState::default().with_selected(Some(app.ledger.selected.min(rows_idx.len() - 1)));
+    .row_highlight_style(if app.ledger.in_chunks {
+        t.dim
+    } else {
+        t.selected
+    });
+    let mut state =
+        TableState::default().with_selected(Some(app.ledger.selected.min(rows_idx.len() - 1)));
     frame.render_stateful_widget(table, table_area, &mut state);
     if chunks_area.height == 0 {
         return;
@@ -95,22 +113,34 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         t.dim,
     )];
     let w = chunks_area.width as usize;
-    let skip = app.ledger.chunk.saturating_sub(chunks_area.height.saturating_sub(2) as usize);
+    let skip = app
+        .ledger
+        .chunk
+        .saturating_sub(chunks_area.height.saturating_sub(2) as usize);
     for (k, (c, cited)) in chunks.iter().enumerate().skip(skip) {
         let selected = app.ledger.in_chunks && k == app.ledger.chunk;
         let pages = if c.pages.is_empty() {
             String::new()
         } else {
-            format!(" p.{}", c.pages.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(","))
+            format!(
+                " p.{}",
+                c.pages
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
         };
         let text = format!(
-            "{} {} {} {}{} ({})",
+            "{} {} {}{} ({}) {}",
             if *cited { "✓" } else { "·" },
-            c.index.map(|n| format!("[{n}]")).unwrap_or_else(|| "   ".into()),
-            c.chunk_id,
+            c.index
+                .map(|n| format!("[{n}]"))
+                .unwrap_or_else(|| "   ".into()),
             c.document.clone().unwrap_or_else(|| "?".into()),
             pages,
-            c.capability
+            c.capability,
+            c.chunk_id,
         );
         let style = if selected {
             t.selected

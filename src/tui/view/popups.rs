@@ -34,9 +34,10 @@ pub fn render(app: &App, frame: &mut Frame) {
     let t = &app.theme;
     let full = frame.area();
     match popup {
-        Popup::Help => {
+        Popup::Help { scroll } => {
             let rows = app.keymap.help_rows();
             let area = centered(full, 76, rows.len() as u16 + 2);
+            let max_scroll = (rows.len() as u16 + 2).saturating_sub(area.height);
             let lines: Vec<Line> = rows
                 .into_iter()
                 .map(|(keys, desc)| {
@@ -48,7 +49,9 @@ pub fn render(app: &App, frame: &mut Frame) {
                 .collect();
             frame.render_widget(Clear, area);
             frame.render_widget(
-                Paragraph::new(lines).block(frame_block(app, "Keys", "Esc closes")),
+                Paragraph::new(lines)
+                    .scroll(((*scroll).min(max_scroll), 0))
+                    .block(frame_block(app, "Keys", "↑/↓ scroll · Esc closes")),
                 area,
             );
         }
@@ -69,7 +72,11 @@ pub fn render(app: &App, frame: &mut Frame) {
             }
             frame.render_widget(Clear, area);
             frame.render_widget(
-                Paragraph::new(lines).block(frame_block(app, "Commands", "type to filter · Enter runs · Esc closes")),
+                Paragraph::new(lines).block(frame_block(
+                    app,
+                    "Commands",
+                    "type to filter · Enter runs · Esc closes",
+                )),
                 area,
             );
         }
@@ -145,7 +152,7 @@ pub fn render(app: &App, frame: &mut Frame) {
             frame.render_widget(block, area);
             let [field, list] =
                 Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
-            frame.render_widget(input, field);
+            frame.render_widget(input.as_ref(), field);
             let skip = selected.saturating_sub(list.height.saturating_sub(1) as usize);
             let lines: Vec<Line> = entries
                 .iter()
@@ -166,7 +173,11 @@ pub fn render(app: &App, frame: &mut Frame) {
             text,
             scroll,
         } => {
-            let area = centered(full, full.width.saturating_sub(8), full.height.saturating_sub(4));
+            let area = centered(
+                full,
+                full.width.saturating_sub(8),
+                full.height.saturating_sub(4),
+            );
             let body = text.clone().unwrap_or_else(|| "Loading...".into());
             let title = format!("Chunk {chunk_id}");
             frame.render_widget(Clear, area);
@@ -175,7 +186,11 @@ pub fn render(app: &App, frame: &mut Frame) {
                     .style(t.text)
                     .wrap(Wrap { trim: false })
                     .scroll((*scroll, 0))
-                    .block(frame_block(app, &title, "↑/↓ scroll · Esc closes · its images are in the page images pane")),
+                    .block(frame_block(
+                        app,
+                        &title,
+                        "↑/↓ scroll · Esc closes · its images are in the page images pane",
+                    )),
                 area,
             );
         }

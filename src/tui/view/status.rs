@@ -26,7 +26,12 @@ pub fn header(app: &App, frame: &mut Frame, area: Rect, zoomed: bool) {
         spans.push(Span::raw(" "));
     }
     if zoomed {
-        for p in [Pane::Conversation, Pane::Inspector, Pane::Ledger, Pane::Images] {
+        for p in [
+            Pane::Conversation,
+            Pane::Inspector,
+            Pane::Ledger,
+            Pane::Images,
+        ] {
             let shown = app.focus == p || (app.focus == Pane::Input && p == Pane::Conversation);
             spans.push(Span::styled(
                 format!(" {} ", p.title()),
@@ -56,7 +61,10 @@ pub fn input(app: &App, frame: &mut Frame, area: Rect) {
         hints.push_str(&format!("· {} attached ", app.attachments.len()));
     }
     if app.running() {
-        hints = format!(" answering… {} cancels ", app.keymap.hint(Action::Interrupt));
+        hints = format!(
+            " answering… {} cancels ",
+            app.keymap.hint(Action::Interrupt)
+        );
     }
     let block = Block::default()
         .borders(Borders::ALL)
@@ -91,7 +99,11 @@ pub fn status_bar(app: &App, frame: &mut Frame, area: Rect) {
         sep.clone(),
         Span::styled(
             format!("model {}", truncate(&app.host.model, 30)),
-            if app.host.model_ready { t.status } else { t.ungrounded },
+            if app.host.model_ready {
+                t.status
+            } else {
+                t.ungrounded
+            },
         ),
         sep.clone(),
         Span::styled(caps.join("+"), t.status),
@@ -106,9 +118,14 @@ pub fn status_bar(app: &App, frame: &mut Frame, area: Rect) {
     }
     if let Some(filter) = app.document_filter() {
         spans.push(sep.clone());
-        spans.push(Span::styled(format!("filter {}", truncate(&filter, 20)), t.running));
+        spans.push(Span::styled(
+            format!("filter {}", truncate(&filter, 20)),
+            t.running,
+        ));
     }
-    if let Some(i) = app.selected_request().or(app.request_count().checked_sub(1))
+    if let Some(i) = app
+        .selected_request()
+        .or(app.request_count().checked_sub(1))
         && let Some((_, s)) = app.request_at(i)
     {
         spans.push(sep.clone());

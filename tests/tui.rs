@@ -1,0 +1,467 @@
+//! The workbench TUI, headless: the app model and its render functions driven by keys and
+//! by the engine's events from real runs (the real async-openai client against the
+//! scripted OpenAI-compatible server, a real LanceDB store of the demo corpus).
+
+mod support;
+
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyModifiers};
+use groundwork::capabilities::state::CitationStatus;
+use groundwork::engine::session::Session;
+use groundwork::tui::Runtime;
+use groundwork::tui::app::{App, Ended, ImageState, Pane, Popup};
+use support::scripted_server::{Reply, ScriptedServer};
+use support::workbench::*;
+
+struct Fixture {
+    _kb: DemoKb,
+    server: ScriptedServer,
+    rt: Runtime,
+    app: App,
+    dir: tempfile::TempDir,
+    figure_chunk: String,
+}
+
+/// Three questions asked through the app: grounded with a figure, a compacted grounded
+/// follow-up, and an uncited answer that is redirected and then recorded as a violation.
+async fn three_questions_asked() -> Fixture {
+    let kb = demo_kb().await;
+    let figure = hit(&kb.store, "monthly solar output", |r| {
+        r.doc_item_refs.iter().any(|x| x.contains("pictures"))
+    })
+    .await;
+    let figure_chunk = figure.chunk_id.clone().unwrap();
+    let second = hit(&kb.store, "battery state of charge summer day", |r| {
+        r.chunk_id.as_deref() != Some(&figure_chunk)
+    })
+    .await;
+    let server = ScriptedServer::start(three_questions(
+        &figure_chunk,
+        second.chunk_id.as_deref().unwrap(),
+    ))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
+    ask(&mut rt, &mut app, "How much did the array produce in July?").await;
+    ask(&mut rt, &mut app, "And the battery state of charge?").await;
+    ask(&mut rt, &mut app, "Say something nice about microgrids").await;
+    Fixture {
+        _kb: kb,
+        server,
+        rt,
+        app,
+        dir,
+        figure_chunk,
+    }
+}
+
+#[tokio::test]
+async fn three_questions_fill_conversation_ledger_and_inspector() {
+    let mut f = three_questions_asked().await;
+    let app = &mut f.app;
+    assert_eq!(f.server.remaining(), 0, "every scripted reply was used");
+    // The ledger: grounded, grounded, then a redirected violation.
+    let ledger = &app.transcript.ledger;
+    assert_eq!(ledger.len(), 3);
+    assert_eq!(ledger[0].status, CitationStatus::Grounded);
+    assert_eq!(ledger[0].cited[0].chunk_id, f.figure_chunk);
+    assert_eq!(ledger[1].status, CitationStatus::Grounded);
+    assert!(ledger[2].redirected);
+    assert!(ledger[2].violation);
+    assert_ne!(ledger[2].status, CitationStatus::Grounded);
+    assert!(!ledger[0].violation && !ledger[0].redirected);
+    assert_eq!(ledger[0].searches, 2);
+    assert!(!ledger[0].uncited.is_empty(), "retrieved but not cited");
+    // The conversation: answers, tool rows and numbered sources across questions.
+    let turns = &app.transcript.turns;
+    assert!(turns[0].answer.contains("July was the strongest month"));
+    assert_eq!(
+        turns[0]
+            .steps
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>(),
+        ["rag_search", "rag_search", "rag_cite"]
+    );
+    assert_eq!(turns[0].steps[0].summary, "\"monthly solar output July\"");
+    assert_eq!(turns[0].citations[0].index, 1);
+    assert_eq!(turns[1].citations[0].index, 2);
+    assert!(
+        !turns[0].citations[0].picture_refs.is_empty(),
+        "a cited figure"
+    );
+    // Every request is inspectable; the follow-up's first request carries the capsule.
+    let reqs = app.requests();
+    assert_eq!(reqs.len(), 9);
+    let follow_up = &reqs[4].snapshot;
+    let rows = groundwork::inspect::align(follow_up);
+    let marks: Vec<_> = rows
+        .iter()
+        .flat_map(|r| r.parts.iter().map(|p| p.mark))
+        .collect();
+    assert!(
+        marks.contains(&groundwork::inspect::PartMark::Capsule)
+            && marks.contains(&groundwork::inspect::PartMark::Receipt),
+        "{marks:?}"
+    );
+    assert!(follow_up.compacted_tokens.total < follow_up.raw_tokens.total);
+    // The redirect is a marked part of the third question's second request.
+    let redirect = &reqs[8].snapshot;
+    let marks: Vec<_> = groundwork::inspect::align(redirect)
+        .iter()
+        .flat_map(|r| r.parts.iter().map(|p| p.mark))
+        .collect();
+    assert!(
+        marks.contains(&groundwork::inspect::PartMark::Redirect),
+        "{marks:?}"
+    );
+    // The session was saved after each question, and reloads to the same transcript.
+    let saved = Session::load(&f.dir.path().join("session.json")).unwrap();
+    assert_eq!(saved.messages, app.session.messages);
+    assert_eq!(saved.groundwork.requests.len(), 9);
+    let reloaded = App::new(saved, None, host());
+    assert_eq!(reloaded.transcript, app.transcript);
+}
+
+#[tokio::test]
+async fn pane_and_app_snapshots() {
+    let mut f = three_questions_asked().await;
+    let settings = redactions();
+    let _guard = settings.bind_to_scope();
+    let app = &mut f.app;
+    // Select the first citation (it has a figure) so the images pane has something.
+    app.focus = Pane::Conversation;
+    press(&f.rt, app, KeyCode::Char('g'));
+    app.conversation.selected_citation = None;
+    press(&f.rt, app, KeyCode::Char('h'));
+    for (w, h) in [(80u16, 24u16), (160, 48)] {
+        // The images of the selected evidence are made for the pane's size.
+        app.areas.images = ratatui::layout::Rect::new(0, 0, w, h);
+        f.rt.handle(app, groundwork::tui::app::Msg::Resize);
+        settle(&mut f.rt, app).await;
+        assert!(
+            app.images
+                .items
+                .iter()
+                .all(|i| !matches!(i.state, ImageState::Loading)),
+            "images loaded"
+        );
+        let size = format!("{w}x{h}");
+        app.conversation.scroll = Some(0);
+        insta::assert_snapshot!(
+            format!("conversation_top_{size}"),
+            pane(app, Pane::Conversation, w, h)
+        );
+        app.conversation.scroll = None;
+        insta::assert_snapshot!(
+            format!("conversation_bottom_{size}"),
+            pane(app, Pane::Conversation, w, h)
+        );
+        app.inspector.selected = Some(4);
+        insta::assert_snapshot!(
+            format!("inspector_capsule_{size}"),
+            pane(app, Pane::Inspector, w, h)
+        );
+        app.inspector.diff = true;
+        insta::assert_snapshot!(
+            format!("inspector_diff_{size}"),
+            pane(app, Pane::Inspector, w, h)
+        );
+        app.inspector.diff = false;
+        app.inspector.selected = Some(8);
+        insta::assert_snapshot!(
+            format!("inspector_redirect_{size}"),
+            pane(app, Pane::Inspector, w, h)
+        );
+        app.ledger.selected = 0;
+        app.ledger.in_chunks = true;
+        insta::assert_snapshot!(format!("ledger_{size}"), pane(app, Pane::Ledger, w, h));
+        app.ledger.in_chunks = false;
+        insta::assert_snapshot!(format!("images_{size}"), pane(app, Pane::Images, w, h));
+        app.focus = Pane::Inspector;
+        insta::assert_snapshot!(format!("app_{size}"), screen(app, w, h));
+        app.focus = Pane::Conversation;
+    }
+}
+
+#[tokio::test]
+async fn whole_app_keys_two_questions_inspector_ledger_and_cancel() {
+    let kb = demo_kb().await;
+    let chunk = hit(&kb.store, "battery", |_| true).await.chunk_id.unwrap();
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("rag_search", serde_json::json!({"query": "battery"})),
+        Reply::tool_call("rag_cite", serde_json::json!({"chunk_ids": [chunk]})),
+        Reply::text("Batteries are checked monthly."),
+        Reply::tool_call("rag_search", serde_json::json!({"query": "inverter"})),
+        Reply::tool_call("rag_cite", serde_json::json!({"chunk_ids": []})),
+        Reply::text("Nothing in the knowledge base covers that."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
+    // Lay the app out once, as the loop does before reading keys.
+    screen(&mut app, 160, 48);
+
+    ask(&mut rt, &mut app, "How often are batteries checked?").await;
+    ask(&mut rt, &mut app, "What about the inverter?").await;
+    let s = screen(&mut app, 160, 48);
+    assert!(s.contains("Batteries are checked monthly."), "{s}");
+    assert!(
+        s.contains("Nothing in the knowledge base covers that."),
+        "{s}"
+    );
+    assert_eq!(app.transcript.ledger[1].status, CitationStatus::Ungrounded);
+
+    // Inspector: F3 focuses it; `[` steps back, `]` forward, `d` shows the diff.
+    press(&rt, &mut app, KeyCode::F(3));
+    assert_eq!(app.focus, Pane::Inspector);
+    assert_eq!(app.selected_request(), Some(5));
+    press(&rt, &mut app, KeyCode::Char('['));
+    press(&rt, &mut app, KeyCode::Char('['));
+    assert_eq!(app.selected_request(), Some(3));
+    let s = screen(&mut app, 160, 48);
+    assert!(s.contains("request 4/6"), "{s}");
+    press(&rt, &mut app, KeyCode::Char(']'));
+    assert_eq!(app.selected_request(), Some(4));
+    press(&rt, &mut app, KeyCode::Char('d'));
+    assert!(app.inspector.diff);
+    let s = screen(&mut app, 160, 48);
+    assert!(s.contains("+++ sent"), "{s}");
+
+    // Ledger: F4, Enter opens the row's chunks, Enter opens a chunk's full text.
+    press(&rt, &mut app, KeyCode::F(4));
+    press(&rt, &mut app, KeyCode::Char('g'));
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(app.ledger.in_chunks);
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(matches!(app.popup, Some(Popup::ChunkDetail { .. })));
+    settle(&mut rt, &mut app).await;
+    let Some(Popup::ChunkDetail {
+        text: Some(text),
+        chunk_id,
+        ..
+    }) = &app.popup
+    else {
+        panic!("chunk detail loaded")
+    };
+    assert_eq!(chunk_id, &chunk);
+    assert!(text.contains("Document:"), "{text}");
+    let s = screen(&mut app, 160, 48);
+    assert!(s.contains(&format!("Chunk {chunk}")), "{s}");
+    press(&rt, &mut app, KeyCode::Esc);
+    assert!(app.popup.is_none());
+    // The chunk's images were requested for the images pane.
+    assert_eq!(
+        app.images.target.as_ref().map(|t| t.chunk_id.as_str()),
+        Some(chunk.as_str())
+    );
+
+    // A slow answer is cancelled with Esc: nothing is committed, the session file too.
+    let before = app.session.messages.len();
+    server.push(Reply::text("too late").delay(Duration::from_secs(20)));
+    app.focus = Pane::Input;
+    type_text(&rt, &mut app, "A slow one");
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(app.running());
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| {
+            a.live.as_ref().is_some_and(|l| !l.requests.is_empty())
+        })
+        .await
+    );
+    let s = screen(&mut app, 160, 48);
+    assert!(s.contains("Thinking..."), "{s}");
+    press(&rt, &mut app, KeyCode::Esc);
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| !a.running())
+            .await
+    );
+    assert_eq!(app.ended, Some(Ended::Cancelled("A slow one".into())));
+    assert_eq!(app.session.messages.len(), before);
+    settle(&mut rt, &mut app).await;
+    let saved = Session::load(&dir.path().join("session.json")).unwrap();
+    assert_eq!(saved.messages.len(), before);
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("Cancelled"), "{s}");
+
+    // With nothing running, Ctrl-C quits.
+    press_mod(&rt, &mut app, KeyCode::Char('c'), KeyModifiers::CONTROL);
+    assert!(app.quit);
+}
+
+#[tokio::test]
+async fn no_model_shows_how_to_configure_and_an_endpoint_that_is_down_is_reported() {
+    let kb = demo_kb().await;
+    let dir = tempfile::tempdir().unwrap();
+    // No model: asking explains in one line how to set one; the question stays typed.
+    let mut host = host();
+    host.model_ready = false;
+    host.model_help = groundwork::engine::discover::configure_hint();
+    let mut app = App::new(Session::new(""), None, host);
+    let rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    type_text(&rt, &mut app, "Anyone there?");
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(!app.running());
+    assert!(
+        app.error
+            .as_deref()
+            .unwrap()
+            .contains("GROUNDWORK_MODEL_URL=")
+    );
+    assert_eq!(app.input.lines().join(""), "Anyone there?");
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("GROUNDWORK_MODEL_URL"), "{s}");
+
+    // An endpoint that is down: the question fails with a clear error, nothing is
+    // committed, and the app keeps working.
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    type_text(&rt, &mut app, "Hello?");
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(
+        rt.until(&mut app, Duration::from_secs(30), |a| !a.running())
+            .await
+    );
+    assert!(
+        matches!(app.ended, Some(Ended::Failed(..))),
+        "{:?}",
+        app.ended
+    );
+    assert!(app.session.messages.is_empty());
+    let s = screen(&mut app, 80, 24);
+    assert!(s.contains("Error:"), "{s}");
+    press(&rt, &mut app, KeyCode::Tab);
+    assert_eq!(app.focus, Pane::Conversation);
+}
+
+#[tokio::test]
+async fn palette_filter_export_and_attachments() {
+    let kb = demo_kb().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    screen(&mut app, 120, 40);
+
+    // The palette lists commands; typing filters; Enter runs one.
+    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    type_text(&rt, &mut app, "filter");
+    let s = screen(&mut app, 120, 40);
+    assert!(s.contains("document filter"), "{s}");
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(matches!(app.popup, Some(Popup::Filter { .. })));
+    settle(&mut rt, &mut app).await;
+    // The filter modal: search, toggle, apply → document_filter in the rag state.
+    type_text(&rt, &mut app, "battery");
+    press(&rt, &mut app, KeyCode::Char(' '));
+    let s = screen(&mut app, 120, 40);
+    assert!(s.contains("1 document(s) selected"), "{s}");
+    press(&rt, &mut app, KeyCode::Enter);
+    let filter = app.document_filter().expect("a filter");
+    assert!(filter.to_lowercase().contains("battery"), "{filter}");
+    // Clearing it again gives no filter.
+    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    type_text(&rt, &mut app, "filter");
+    press(&rt, &mut app, KeyCode::Enter);
+    settle(&mut rt, &mut app).await;
+    if let Some(Popup::Filter { chosen, .. }) = &app.popup {
+        assert_eq!(chosen.len(), 1, "the modal remembers the selection");
+    }
+    type_text(&rt, &mut app, "battery");
+    press(&rt, &mut app, KeyCode::Char(' '));
+    press(&rt, &mut app, KeyCode::Enter);
+    assert_eq!(app.document_filter(), None);
+
+    // Database info.
+    app.focus = Pane::Ledger;
+    press(&rt, &mut app, KeyCode::Char('I'));
+    settle(&mut rt, &mut app).await;
+    let s = screen(&mut app, 120, 40);
+    assert!(s.contains("Documents: 5"), "{s}");
+    press(&rt, &mut app, KeyCode::Esc);
+
+    // Export to Markdown and JSON next to the session file.
+    press(&rt, &mut app, KeyCode::Char('e'));
+    press(&rt, &mut app, KeyCode::Char('E'));
+    settle(&mut rt, &mut app).await;
+    assert!(dir.path().join("session.md").exists());
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("session.export.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(json["turns"].is_array() && json["messages"].is_array());
+
+    // Attaching an image inserts an [Image #1] token; Backspace deletes it whole.
+    let png = dir.path().join("pic.png");
+    image::RgbImage::from_pixel(4, 4, image::Rgb([200, 10, 10]))
+        .save(&png)
+        .unwrap();
+    app.focus = Pane::Input;
+    press_mod(&rt, &mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
+    assert!(matches!(app.popup, Some(Popup::Path { .. })));
+    if let Some(Popup::Path { input, .. }) = &mut app.popup {
+        input.select_all();
+        input.cut();
+        input.insert_str(png.to_string_lossy());
+    }
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(app.popup.is_none());
+    assert_eq!(app.attachments.len(), 1);
+    assert_eq!(app.input.lines().join(""), "[Image #1]");
+    press(&rt, &mut app, KeyCode::Backspace);
+    assert_eq!(app.input.lines().join(""), "");
+    // A file that is not an image is refused with a message.
+    let txt = dir.path().join("notes.txt");
+    std::fs::write(&txt, "hello").unwrap();
+    press_mod(&rt, &mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
+    if let Some(Popup::Path { input, .. }) = &mut app.popup {
+        input.select_all();
+        input.cut();
+        input.insert_str(txt.to_string_lossy());
+    }
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(app.error.as_deref().unwrap().contains("not an image"));
+}
+
+#[tokio::test]
+async fn help_is_generated_from_the_keymap_and_themes_switch() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        "[tui]\ntheme = \"light\"\n[tui.keys]\nhelp = [\"f10\"]\n",
+    )
+    .unwrap();
+    let (theme, keymap) = groundwork::tui::load_tui_config(&cfg).unwrap();
+    let mut app = new_app(dir.path()).with_keymap(keymap).with_theme(theme);
+    assert_eq!(app.theme.name, groundwork::tui::theme::ThemeName::Light);
+    let rt = Runtime::new(groundwork::tui::Services::new(
+        None,
+        None,
+        Default::default(),
+        vec![],
+        false,
+    ));
+    press(&rt, &mut app, KeyCode::F(10));
+    let s = screen(&mut app, 100, 60);
+    assert!(s.contains("f10"), "{s}");
+    assert!(s.contains("request inspector"), "{s}");
+    press(&rt, &mut app, KeyCode::Esc);
+    press_mod(&rt, &mut app, KeyCode::Char('t'), KeyModifiers::ALT);
+    assert_eq!(app.theme.name, groundwork::tui::theme::ThemeName::Dark);
+
+    // A conflict is reported with the file and the key, before any terminal set-up.
+    std::fs::write(&cfg, "[tui.keys]\nquit = [\"ctrl-p\"]\n").unwrap();
+    let err = groundwork::tui::load_tui_config(&cfg)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&cfg.display().to_string()), "{err}");
+    assert!(err.contains("ctrl-p"), "{err}");
+    std::fs::write(&cfg, "[tui]\nthem = 1\n").unwrap();
+    let err = groundwork::tui::load_tui_config(&cfg)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("config.toml") && err.contains("them"), "{err}");
+}
