@@ -20,17 +20,19 @@ use serde_json::json;
 fn session(questions: usize, with_tools: bool) -> Session {
     let mut s = Session::new("bench");
     for q in 0..questions {
-        s.messages.push(ModelMessage::Request(ModelRequest::user(format!(
-            "Question {q}: how did the battery banks behave during the outage in week {q}?"
-        ))));
+        s.messages
+            .push(ModelMessage::Request(ModelRequest::user(format!(
+                "Question {q}: how did the battery banks behave during the outage in week {q}?"
+            ))));
         if with_tools {
-            s.messages.push(ModelMessage::Response(ModelResponse::new(vec![
-                ModelResponsePart::ToolCall(ToolCallPart::new(
-                    "rag_search",
-                    json!({"query": format!("battery outage week {q}")}).to_string(),
-                    format!("call_{q}_0"),
-                )),
-            ])));
+            s.messages
+                .push(ModelMessage::Response(ModelResponse::new(vec![
+                    ModelResponsePart::ToolCall(ToolCallPart::new(
+                        "rag_search",
+                        json!({"query": format!("battery outage week {q}")}).to_string(),
+                        format!("call_{q}_0"),
+                    )),
+                ])));
             s.messages.push(ModelMessage::Request(ModelRequest::new(vec![
                 ModelRequestPart::ToolReturn(ToolReturnPart::new(
                     "rag_search",
@@ -72,12 +74,15 @@ fn frame(c: &mut Criterion) {
         groundwork::tui::draw(&mut term, &mut chat).unwrap();
         b.iter(|| groundwork::tui::draw(&mut term, &mut chat).unwrap())
     });
-    c.bench_function("frame 200x60, 500-message conversation, first (wraps all)", |b| {
-        b.iter(|| {
-            chat.version += 1;
-            groundwork::tui::draw(&mut term, &mut chat).unwrap()
-        })
-    });
+    c.bench_function(
+        "frame 200x60, 500-message conversation, first (wraps all)",
+        |b| {
+            b.iter(|| {
+                chat.version += 1;
+                groundwork::tui::draw(&mut term, &mut chat).unwrap()
+            })
+        },
+    );
     let mut ledger = App::new(session(1000, true), None, host());
     assert_eq!(ledger.transcript.ledger.len(), 1000);
     ledger.focus = Pane::Ledger;
@@ -87,7 +92,12 @@ fn frame(c: &mut Criterion) {
         b.iter(|| groundwork::tui::draw(&mut term, &mut ledger).unwrap())
     });
     c.bench_function("transcript + ledger from a 4,000-message session", |b| {
-        b.iter(|| groundwork::transcript::Transcript::build(&ledger.session.messages, &ledger.session.state))
+        b.iter(|| {
+            groundwork::transcript::Transcript::build(
+                &ledger.session.messages,
+                &ledger.session.state,
+            )
+        })
     });
 }
 

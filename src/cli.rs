@@ -305,7 +305,7 @@ pub async fn choose_model(
             model: global.model.clone(),
             ..Default::default()
         },
-        crate::engine::discover::LOCAL_SERVERS,
+        &crate::engine::discover::candidates(&ctx.env),
     )
     .await?)
 }

@@ -17,6 +17,26 @@ pub const LOCAL_SERVERS: &[(&str, &str)] = &[
     ("vLLM", "http://127.0.0.1:8000/v1"),
 ];
 
+/// `GROUNDWORK_DISCOVER`: comma-separated base URLs to try instead of the usual local
+/// servers (`off` or an empty value: try none).
+pub const ENV_DISCOVER: &str = "GROUNDWORK_DISCOVER";
+
+/// The servers to try: `GROUNDWORK_DISCOVER` when set, else [`LOCAL_SERVERS`].
+pub fn candidates(env: &HashMap<String, String>) -> Vec<(String, String)> {
+    match env.get(ENV_DISCOVER) {
+        Some(v) => v
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty() && *u != "off")
+            .map(|u| (u.to_string(), u.to_string()))
+            .collect(),
+        None => LOCAL_SERVERS
+            .iter()
+            .map(|(n, u)| (n.to_string(), u.to_string()))
+            .collect(),
+    }
+}
+
 /// The one-line hint shown when no model can be reached.
 pub fn configure_hint() -> String {
     format!(
@@ -109,7 +129,7 @@ async fn probe(client: &reqwest::Client, base_url: &str) -> Option<Vec<String>> 
 }
 
 /// Asks every candidate at once; the first in `candidates` order that answers wins.
-pub async fn discover(candidates: &[(&str, &str)], timeout: Duration) -> Option<Found> {
+pub async fn discover(candidates: &[(String, String)], timeout: Duration) -> Option<Found> {
     let client = reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout)
@@ -123,8 +143,8 @@ pub async fn discover(candidates: &[(&str, &str)], timeout: Duration) -> Option<
         .zip(answers)
         .find_map(|((name, url), models)| {
             models.map(|models| Found {
-                server: name.to_string(),
-                base_url: url.to_string(),
+                server: name.clone(),
+                base_url: url.clone(),
                 models,
             })
         })
@@ -136,7 +156,7 @@ pub async fn choose_model(
     path: Option<&Path>,
     env: &HashMap<String, String>,
     overrides: &ModelOverrides,
-    candidates: &[(&str, &str)],
+    candidates: &[(String, String)],
 ) -> Result<ModelChoice, super::config::ConfigError> {
     let config = ModelConfig::load(path, env, overrides)?;
     if endpoint_configured(path, env, overrides) {
@@ -154,4 +174,32 @@ pub async fn choose_model(
         config.model = first.clone();
     }
     Ok(ModelChoice::Discovered(config, found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidates_come_from_the_environment_when_set() {
+        let mut env = HashMap::new();
+        assert_eq!(candidates(&env).len(), LOCAL_SERVERS.len());
+        env.insert(ENV_DISCOVER.into(), "off".into());
+        assert!(candidates(&env).is_empty());
+        env.insert(ENV_DISCOVER.into(), "http://a/v1, http://b/v1".into());
+        assert_eq!(
+            candidates(&env)
+                .into_iter()
+                .map(|c| c.1)
+                .collect::<Vec<_>>(),
+            ["http://a/v1", "http://b/v1"]
+        );
+    }
+
+    #[test]
+    fn the_hint_says_how_in_one_line() {
+        let h = configure_hint();
+        assert!(!h.contains('\n'));
+        assert!(h.contains(ENV_MODEL_URL) && h.contains("11434"));
+    }
 }

@@ -5,6 +5,7 @@
 pub mod caps;
 pub mod hashembed;
 pub mod scripted_server;
+pub mod tmux;
 pub mod workbench;
 
 use std::sync::Arc;

