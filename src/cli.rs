@@ -281,7 +281,7 @@ pub async fn ensure_demo_db(ctx: &CmdContext) -> Result<bool> {
     );
     let started = std::time::Instant::now();
     let store = open_or_create(ctx).await?;
-    let report = ingest_with_bar(&store, &docs).await?;
+    let report = ingest_with_bar(&store, &docs, &crate::demo::ingest_options(&corpus_dir)).await?;
     eprintln!(
         "demo knowledge base ready: {} documents, {} chunks in {:.1}s",
         docs.len() - report.failed().len(),
@@ -501,13 +501,18 @@ async fn open_or_create(ctx: &CmdContext) -> Result<Store> {
 }
 
 /// Ingests `paths` with a progress bar on stderr.
-async fn ingest_with_bar(store: &Store, paths: &[PathBuf]) -> Result<pipeline::IngestReport> {
+async fn ingest_with_bar(
+    store: &Store,
+    paths: &[PathBuf],
+    options: &pipeline::IngestOptions,
+) -> Result<pipeline::IngestReport> {
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {wide_msg}")
             .expect("static template"),
     );
-    let report = pipeline::ingest_paths(store, paths, &BarProgress(bar.clone())).await;
+    let report =
+        pipeline::ingest_paths_with(store, paths, &BarProgress(bar.clone()), options).await;
     bar.finish_and_clear();
     Ok(report?)
 }
@@ -515,7 +520,7 @@ async fn ingest_with_bar(store: &Store, paths: &[PathBuf]) -> Result<pipeline::I
 async fn ingest(ctx: &CmdContext, a: IngestArgs) -> Result<ExitCode> {
     let store = open_or_create(ctx).await?;
     let started = std::time::Instant::now();
-    let report = ingest_with_bar(&store, &a.paths).await?;
+    let report = ingest_with_bar(&store, &a.paths, &Default::default()).await?;
     let secs = started.elapsed().as_secs_f64();
     let added = report.count(|o| matches!(o, Outcome::Added { .. }));
     let replaced = report.count(|o| matches!(o, Outcome::Replaced { .. }));

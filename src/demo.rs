@@ -35,6 +35,19 @@ pub const CORPUS: &[(&str, &[u8])] = &[
     ),
 ];
 
+/// The URI prefix of demo documents: `groundwork-demo:///<file>`, the same on every
+/// machine, so the recorded demo session's citations name the same documents everywhere.
+pub const URI_PREFIX: &str = "groundwork-demo:///";
+
+/// How the demo corpus under `root` is ingested: machine-independent URIs and ids derived
+/// from them and the content, so the demo session's chunk ids exist in every demo database.
+pub fn ingest_options(root: &Path) -> crate::pipeline::IngestOptions {
+    crate::pipeline::IngestOptions {
+        uri_root: Some((root.to_path_buf(), URI_PREFIX.to_string())),
+        stable_ids: true,
+    }
+}
+
 /// Writes the corpus under `dir` (files that already hold the same bytes are left alone)
 /// and returns the paths of the documents to ingest (figures are read through them).
 pub fn write_corpus(dir: &Path) -> std::io::Result<Vec<PathBuf>> {

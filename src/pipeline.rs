@@ -126,18 +126,55 @@ pub fn content_hash(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// How files become documents.
+#[derive(Debug, Clone, Default)]
+pub struct IngestOptions {
+    /// Store files under this root as `prefix` + their path relative to it, instead of
+    /// `file://` + the absolute path.
+    pub uri_root: Option<(PathBuf, String)>,
+    /// Derive document and chunk ids from the URI and the content hash (UUID v5) instead
+    /// of drawing random ones.
+    pub stable_ids: bool,
+}
+
+impl IngestOptions {
+    /// The URI `path` is stored under.
+    pub fn uri_for(&self, path: &Path) -> String {
+        if let Some((root, prefix)) = &self.uri_root
+            && let Ok(rel) = path.strip_prefix(root)
+        {
+            let parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            return format!("{prefix}{}", parts.join("/"));
+        }
+        file_uri(path)
+    }
+}
+
 /// Ingests every file under `paths`, then refreshes the indexes once.
 pub async fn ingest_paths(
     store: &Store,
     paths: &[PathBuf],
     progress: &dyn Progress,
 ) -> Result<IngestReport, StoreError> {
+    ingest_paths_with(store, paths, progress, &IngestOptions::default()).await
+}
+
+/// [`ingest_paths`] with options.
+pub async fn ingest_paths_with(
+    store: &Store,
+    paths: &[PathBuf],
+    progress: &dyn Progress,
+    options: &IngestOptions,
+) -> Result<IngestReport, StoreError> {
     let files = collect_files(paths).map_err(StoreError::Other)?;
     progress.start(files.len());
     let mut report = IngestReport::default();
     let mut wrote = false;
     for path in files {
-        let outcome = match ingest_file(store, &path).await {
+        let outcome = match ingest_file_with(store, &path, options).await {
             Ok(o) => o,
             Err(e) => Outcome::Failed {
                 error: e.to_string(),
@@ -169,12 +206,22 @@ pub enum FileError {
 
 /// Ingests one file. Errors leave the store as it was.
 pub async fn ingest_file(store: &Store, path: &Path) -> Result<Outcome, FileError> {
+    ingest_file_with(store, path, &IngestOptions::default()).await
+}
+
+/// [`ingest_file`] with options.
+pub async fn ingest_file_with(
+    store: &Store,
+    path: &Path,
+    options: &IngestOptions,
+) -> Result<Outcome, FileError> {
     let bytes = std::fs::read(path).map_err(|source| FileError::Read {
         path: path.display().to_string(),
         source,
     })?;
     let hash = content_hash(&bytes);
-    let uri = file_uri(path);
+    let uri = options.uri_for(path);
+    let seed = options.stable_ids.then(|| format!("{uri}\n{hash}"));
     let existing = store.find_by_uri(&uri).await?;
     if let Some(doc) = &existing
         && doc.metadata.get(HASH_KEY).and_then(Value::as_str) == Some(hash.as_str())
@@ -200,7 +247,11 @@ pub async fn ingest_file(store: &Store, path: &Path) -> Result<Outcome, FileErro
     let doc = new_document(parsed, &name, uri, hash);
     let chunks = doc.chunks.len();
     let meta = store
-        .add_document(doc, existing.as_ref().map(|d| d.id.as_str()))
+        .add_document_seeded(
+            doc,
+            existing.as_ref().map(|d| d.id.as_str()),
+            seed.as_deref(),
+        )
         .await?;
     Ok(match existing {
         Some(old) => Outcome::Replaced {

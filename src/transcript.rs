@@ -247,14 +247,33 @@ pub fn tool_summary(name: &str, args: &str) -> String {
     }
 }
 
-/// The question start indices of a history.
+/// The tag of pictures attached to search results (SPEC §5).
+pub const RETRIEVED_IMAGE_TAG: &str = "[haiku.rag/retrieved-image]";
+
+/// The question start indices of a history: requests with a user prompt that is neither
+/// the policy's redirect nor pictures attached to tool results.
 pub fn question_starts(messages: &[ModelMessage]) -> Vec<usize> {
     messages
         .iter()
         .enumerate()
-        .filter_map(|(i, m)| match user_prompt(m) {
-            Some(text) if !is_redirect(&text) => Some(i),
-            _ => None,
+        .filter_map(|(i, m)| {
+            let req = m.as_request()?;
+            let with_results = req.parts.iter().any(|p| {
+                matches!(
+                    p,
+                    ModelRequestPart::ToolReturn(_) | ModelRequestPart::RetryPrompt(_)
+                )
+            });
+            match user_prompt(m) {
+                Some(text)
+                    if !is_redirect(&text)
+                        && !with_results
+                        && !text.contains(RETRIEVED_IMAGE_TAG) =>
+                {
+                    Some(i)
+                }
+                _ => None,
+            }
         })
         .collect()
 }

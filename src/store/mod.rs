@@ -755,10 +755,33 @@ impl Store {
         doc: NewDocument,
         replaces: Option<&str>,
     ) -> Result<DocumentMeta> {
+        self.add_document_seeded(doc, replaces, None).await
+    }
+
+    /// [`Store::add_document`] with ids derived from `seed` (UUID v5) instead of random
+    /// ones, so the same document written anywhere gets the same document and chunk ids
+    /// (the bundled demo corpus, whose recorded session cites its chunks).
+    pub async fn add_document_seeded(
+        &self,
+        doc: NewDocument,
+        replaces: Option<&str>,
+        seed: Option<&str>,
+    ) -> Result<DocumentMeta> {
         let embedder = self.embedder()?.clone();
         let texts: Vec<String> = doc.chunks.iter().map(|c| c.content_fts.clone()).collect();
         let vectors = embedder.embed(&texts).await?;
-        let id = uuid::Uuid::new_v4().to_string();
+        let stable =
+            |s: &str| uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, s.as_bytes()).to_string();
+        let id = match seed {
+            Some(s) => stable(s),
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        let chunk_ids: Vec<String> = (0..doc.chunks.len())
+            .map(|i| match seed {
+                Some(s) => stable(&format!("{s}#chunk-{i}")),
+                None => uuid::Uuid::new_v4().to_string(),
+            })
+            .collect();
         let now = now_iso();
         let created_at = match replaces {
             Some(old) => self
@@ -776,7 +799,9 @@ impl Store {
             created_at,
             updated_at: now,
         };
-        let result = self.write_rows(&id, &doc, &vectors, &meta).await;
+        let result = self
+            .write_rows(&id, &doc, &vectors, &chunk_ids, &meta)
+            .await;
         if let Err(e) = result {
             // Remove whatever part of the new document made it to disk; the old one is intact.
             let _ = self.delete_document(&id).await;
@@ -793,6 +818,7 @@ impl Store {
         id: &str,
         doc: &NewDocument,
         vectors: &[Vec<f32>],
+        chunk_ids: &[String],
         meta: &DocumentMeta,
     ) -> Result<()> {
         // items
@@ -841,9 +867,7 @@ impl Store {
             let batch = RecordBatch::try_new(
                 schema::chunks_schema(self.dim()),
                 vec![
-                    Arc::new(StringArray::from_iter_values(
-                        (0..n).map(|_| uuid::Uuid::new_v4().to_string()),
-                    )) as ArrayRef,
+                    Arc::new(StringArray::from_iter_values(chunk_ids.iter().take(n))) as ArrayRef,
                     Arc::new(StringArray::from(vec![id; n])),
                     Arc::new(StringArray::from_iter_values(
                         doc.chunks.iter().map(|c| c.content.as_str()),

@@ -52,9 +52,15 @@ pub async fn demo_kb() -> DemoKb {
     store
         .set_embedder(embed::build(&spec, &Default::default()).unwrap())
         .unwrap();
-    let report = groundwork::pipeline::ingest_paths(&store, &[demo_dir()], &())
-        .await
-        .unwrap();
+    // As the first run ingests it: demo URIs and stable ids.
+    let report = groundwork::pipeline::ingest_paths_with(
+        &store,
+        &[demo_dir()],
+        &(),
+        &groundwork::demo::ingest_options(&demo_dir()),
+    )
+    .await
+    .unwrap();
     assert!(report.failed().is_empty(), "demo corpus ingests cleanly");
     DemoKb {
         embed,
