@@ -68,7 +68,7 @@ pub fn write_corpus(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 }
 
 /// The recorded scripted demo session, if this build has one.
-pub const SESSION_JSON: Option<&str> = None;
+pub const SESSION_JSON: Option<&str> = Some(include_str!("../sessions/demo.json"));
 
 /// The demo session, parsed.
 pub fn session()

@@ -1,0 +1,218 @@
+//! The demo session (`sessions/demo.json`): recorded by Groundwork itself (the workbench's
+//! app model and engine, the real async-openai client) against the scripted
+//! OpenAI-compatible server, over the demo corpus ingested exactly as the first run ingests
+//! it (so its chunk ids exist in every demo database). It is labelled a scripted
+//! demonstration in its metadata and in the UI.
+//!
+//! This test records it again and fails if the committed file is stale (timestamps, run
+//! ids and durations aside). To re-record after a deliberate change:
+//!
+//!     GROUNDWORK_RECORD_DEMO=1 cargo test --test demo_session
+
+mod support;
+
+use std::path::Path;
+
+use groundwork::engine::session::Session;
+use groundwork::tui::Runtime;
+use groundwork::tui::app::App;
+use serde_json::{Value, json};
+use support::scripted_server::{Reply, ScriptedServer};
+use support::workbench::{ask, demo_kb, hit, host, services};
+
+const LABEL: &str = "Scripted demonstration: every model turn in this session was scripted for \
+the demo and replayed through Groundwork's engine against a scripted OpenAI-compatible server; \
+no language model wrote it.";
+
+/// Keys whose values change from one recording to the next.
+const VOLATILE: &[&str] = &[
+    "timestamp",
+    "created_at",
+    "started_at",
+    "duration_ms",
+    "run_id",
+    "provider_url",
+];
+
+fn normalise(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                if VOLATILE.contains(&k.as_str()) {
+                    *x = Value::String("<volatile>".into());
+                } else {
+                    normalise(x);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(normalise),
+        _ => {}
+    }
+}
+
+/// The first place two JSON values differ, for the failure message.
+fn first_difference(a: &Value, b: &Value, path: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for k in x.keys().chain(y.keys()) {
+                let (p, q) = (x.get(k), y.get(k));
+                match (p, q) {
+                    (Some(p), Some(q)) => {
+                        if let Some(d) = first_difference(p, q, &format!("{path}.{k}")) {
+                            return Some(d);
+                        }
+                    }
+                    _ => return Some(format!("{path}.{k}: only on one side")),
+                }
+            }
+            None
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            if x.len() != y.len() {
+                return Some(format!("{path}: {} vs {} items", x.len(), y.len()));
+            }
+            x.iter()
+                .zip(y)
+                .enumerate()
+                .find_map(|(i, (p, q))| first_difference(p, q, &format!("{path}[{i}]")))
+        }
+        _ if a != b => Some(format!("{path}: {a} vs {b}")),
+        _ => None,
+    }
+}
+
+async fn record() -> Session {
+    let kb = demo_kb().await;
+    let figure = hit(&kb.store, "monthly solar output rooftop array", |r| {
+        r.doc_item_refs.iter().any(|x| x.contains("pictures"))
+            && r.document_uri
+                .as_deref()
+                .is_some_and(|u| u.ends_with(".pdf"))
+    })
+    .await
+    .chunk_id
+    .unwrap();
+    let battery = hit(
+        &kb.store,
+        "battery banks full equivalent cycles capacity",
+        |r| r.chunk_id.as_deref() != Some(&figure),
+    )
+    .await
+    .chunk_id
+    .unwrap();
+    let server = ScriptedServer::start(vec![
+        // 1. Two searches, a cited chunk with a figure, a grounded answer.
+        Reply::tool_call(
+            "rag_search",
+            json!({"query": "rooftop solar array annual output 2026"}),
+        ),
+        Reply::tool_call(
+            "rag_search",
+            json!({"query": "monthly solar output peak month"}),
+        ),
+        Reply::tool_call("rag_cite", json!({"chunk_ids": [figure]})),
+        Reply::text(
+            "The 420 kW rooftop array produced **512 MWh** in 2026. Output peaked in **July at \
+             61 MWh** and was lowest in December at 17 MWh; Figure 1 of the field report shows \
+             the whole year [1].",
+        ),
+        // 2. A follow-up: earlier evidence travels as the capsule, old results as receipts.
+        Reply::tool_call(
+            "rag_search",
+            json!({"query": "battery banks cycles capacity fade"}),
+        ),
+        Reply::tool_call("rag_cite", json!({"chunk_ids": [battery]})),
+        Reply::text(
+            "The two lithium iron phosphate banks completed 301 full equivalent cycles, and \
+             measured capacity fell from 1,000 kWh to 978 kWh, inside the warranty curve [2].",
+        ),
+        // 3. An uncited answer: the policy redirects once; the model searches, finds
+        //    nothing that supports a name, and declares the answer ungrounded.
+        Reply::text("The inverter was made by a large European manufacturer."),
+        Reply::tool_call(
+            "rag_search",
+            json!({"query": "inverter manufacturer brand"}),
+        ),
+        Reply::tool_call("rag_cite", json!({"chunk_ids": []})),
+        Reply::text(
+            "The knowledge base does not name the inverter's manufacturer; it only describes \
+             a 250 kW grid-forming inverter. My earlier claim is not supported by any document.",
+        ),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = App::new(
+        Session::new("scripted-model"),
+        Some(dir.path().join("demo.json")),
+        host(),
+    );
+    let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
+    ask(
+        &mut rt,
+        &mut app,
+        "How much energy did the rooftop array produce in 2026, and when did it peak?",
+    )
+    .await;
+    ask(
+        &mut rt,
+        &mut app,
+        "How did the battery banks hold up over the year?",
+    )
+    .await;
+    ask(&mut rt, &mut app, "Who manufactured the inverter?").await;
+    assert_eq!(server.remaining(), 0, "the whole script was used");
+    let mut session = app.session.clone();
+    session.groundwork.scripted_demo = true;
+    session
+        .groundwork
+        .labels
+        .insert("demo".into(), Value::String(LABEL.into()));
+    session
+}
+
+#[tokio::test]
+async fn the_committed_demo_session_is_what_groundwork_records_today() {
+    let session = record().await;
+    // What the panes show: searches, a cited figure, a compacted follow-up, a redirect,
+    // an explicitly ungrounded answer.
+    let app = App::new(session.clone(), None, host());
+    let ledger = &app.transcript.ledger;
+    assert_eq!(ledger.len(), 3);
+    assert_eq!(ledger[0].status.as_str(), "grounded");
+    assert!(!app.transcript.turns[0].citations[0].picture_refs.is_empty());
+    assert_eq!(ledger[1].status.as_str(), "grounded");
+    assert!(ledger[2].redirected);
+    assert_eq!(ledger[2].status.as_str(), "ungrounded");
+    let capsule = app.requests().iter().any(|r| {
+        groundwork::inspect::align(&r.snapshot)
+            .iter()
+            .flat_map(|m| m.parts.iter())
+            .any(|p| p.mark == groundwork::inspect::PartMark::Capsule)
+    });
+    assert!(capsule, "a compacted follow-up");
+
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.json");
+    if std::env::var("GROUNDWORK_RECORD_DEMO").is_ok_and(|v| v == "1") {
+        session.save(&path).unwrap();
+        return;
+    }
+    let committed = Session::load(&path).unwrap_or_else(|e| {
+        panic!("{e}; record it with GROUNDWORK_RECORD_DEMO=1 cargo test --test demo_session")
+    });
+    assert!(committed.groundwork.scripted_demo);
+    let mut want = serde_json::to_value(&committed).unwrap();
+    let mut got = serde_json::to_value(&session).unwrap();
+    normalise(&mut want);
+    normalise(&mut got);
+    if let Some(d) = first_difference(&got, &want, "") {
+        panic!(
+            "sessions/demo.json is stale (first difference at {d}); re-record it with \
+             GROUNDWORK_RECORD_DEMO=1 cargo test --test demo_session"
+        );
+    }
+    // The binary carries the same file.
+    assert_eq!(
+        groundwork::demo::SESSION_JSON.map(str::trim),
+        Some(std::fs::read_to_string(&path).unwrap().trim())
+    );
+}
