@@ -14,4 +14,5 @@ pub mod ingest;
 pub mod inspect;
 pub mod paths;
 pub mod pipeline;
+pub mod sandbox;
 pub mod store;
