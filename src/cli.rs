@@ -492,13 +492,8 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
         eager: a.eager,
         compaction: !a.no_compaction,
         policy: !a.no_policy,
+        sandbox_worker: None,
     };
-    if options
-        .capabilities
-        .contains(&crate::ask::CapabilityChoice::Analysis)
-    {
-        return Err(crate::ask::AskError::AnalysisUnavailable.into());
-    }
     let model_config = ModelConfig::load(
         Some(&paths::config_file(&ctx.env)),
         &ctx.env,
