@@ -702,7 +702,7 @@ async fn scenario_40_sandbox_bucket_merges_and_cites_without_a_store_lookup() {
         "dedup by chunk id"
     );
     assert_eq!(ids.iter().filter(|i| **i == c2).count(), 1, "{ids:?}");
-    assert_eq!(st.citations, [c2.clone()]);
+    assert_eq!(st.citations, [c2.as_str()]);
     let cited = st.citation_index.get(&c2).unwrap();
     // Resolved from the bucket (the expanded search result), not from the raw chunk.
     let from_bucket = bucket.iter().find(|r| r.id() == c2).unwrap();
