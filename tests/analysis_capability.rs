@@ -1029,3 +1029,42 @@ async fn scenario_93_analysis_from_spec() {
     .to_string();
     assert!(err.contains("haiku-rag-analysis") && err.contains("unique within a run"));
 }
+
+#[tokio::test]
+async fn ask_registers_analysis_eagerly_alone_and_defers_both_together() {
+    use groundwork::ask::{AskOptions, CapabilityChoice, build_agent};
+    use groundwork::engine::model::OpenAiModel;
+    let kb = kb().await;
+    let server = ScriptedServer::start(vec![Reply::text("one"), Reply::text("two")]).await;
+    let model = Arc::new(OpenAiModel::new(test_config(&server.base_url())).unwrap());
+    let alone = AskOptions {
+        capabilities: vec![CapabilityChoice::Analysis],
+        sandbox_worker: Some(WORKER.into()),
+        ..AskOptions::default()
+    };
+    let agent = build_agent(
+        model.clone(),
+        kb.store.clone(),
+        &AppConfig::default(),
+        &alone,
+    )
+    .unwrap();
+    run(&agent, RunInput::prompt("q")).await.unwrap();
+    let both = AskOptions {
+        capabilities: vec![CapabilityChoice::Rag, CapabilityChoice::Analysis],
+        ..alone
+    };
+    let agent = build_agent(model, kb.store.clone(), &AppConfig::default(), &both).unwrap();
+    run(&agent, RunInput::prompt("q")).await.unwrap();
+    let requests = server.requests();
+    let eager = tool_names(&requests[0]);
+    assert!(
+        eager.contains(&"analysis_execute_code".to_string())
+            && !eager.contains(&"load_capability".to_string())
+    );
+    assert!(system_text(&requests[0]).contains("# Analysis"));
+    assert_eq!(tool_names(&requests[1]), ["load_capability"]);
+    let catalogue = system_text(&requests[1]);
+    assert!(catalogue.contains("- haiku-rag: ") && catalogue.contains("- haiku-rag-analysis: "));
+    assert!(!catalogue.contains("# Analysis"));
+}
