@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::capabilities::analysis::AnalysisCapability;
 use crate::capabilities::compactor::EvidenceCompactionCapability;
 use crate::capabilities::policy::CitationPolicyCapability;
 use crate::capabilities::rag::RagCapability;
@@ -51,6 +52,9 @@ pub struct AskOptions {
     pub eager: bool,
     pub compaction: bool,
     pub policy: bool,
+    /// The analysis sandbox worker executable (default: `$GROUNDWORK_SANDBOX_WORKER`,
+    /// else this executable).
+    pub sandbox_worker: Option<std::path::PathBuf>,
 }
 
 impl Default for AskOptions {
@@ -60,17 +64,13 @@ impl Default for AskOptions {
             eager: false,
             compaction: true,
             policy: true,
+            sandbox_worker: None,
         }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum AskError {
-    #[error(
-        "the analysis capability (sandboxed Python) is not available in this version of \
-         Groundwork; use --capability rag"
-    )]
-    AnalysisUnavailable,
     #[error("{0}")]
     Agent(String),
     #[error("the question failed: {0}")]
@@ -112,7 +112,14 @@ pub fn build_agent(
             CapabilityChoice::Rag => caps.push(Arc::new(
                 RagCapability::new(store.clone(), config.clone()).defer_loading(deferred),
             )),
-            CapabilityChoice::Analysis => return Err(AskError::AnalysisUnavailable),
+            CapabilityChoice::Analysis => {
+                let mut analysis =
+                    AnalysisCapability::new(store.clone(), config.clone()).defer_loading(deferred);
+                if let Some(worker) = &opts.sandbox_worker {
+                    analysis = analysis.worker(worker.clone());
+                }
+                caps.push(Arc::new(analysis))
+            }
         }
     }
     if opts.compaction {

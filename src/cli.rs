@@ -679,13 +679,8 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
         eager: a.eager,
         compaction: !a.no_compaction,
         policy: !a.no_policy,
+        sandbox_worker: None,
     };
-    if options
-        .capabilities
-        .contains(&crate::ask::CapabilityChoice::Analysis)
-    {
-        return Err(crate::ask::AskError::AnalysisUnavailable.into());
-    }
     let model_config = match choose_model(ctx, global).await? {
         crate::engine::discover::ModelChoice::None(hint) => bail!("{hint}"),
         crate::engine::discover::ModelChoice::Discovered(c, found) => {

@@ -30,7 +30,37 @@ pub struct AppConfig {
     pub search: SearchConfig,
     pub embeddings: EmbeddingsConfig,
     pub qa: QaConfig,
+    pub analysis: AnalysisConfig,
     pub prompts: PromptsConfig,
+}
+
+/// The analysis capability's settings (haiku.rag `analysis`, SPEC §7.1, §9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AnalysisConfig {
+    /// `analysis_execute_code` calls allowed per run.
+    pub max_executions: usize,
+    /// Compute budget of one execution, in seconds; the sandbox's total is
+    /// `code_timeout * max_executions`.
+    pub code_timeout: f64,
+    /// Characters of program output kept before the truncation marker.
+    pub max_output_chars: usize,
+    /// Memory a program may use, in MiB (Groundwork's own setting).
+    pub max_memory_mb: usize,
+    /// The analysis model's traits; `None` falls back to `qa.model`.
+    pub model: Option<QaModelConfig>,
+}
+
+impl Default for AnalysisConfig {
+    fn default() -> Self {
+        Self {
+            max_executions: 15,
+            code_timeout: 60.0,
+            max_output_chars: 50_000,
+            max_memory_mb: 512,
+            model: None,
+        }
+    }
 }
 
 /// The question-answering agent's settings (haiku.rag `qa`).

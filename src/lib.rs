@@ -15,6 +15,7 @@ pub mod ingest;
 pub mod inspect;
 pub mod paths;
 pub mod pipeline;
+pub mod sandbox;
 pub mod store;
 pub mod transcript;
 pub mod tui;

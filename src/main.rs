@@ -2,7 +2,18 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// Counts live bytes only in the sandbox worker, where it enforces the program's
+/// memory limit; in the workbench itself it is the system allocator.
+#[global_allocator]
+static ALLOC: groundwork::sandbox::alloc::WorkerAlloc = groundwork::sandbox::alloc::WorkerAlloc;
+
 fn main() -> ExitCode {
+    // The analysis sandbox worker (`groundwork __sandbox-worker`): no CLI, no runtime.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(groundwork::sandbox::WORKER_ARG))
+    {
+        return groundwork::sandbox::worker::run();
+    }
     let cli = groundwork::cli::Cli::parse();
     let env = groundwork::paths::process_env();
     let _log = groundwork::cli::init_logging(&env);

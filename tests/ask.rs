@@ -175,22 +175,116 @@ async fn ask_answers_cites_saves_and_continues() {
         err(&o)
     );
     assert_eq!(std::fs::read_to_string(session).unwrap(), before);
+}
 
-    // The analysis capability is refused with a clear message.
+/// `groundwork ask --capability analysis` over the demo corpus: the scripted model runs a
+/// program that counts documents in the sandbox worker, and the answer uses the number the
+/// program printed.
+#[tokio::test]
+async fn ask_analysis_counts_over_the_demo_corpus() {
+    let embed = hashembed::start().await;
+    let home = Home(tempfile::tempdir().unwrap());
+    let db = home.0.path().join("demo.lancedb");
+    let db = db.to_str().unwrap();
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo");
     let o = home
         .run(&[
             "--db",
             db,
-            "--model-url",
-            &url,
-            "ask",
-            "Count them",
-            "--capability",
-            "analysis",
+            "ingest",
+            demo.to_str().unwrap(),
+            "--embed-url",
+            &embed.url,
+            "--embed-model",
+            hashembed::MODEL,
         ])
         .await;
-    assert!(!o.status.success());
-    assert!(err(&o).contains("analysis capability"), "{}", err(&o));
+    assert!(o.status.success(), "{}", err(&o));
+
+    // The expected count, computed outside the sandbox from the store itself.
+    let needle = "state of charge";
+    let mut store = groundwork::store::Store::open(db).await.unwrap();
+    store
+        .set_embedder(groundwork::embed::build(store.embedder_spec(), &Default::default()).unwrap())
+        .unwrap();
+    let docs = store.list_documents(None).await.unwrap();
+    assert_eq!(docs.len(), 5);
+    let mut expected = 0;
+    for d in &docs {
+        let text = store
+            .document_content(&d.id)
+            .await
+            .unwrap()
+            .unwrap_or_default();
+        if text.to_lowercase().contains(needle) {
+            expected += 1;
+        }
+    }
+    assert!(
+        expected > 0 && expected < 5,
+        "a count that says something: {expected}"
+    );
+
+    let program = format!(
+        "from pathlib import Path\n\
+         docs = await list_documents()\n\
+         n = 0\n\
+         for d in docs:\n    \
+             text = Path('/documents/' + d['id'] + '/content.txt').read_text()\n    \
+             if '{needle}' in text.lower():\n        \
+                 n += 1\n\
+         print(n)"
+    );
+    let answer = format!("{expected} of the 5 documents mention the state of charge.");
+    let model = ScriptedServer::start(vec![
+        Reply::tool_call("analysis_execute_code", json!({"code": program})),
+        Reply::tool_call("analysis_cite", json!({"chunk_ids": []})),
+        Reply::text(answer.clone()),
+    ])
+    .await;
+    let session = home.0.path().join("s.json");
+    let session = session.to_str().unwrap();
+    let o = home
+        .run(&[
+            "--db",
+            db,
+            "--session",
+            session,
+            "--model-url",
+            &model.base_url(),
+            "--model",
+            "scripted",
+            "ask",
+            "How many documents mention the state of charge?",
+            "--capability",
+            "analysis",
+            "--json",
+        ])
+        .await;
+    assert!(o.status.success(), "{}", err(&o));
+    let v: Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(v["answer"], answer.as_str());
+    assert_eq!(v["status"], "ungrounded");
+    assert_eq!(v["violation"], false);
+
+    // The analysis capability is eager on its own; the program's output reached the model.
+    let requests = model.requests();
+    assert!(tool_names(&requests[0]).contains(&"analysis_execute_code".to_string()));
+    assert!(system_text(&requests[0]).contains("# Analysis"));
+    let printed = support::scripted_server::wire_messages(&requests[1])
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()["content"]
+        .clone();
+    assert_eq!(printed, json!(format!("{expected}\n")));
+
+    // The execution is logged in the saved session state.
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(session).unwrap()).unwrap();
+    let executions = &saved["state"]["analysis"]["executions"];
+    assert_eq!(executions.as_array().unwrap().len(), 1);
+    assert_eq!(executions[0]["success"], true);
+    assert_eq!(executions[0]["stdout"], format!("{expected}\n"));
+    assert_eq!(saved["state"]["analysis"]["evidence"]["in_progress"], false);
 }
 
 fn home_python() -> Option<std::path::PathBuf> {

@@ -48,6 +48,9 @@ pub fn as_evidence(run: &dyn CapabilityRun) -> Option<&dyn EvidenceSource> {
     if let Some(rag) = any.downcast_ref::<crate::capabilities::rag::RagRun>() {
         return Some(rag);
     }
+    if let Some(analysis) = any.downcast_ref::<crate::capabilities::analysis::AnalysisRun>() {
+        return Some(analysis);
+    }
     None
 }
 

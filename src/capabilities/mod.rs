@@ -1,3 +1,4 @@
+pub mod analysis;
 pub mod compaction;
 pub mod compactor;
 pub mod evidence;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use anyhow::bail;
 use serde_json::Value;
 
+use crate::capabilities::analysis::AnalysisCapability;
 use crate::capabilities::compactor::EvidenceCompactionCapability;
 use crate::capabilities::policy::CitationPolicyCapability;
 use crate::capabilities::rag::RagCapability;
@@ -19,6 +20,7 @@ use crate::engine::capability::Capability;
 pub fn capability_from_spec(name: &str, args: &Value) -> anyhow::Result<Arc<dyn Capability>> {
     Ok(match name {
         "RAGCapability" => Arc::new(RagCapability::from_spec(args)?),
+        "AnalysisCapability" => Arc::new(AnalysisCapability::from_spec(args)?),
         "EvidenceCompactionCapability" => Arc::new(EvidenceCompactionCapability::from_spec(args)?),
         "CitationPolicyCapability" => Arc::new(CitationPolicyCapability::from_spec(args)?),
         other => bail!("unknown capability '{other}' in the spec"),

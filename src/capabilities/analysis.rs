@@ -1,0 +1,922 @@
+//! The analysis capability (`haiku-rag-analysis`, SPEC §1, §5–§7, §9):
+//! `analysis_search`, `analysis_execute_code` and `analysis_cite` over one knowledge
+//! base. Code runs in a sandbox worker process ([`crate::sandbox`]), one per run,
+//! started on the first execution and stopped when the run ends.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use serde_json::{Map, Value, json};
+
+use crate::capabilities::evidence::{
+    EvidenceSource, StoreHandle, StoreSource, budget_notice, path_source, resolve_db_path,
+};
+use crate::capabilities::rag::{picture_content, py_list};
+use crate::capabilities::similarity::closest;
+use crate::capabilities::state::{
+    ANALYSIS_NAMESPACE, Citation, CitationRef, EvidenceState, Execution, SANDBOX_BUCKET, StateKind,
+    awaits_the_model, settle_for_run,
+};
+use crate::config::AppConfig;
+use crate::engine::capability::{
+    BoxFuture, Capability, CapabilityRun, ForRunContext, RunContext, RunOutcomeView, ToolDef,
+    ToolOutcome, ToolOutput,
+};
+use crate::engine::messages::ModelMessage;
+use crate::engine::prompts::fill;
+use crate::sandbox::ExecLimits;
+use crate::sandbox::host::{ExecResult, Sandbox, default_worker};
+use crate::sandbox::vfs::Corpus;
+use crate::store::format::{NO_RESULTS, format_for_agent, join_results};
+use crate::store::search::result_from_chunk;
+use crate::store::{DocumentMeta, SearchResult};
+
+/// Fixed id of the analysis capability.
+pub const CAPABILITY_ID: &str = "haiku-rag-analysis";
+/// The search tool.
+pub const SEARCH_TOOL: &str = "analysis_search";
+/// The code tool.
+pub const EXECUTE_TOOL: &str = "analysis_execute_code";
+/// The cite tool.
+pub const CITE_TOOL: &str = "analysis_cite";
+/// Default model requests per run before the tools are withdrawn.
+pub const DEFAULT_REQUEST_LIMIT: usize = 30;
+/// Requests the cite tool stays offered once the request limit is reached.
+pub const CITATION_GRACE_REQUESTS: usize = 2;
+/// The fixed part of the execution-limit failure.
+pub const EXECUTION_LIMIT_MARKER: &str = "Code-execution limit reached";
+/// What a successful execution that printed nothing returns.
+pub const NO_OUTPUT: &str = "No output.";
+/// Python recursion depth allowed in the sandbox.
+pub const MAX_RECURSION: u64 = 200;
+/// Slack the host watchdog gives the worker beyond the compute budget.
+pub const WATCHDOG_SLACK: Duration = Duration::from_secs(5);
+
+const EVIDENCE_TOOLS: &[&str] = &[SEARCH_TOOL, EXECUTE_TOOL];
+
+macro_rules! text {
+    ($name:ident, $file:literal) => {
+        fn $name() -> &'static str {
+            include_str!(concat!("../../assets/prompts/capabilities/", $file)).trim_end()
+        }
+    };
+}
+
+text!(analysis_md, "../analysis.md");
+text!(description_text, "analysis_description.txt");
+text!(search_description, "analysis_search_description.txt");
+text!(search_query_description, "rag_search_query_description.txt");
+text!(search_limit_description, "rag_search_limit_description.txt");
+text!(execute_description, "analysis_execute_code_description.txt");
+text!(code_description, "analysis_code_description.txt");
+text!(cite_description, "analysis_cite_description.txt");
+text!(cite_ids_description, "rag_cite_ids_description.txt");
+text!(search_limit_text, "search_limit.txt");
+text!(execution_limit_text, "execution_limit.txt");
+text!(restarted_text, "sandbox_restarted.txt");
+text!(iteration_hint_text, "iteration_hint.txt");
+text!(cite_empty_text, "cite_empty.txt");
+text!(cite_registered_text, "cite_registered.txt");
+text!(cite_partial_text, "cite_partial.txt");
+text!(cite_unresolved_text, "cite_unresolved.txt");
+text!(notice_grace_text, "notice_grace_expired.txt");
+text!(notice_limit_text, "notice_request_limit.txt");
+
+/// The packaged instructions, with the domain preamble first when set (SPEC §1.1).
+pub fn instructions_text(config: &AppConfig) -> String {
+    let preamble = config.prompts.domain_preamble.trim();
+    if preamble.is_empty() {
+        analysis_md().to_string()
+    } else {
+        format!("{}\n\n{}", config.prompts.domain_preamble, analysis_md())
+    }
+}
+
+/// The note added to stderr when the sandbox session was lost (SPEC §9.2).
+pub fn restarted_note() -> &'static str {
+    restarted_text()
+}
+
+/// The failure text of an execution (SPEC §9.1 step 6).
+pub fn failure_text(stderr: &str, stdout: &str) -> String {
+    let hint = if stderr.contains("TextIOWrapper") && stderr.contains("not iterable") {
+        format!("\n\n{}", iteration_hint_text())
+    } else {
+        String::new()
+    };
+    format!("{stderr}{hint}\n\nOutput: {stdout}")
+}
+
+/// The analysis capability as registered on an agent.
+#[derive(Debug, Clone)]
+pub struct AnalysisCapability {
+    config: Arc<AppConfig>,
+    source: StoreSource,
+    db_path: String,
+    defer_loading: bool,
+    request_limit: Option<usize>,
+    vision: bool,
+    worker: Option<PathBuf>,
+}
+
+/// The exact `from_spec` parameter names (SPEC §13).
+pub const SPEC_PARAMETERS: &[&str] = crate::capabilities::rag::SPEC_PARAMETERS;
+
+fn default_vision(config: &AppConfig) -> bool {
+    config
+        .analysis
+        .model
+        .as_ref()
+        .unwrap_or(&config.qa.model)
+        .vision
+}
+
+impl AnalysisCapability {
+    /// Over a store the host opened (borrowed, never closed). Eager, request limit 30,
+    /// vision from `(analysis.model or qa.model).vision`.
+    pub fn new(store: Arc<crate::store::Store>, config: AppConfig) -> Self {
+        AnalysisCapability {
+            db_path: store.uri().to_string(),
+            vision: default_vision(&config),
+            config: Arc::new(config),
+            source: StoreSource::Shared(store),
+            defer_loading: false,
+            request_limit: Some(DEFAULT_REQUEST_LIMIT),
+            worker: None,
+        }
+    }
+
+    /// Over a database path opened read-only on first need in each run.
+    pub fn open_path(db_path: impl Into<String>, config: AppConfig) -> Self {
+        let db_path = db_path.into();
+        AnalysisCapability {
+            vision: default_vision(&config),
+            source: path_source(db_path.clone(), config.clone()),
+            config: Arc::new(config),
+            db_path,
+            defer_loading: false,
+            request_limit: Some(DEFAULT_REQUEST_LIMIT),
+            worker: None,
+        }
+    }
+
+    /// `AnalysisCapability.from_spec` (SPEC §13): `db_path`, `config`, `defer_loading`
+    /// (default true), `request_limit` (default 30, `null` = none) and `vision`.
+    pub fn from_spec(args: &Value) -> anyhow::Result<Self> {
+        let empty = Map::new();
+        let args = match args {
+            Value::Null => &empty,
+            Value::Object(map) => map,
+            other => bail!("AnalysisCapability arguments must be a mapping, found {other}"),
+        };
+        for key in args.keys() {
+            if !SPEC_PARAMETERS.contains(&key.as_str()) {
+                bail!(
+                    "AnalysisCapability has no parameter '{key}' (expected one of {})",
+                    SPEC_PARAMETERS.join(", ")
+                );
+            }
+        }
+        let config: AppConfig = match args.get("config") {
+            None | Some(Value::Null) => AppConfig::default(),
+            Some(v) => {
+                serde_json::from_value(v.clone()).context("invalid AnalysisCapability config")?
+            }
+        };
+        let db_path = match args.get("db_path") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => bail!("db_path must be a string, found {other}"),
+        };
+        let db_path = resolve_db_path(db_path.as_deref(), &config);
+        let defer_loading = match args.get("defer_loading") {
+            None | Some(Value::Null) => true,
+            Some(v) => v.as_bool().context("defer_loading must be a boolean")?,
+        };
+        let request_limit = match args.get("request_limit") {
+            None => Some(DEFAULT_REQUEST_LIMIT),
+            Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .context("request_limit must be a non-negative integer or null")?
+                    as usize,
+            ),
+        };
+        let vision = match args.get("vision") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_bool().context("vision must be a boolean")?),
+        };
+        Ok(AnalysisCapability::open_path(db_path, config)
+            .defer_loading(defer_loading)
+            .request_limit(request_limit)
+            .vision(vision))
+    }
+
+    /// Starts collapsed behind `load_capability` when true.
+    pub fn defer_loading(mut self, defer: bool) -> Self {
+        self.defer_loading = defer;
+        self
+    }
+
+    /// Model requests per run before the tools are withdrawn (`None` = no limit).
+    pub fn request_limit(mut self, limit: Option<usize>) -> Self {
+        self.request_limit = limit;
+        self
+    }
+
+    /// Overrides the vision gate (`None` keeps the configured one).
+    pub fn vision(mut self, vision: Option<bool>) -> Self {
+        if let Some(v) = vision {
+            self.vision = v;
+        }
+        self
+    }
+
+    /// The sandbox worker executable (default: `$GROUNDWORK_SANDBOX_WORKER`, else
+    /// this executable).
+    pub fn worker(mut self, path: impl Into<PathBuf>) -> Self {
+        self.worker = Some(path.into());
+        self
+    }
+
+    /// The database location.
+    pub fn db_path(&self) -> &str {
+        &self.db_path
+    }
+
+    /// The configured request limit.
+    pub fn configured_request_limit(&self) -> Option<usize> {
+        self.request_limit
+    }
+
+    /// The resolved vision gate.
+    pub fn vision_enabled(&self) -> bool {
+        self.vision
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AppConfig {
+        &self.config
+    }
+}
+
+impl Capability for AnalysisCapability {
+    fn id(&self) -> &str {
+        CAPABILITY_ID
+    }
+
+    fn description(&self) -> Option<String> {
+        Some(description_text().to_string())
+    }
+
+    fn defer_loading(&self) -> bool {
+        self.defer_loading
+    }
+
+    fn for_run(&self, ctx: &mut ForRunContext<'_>) -> anyhow::Result<Box<dyn CapabilityRun>> {
+        let awaits = awaits_the_model(ctx.history);
+        let (state, state_carried) = settle_for_run(
+            StateKind::Analysis,
+            ctx.state.get(ANALYSIS_NAMESPACE),
+            ctx.history.len(),
+            awaits,
+        )?;
+        ctx.state
+            .insert(ANALYSIS_NAMESPACE.to_string(), state.to_value());
+        Ok(Box::new(AnalysisRun {
+            config: self.config.clone(),
+            store: StoreHandle::new(self.source.clone()),
+            request_limit: self.request_limit,
+            vision: self.vision,
+            worker: self.worker.clone(),
+            state,
+            state_carried,
+            search_count: 0,
+            execute_count: 0,
+            request_count: 0,
+            grace_requests_used: 0,
+            epoch: 0,
+            sandbox: None,
+            compute_used: Duration::ZERO,
+        }))
+    }
+}
+
+/// The per-run copy.
+pub struct AnalysisRun {
+    config: Arc<AppConfig>,
+    store: StoreHandle,
+    request_limit: Option<usize>,
+    vision: bool,
+    worker: Option<PathBuf>,
+    state: EvidenceState,
+    state_carried: bool,
+    search_count: usize,
+    execute_count: usize,
+    request_count: usize,
+    grace_requests_used: usize,
+    epoch: u64,
+    sandbox: Option<(Sandbox, Corpus)>,
+    compute_used: Duration,
+}
+
+impl std::fmt::Debug for AnalysisRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnalysisRun")
+            .field("search_count", &self.search_count)
+            .field("execute_count", &self.execute_count)
+            .field("request_count", &self.request_count)
+            .field("sandbox", &self.sandbox.as_ref().map(|(s, _)| s))
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnalysisRun {
+    /// The settled state.
+    pub fn state(&self) -> &EvidenceState {
+        &self.state
+    }
+
+    /// Searches made in this run.
+    pub fn search_count(&self) -> usize {
+        self.search_count
+    }
+
+    /// Executions attempted in this run.
+    pub fn execute_count(&self) -> usize {
+        self.execute_count
+    }
+
+    /// Counted model requests in this run.
+    pub fn request_count(&self) -> usize {
+        self.request_count
+    }
+
+    /// Grace requests used after the request limit.
+    pub fn grace_requests_used(&self) -> usize {
+        self.grace_requests_used
+    }
+
+    /// The sandbox worker's process id, while one runs.
+    pub fn sandbox_pid(&self) -> Option<u32> {
+        self.sandbox.as_ref().and_then(|(s, _)| s.pid())
+    }
+
+    /// Stops the sandbox worker, if any (run end).
+    pub async fn close_sandbox(&mut self) {
+        if let Some((sandbox, _)) = self.sandbox.take() {
+            sandbox.close().await;
+        }
+    }
+
+    fn limit_reached(&self) -> bool {
+        self.request_limit
+            .is_some_and(|limit| self.request_count >= limit)
+    }
+
+    fn grace_expired(&self) -> bool {
+        self.request_limit.is_some() && self.grace_requests_used >= CITATION_GRACE_REQUESTS
+    }
+
+    /// Removes this capability's withdrawn tools (SPEC §7.2); others are untouched.
+    pub fn withdraw(&self, tools: &mut Vec<ToolDef>) {
+        let own = |t: &ToolDef| t.capability_id.as_deref() == Some(CAPABILITY_ID);
+        if self.grace_expired() {
+            tools.retain(|t| !own(t));
+        } else if self.limit_reached() {
+            tools.retain(|t| !own(t) || t.name == CITE_TOOL);
+        }
+    }
+
+    fn max_searches(&self) -> usize {
+        self.config.qa.max_searches
+    }
+
+    fn max_executions(&self) -> usize {
+        self.config.analysis.max_executions
+    }
+
+    /// The budget notice for the coming request (SPEC §7.3).
+    pub fn notice(&self) -> Option<String> {
+        let ns = ANALYSIS_NAMESPACE;
+        if self.grace_expired() {
+            return Some(fill(notice_grace_text(), &[("ns", ns)]));
+        }
+        if self.limit_reached() {
+            return Some(fill(
+                notice_limit_text(),
+                &[("ns", ns), ("cite", CITE_TOOL)],
+            ));
+        }
+        let mut spent = Vec::new();
+        if self.search_count >= self.max_searches() {
+            spent.push(SEARCH_TOOL);
+        }
+        if self.execute_count >= self.max_executions() {
+            spent.push(EXECUTE_TOOL);
+        }
+        if spent.is_empty() {
+            return None;
+        }
+        let remaining: Vec<&str> = EVIDENCE_TOOLS
+            .iter()
+            .copied()
+            .filter(|t| !spent.contains(t))
+            .collect();
+        Some(budget_notice(ns, &spent, &remaining, CITE_TOOL))
+    }
+
+    fn write_back(&self, ctx: &mut RunContext) {
+        ctx.state
+            .insert(ANALYSIS_NAMESPACE.to_string(), self.state.to_value());
+    }
+
+    fn merge_results(&mut self, query: &str, results: &[SearchResult]) {
+        let bucket = self.state.searches.get_or_insert_with(query, Vec::new);
+        let mut seen: HashSet<String> = bucket.iter().map(|r| r.id().to_string()).collect();
+        for r in results {
+            if seen.insert(r.id().to_string()) {
+                bucket.push(r.clone());
+            }
+        }
+    }
+
+    async fn search(&mut self, args: &Map<String, Value>) -> anyhow::Result<ToolOutcome> {
+        self.search_count += 1;
+        if self.search_count > self.max_searches() {
+            return Ok(ToolOutcome::Failed(search_limit_text().to_string()));
+        }
+        let query = args
+            .get("query")
+            .and_then(Value::as_str)
+            .context("analysis_search needs a string `query`")?
+            .to_string();
+        let limit = match args.get("limit") {
+            None | Some(Value::Null) => self.config.search.limit,
+            Some(v) => v
+                .as_u64()
+                .map(|n| n as usize)
+                .context("`limit` must be a non-negative integer")?,
+        };
+        let store = self.store.get().await?;
+        let filter = self.state.document_filter.clone();
+        let found = store.search(&query, Some(limit), filter.as_deref()).await?;
+        let results = store.expand(found).await?;
+        let total = results.len();
+        let text = if results.is_empty() {
+            NO_RESULTS.to_string()
+        } else {
+            let blocks: Vec<String> = results
+                .iter()
+                .enumerate()
+                .map(|(i, r)| format_for_agent(r, Some(i + 1), Some(total)))
+                .collect();
+            join_results(&blocks)
+        };
+        self.merge_results(&query, &results);
+        self.state.evidence.note_evidence(self.epoch)?;
+        let mut output = ToolOutput::text(text);
+        if self.vision {
+            let pictures = picture_content(&results);
+            if !pictures.is_empty() {
+                output = output.with_extra(pictures);
+            }
+        }
+        Ok(ToolOutcome::Ok(output))
+    }
+
+    fn limits(&self) -> ExecLimits {
+        let a = &self.config.analysis;
+        let per_call = Duration::from_secs_f64(a.code_timeout.max(0.0));
+        let total = per_call * a.max_executions.max(1) as u32;
+        ExecLimits {
+            time_limit_ms: per_call.as_millis() as u64,
+            session_remaining_ms: total.saturating_sub(self.compute_used).as_millis() as u64,
+            max_memory: (a.max_memory_mb as u64) << 20,
+            max_recursion: MAX_RECURSION,
+            max_output_chars: a.max_output_chars as u64,
+        }
+    }
+
+    /// Runs `code` in the run's sandbox, starting one if needed. A lost worker gives a
+    /// failed result whose stderr says the session restarted.
+    async fn run_code(&mut self, code: &str) -> anyhow::Result<ExecResult> {
+        if self.sandbox.is_none() {
+            let store = self.store.get().await?;
+            let worker = match &self.worker {
+                Some(w) => w.clone(),
+                None => default_worker().context("cannot locate the sandbox worker")?,
+            };
+            let sandbox = Sandbox::spawn(&worker)
+                .await
+                .with_context(|| format!("cannot start the sandbox worker {}", worker.display()))?;
+            let corpus = Corpus::new(store, self.state.document_filter.clone());
+            self.sandbox = Some((sandbox, corpus));
+        }
+        let limits = self.limits();
+        let code_timeout = self.config.analysis.code_timeout;
+        let watchdog = Duration::from_millis(limits.time_limit_ms) + WATCHDOG_SLACK;
+        let Some((sandbox, corpus)) = self.sandbox.as_mut() else {
+            bail!("no sandbox");
+        };
+        corpus.begin_execution(code_timeout);
+        let started = Instant::now();
+        let outcome = sandbox.exec(code, &limits, corpus, watchdog).await;
+        self.compute_used += started.elapsed();
+        let found = corpus.take_results();
+        self.merge_results(SANDBOX_BUCKET, &found);
+        let mut result = match outcome {
+            Ok(result) => result,
+            Err(lost) => {
+                self.sandbox = None;
+                ExecResult {
+                    success: false,
+                    stdout: String::new(),
+                    stderr: lost.0,
+                    reset: true,
+                }
+            }
+        };
+        if result.reset {
+            result.stderr = format!("{}\n{}", result.stderr, restarted_note());
+        }
+        Ok(result)
+    }
+
+    async fn execute(&mut self, args: &Map<String, Value>) -> anyhow::Result<ToolOutcome> {
+        self.execute_count += 1;
+        if self.execute_count > self.max_executions() {
+            return Ok(ToolOutcome::Failed(execution_limit_text().to_string()));
+        }
+        let code = args
+            .get("code")
+            .and_then(Value::as_str)
+            .context("analysis_execute_code needs a string `code`")?
+            .to_string();
+        let result = self.run_code(&code).await?;
+        if result.success || !result.stdout.is_empty() {
+            self.state.evidence.note_evidence(self.epoch)?;
+        }
+        self.state
+            .executions
+            .get_or_insert_with(Vec::new)
+            .push(Execution {
+                code,
+                stdout: result.stdout.clone(),
+                stderr: result.stderr.clone(),
+                success: result.success,
+            });
+        if !result.success {
+            return Ok(ToolOutcome::Failed(failure_text(
+                &result.stderr,
+                &result.stdout,
+            )));
+        }
+        Ok(ToolOutcome::Ok(ToolOutput::text(
+            if result.stdout.is_empty() {
+                NO_OUTPUT.to_string()
+            } else {
+                result.stdout
+            },
+        )))
+    }
+
+    async fn cite(&mut self, args: &Map<String, Value>) -> anyhow::Result<ToolOutcome> {
+        let requested: Vec<String> = match args.get("chunk_ids") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect(),
+            Some(Value::String(s)) => vec![s.clone()],
+            None | Some(Value::Null) => Vec::new(),
+            Some(other) => bail!("`chunk_ids` must be a list of strings, found {other}"),
+        };
+        if requested.is_empty() {
+            self.state.declare(&[], self.epoch)?;
+            return Ok(ToolOutcome::Ok(ToolOutput::text(cite_empty_text())));
+        }
+
+        // Everything retrieved in this question (`_sandbox` included), first result wins.
+        let mut known: Vec<String> = Vec::new();
+        let mut by_id: HashMap<String, SearchResult> = HashMap::new();
+        for r in self.state.searches.values().flatten() {
+            let Some(id) = r.chunk_id.clone() else {
+                continue;
+            };
+            if let std::collections::hash_map::Entry::Vacant(slot) = by_id.entry(id.clone()) {
+                known.push(id);
+                slot.insert(r.clone());
+            }
+        }
+
+        let mut resolved: Vec<(String, SearchResult)> = Vec::new();
+        let mut unresolved: Vec<String> = Vec::new();
+        for raw in &requested {
+            let id = raw.trim_matches(|c| c == '[' || c == ']').to_string();
+            let id = if !by_id.contains_key(&id) && !known.is_empty() {
+                closest(&id, &known).unwrap_or(id)
+            } else {
+                id
+            };
+            match by_id.get(&id) {
+                Some(r) => resolved.push((id, r.clone())),
+                None => unresolved.push(id),
+            }
+        }
+
+        let mut ignored = Vec::new();
+        if !unresolved.is_empty() {
+            let store = self.store.get().await?;
+            let mut docs: HashMap<String, Option<DocumentMeta>> = HashMap::new();
+            for id in unresolved {
+                let Some(chunk) = store.get_chunk(&id).await? else {
+                    ignored.push(id);
+                    continue;
+                };
+                let doc_id = chunk.document_id.clone();
+                if !docs.contains_key(&doc_id) {
+                    let doc = store.get_document(&doc_id).await?;
+                    docs.insert(doc_id.clone(), doc);
+                }
+                match docs[&doc_id].as_ref() {
+                    Some(doc) => resolved.push((id, result_from_chunk(chunk, 1.0, Some(doc)))),
+                    None => ignored.push(id),
+                }
+            }
+        }
+
+        if resolved.is_empty() {
+            return Ok(ToolOutcome::Retry(fill(
+                cite_unresolved_text(),
+                &[("ids", &py_list(&requested))],
+            )));
+        }
+
+        let mut refs = Vec::with_capacity(resolved.len());
+        for (id, result) in &resolved {
+            if !self.state.citation_index.contains_key(id) {
+                let mut citation = Citation::from_result(id, result);
+                citation.index = Some(self.state.citation_index.len() as i64 + 1);
+                self.state.citation_index.insert(id.clone(), citation);
+            }
+            if !self.state.citations.contains(id) {
+                self.state.citations.push(id.clone());
+            }
+            refs.push(CitationRef::new(ANALYSIS_NAMESPACE, id.clone()));
+        }
+        self.state.declare(&refs, self.epoch)?;
+
+        let count = resolved.len().to_string();
+        let reply = if ignored.is_empty() {
+            fill(cite_registered_text(), &[("count", &count)])
+        } else {
+            fill(
+                cite_partial_text(),
+                &[
+                    ("count", &count),
+                    ("ignored_count", &ignored.len().to_string()),
+                    ("ignored", &py_list(&ignored)),
+                ],
+            )
+        };
+        Ok(ToolOutcome::Ok(ToolOutput::text(reply)))
+    }
+}
+
+/// Whether the newest response in `messages` called one of `tools`.
+fn latest_response_called(messages: &[ModelMessage], tools: &[&str]) -> bool {
+    messages
+        .iter()
+        .rev()
+        .find_map(ModelMessage::as_response)
+        .is_some_and(|r| {
+            r.tool_calls()
+                .any(|c| tools.contains(&c.tool_name.as_str()))
+        })
+}
+
+fn search_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": search_query_description()},
+            "limit": {
+                "anyOf": [{"type": "integer"}, {"type": "null"}],
+                "default": null,
+                "description": search_limit_description()
+            }
+        },
+        "required": ["query"],
+        "additionalProperties": false
+    })
+}
+
+fn execute_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "description": code_description()}
+        },
+        "required": ["code"],
+        "additionalProperties": false
+    })
+}
+
+fn cite_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "chunk_ids": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": cite_ids_description()
+            }
+        },
+        "required": ["chunk_ids"],
+        "additionalProperties": false
+    })
+}
+
+impl EvidenceSource for AnalysisRun {
+    fn namespace(&self) -> &str {
+        ANALYSIS_NAMESPACE
+    }
+
+    fn evidence_state(&self) -> &EvidenceState {
+        &self.state
+    }
+
+    fn evidence_tools(&self) -> &[&'static str] {
+        EVIDENCE_TOOLS
+    }
+
+    fn cite_available(&self) -> bool {
+        !self.grace_expired()
+    }
+
+    fn state_carried(&self) -> bool {
+        self.state_carried
+    }
+
+    fn picture_store(&self, _chunk_id: &str) -> StoreHandle {
+        self.store.clone()
+    }
+}
+
+impl CapabilityRun for AnalysisRun {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn instructions(&self, _ctx: &RunContext) -> Option<String> {
+        Some(instructions_text(&self.config))
+    }
+
+    fn tools(&self, _ctx: &RunContext) -> Vec<ToolDef> {
+        vec![
+            ToolDef::function(SEARCH_TOOL, search_description(), search_schema()),
+            ToolDef::function(EXECUTE_TOOL, execute_description(), execute_schema()),
+            ToolDef::function(CITE_TOOL, cite_description(), cite_schema()),
+        ]
+    }
+
+    fn prepare_tools(&mut self, _ctx: &RunContext, tools: &mut Vec<ToolDef>) {
+        self.withdraw(tools);
+    }
+
+    fn before_model_request<'a>(
+        &'a mut self,
+        ctx: &'a mut RunContext,
+    ) -> BoxFuture<'a, anyhow::Result<Option<String>>> {
+        Box::pin(async move {
+            self.epoch = ctx.epoch() as u64;
+            let notice = self.notice();
+            if self.limit_reached()
+                && latest_response_called(&ctx.messages, &[SEARCH_TOOL, EXECUTE_TOOL, CITE_TOOL])
+            {
+                self.grace_requests_used += 1;
+            }
+            self.request_count += 1;
+            Ok(notice)
+        })
+    }
+
+    fn call_tool<'a>(
+        &'a mut self,
+        name: &'a str,
+        args: Map<String, Value>,
+        ctx: &'a mut RunContext,
+    ) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let outcome = match name {
+                SEARCH_TOOL => self.search(&args).await,
+                EXECUTE_TOOL => self.execute(&args).await,
+                CITE_TOOL => self.cite(&args).await,
+                other => Ok(ToolOutcome::Failed(format!(
+                    "unknown analysis tool {other}"
+                ))),
+            };
+            self.write_back(ctx);
+            outcome.unwrap_or_else(|e| ToolOutcome::Failed(format!("{name} failed: {e:#}")))
+        })
+    }
+
+    fn after_run<'a>(
+        &'a mut self,
+        ctx: &'a mut RunContext,
+        result: &'a RunOutcomeView<'a>,
+    ) -> BoxFuture<'a, anyhow::Result<()>> {
+        Box::pin(async move {
+            self.close_sandbox().await;
+            if !result.is_deferred() {
+                self.state.evidence.end_question();
+            }
+            self.write_back(ctx);
+            Ok(())
+        })
+    }
+
+    fn on_run_error<'a>(
+        &'a mut self,
+        _ctx: &'a mut RunContext,
+        _error: &'a str,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.close_sandbox().await;
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(config: AppConfig) -> AnalysisRun {
+        AnalysisRun {
+            config: Arc::new(config),
+            store: StoreHandle::new(path_source("/nonexistent", AppConfig::default())),
+            request_limit: Some(2),
+            vision: false,
+            worker: None,
+            state: EvidenceState::empty(StateKind::Analysis),
+            state_carried: false,
+            search_count: 0,
+            execute_count: 0,
+            request_count: 0,
+            grace_requests_used: 0,
+            epoch: 0,
+            sandbox: None,
+            compute_used: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn notices_name_spent_and_remaining_tools() {
+        let mut r = run(AppConfig::default());
+        assert_eq!(r.notice(), None);
+        r.execute_count = 15;
+        let n = r.notice().unwrap();
+        assert!(
+            n.contains("spent its budget for analysis_execute_code"),
+            "{n}"
+        );
+        assert!(n.contains("analysis_search") && n.contains("analysis_cite"));
+        r.search_count = 5;
+        let n = r.notice().unwrap();
+        assert!(
+            n.contains("spent its budget for analysis_execute_code, analysis_search"),
+            "{n}"
+        );
+        r.request_count = 2;
+        let n = r.notice().unwrap();
+        assert!(n.contains("analysis capability has reached its request limit"));
+        r.grace_requests_used = 2;
+        let n = r.notice().unwrap();
+        assert!(n.contains("no longer available") && !n.contains("analysis_cite"));
+    }
+
+    #[test]
+    fn failure_text_adds_the_iteration_hint_only_for_file_loops() {
+        let plain = failure_text("NameError: undefined", "partial");
+        assert_eq!(plain, "NameError: undefined\n\nOutput: partial");
+        let hinted = failure_text("TypeError: 'TextIOWrapper' object is not iterable", "");
+        assert!(hinted.contains(".readlines()") && hinted.contains(r#".read().split("\n")"#));
+        assert!(hinted.ends_with("\n\nOutput: "));
+    }
+
+    #[test]
+    fn instructions_have_the_heading_once_after_the_preamble() {
+        let mut config = AppConfig::default();
+        assert!(instructions_text(&config).starts_with("# Analysis"));
+        config.prompts.domain_preamble = "The corpus contains solar manuals.".into();
+        let text = instructions_text(&config);
+        assert!(text.starts_with("The corpus contains solar manuals.\n\n# Analysis"));
+        assert_eq!(text.matches("# Analysis").count(), 1);
+    }
+}
