@@ -79,6 +79,7 @@ pub enum Command {
 #[derive(Debug, Args, Default)]
 pub struct OpenArgs {
     /// A session file, or `demo`.
+    #[arg(id = "session_file", value_name = "SESSION")]
     pub session: String,
     /// Evidence capability for new questions (repeatable): rag (default) or analysis.
     #[arg(long = "capability", value_name = "NAME")]
@@ -353,7 +354,8 @@ async fn workbench(
         || (open.session.is_empty() && global.session.is_none() && fresh_demo)
     {
         match crate::demo::session() {
-            Some(s) => (s?, None),
+            // Questions asked on top of the demo are saved to a new file.
+            Some(s) => (s?, Some(new_path())),
             None => (Session::new(model_name(&choice)), Some(new_path())),
         }
     } else {
@@ -818,4 +820,32 @@ pub fn init_logging(env: &Env) -> Option<tracing_appender::non_blocking::WorkerG
         .try_init()
         .ok()?;
     Some(guard)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// clap's own consistency checks (ids, conflicts, value types) over every command.
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+        let cli =
+            Cli::try_parse_from(["groundwork", "--session", "s.json", "open", "x.json"]).unwrap();
+        assert_eq!(
+            cli.global.session.as_deref(),
+            Some(std::path::Path::new("s.json"))
+        );
+        let Some(Command::Open(a)) = cli.command else {
+            panic!("open")
+        };
+        assert_eq!(a.session, "x.json");
+        assert!(
+            Cli::try_parse_from(["groundwork"])
+                .unwrap()
+                .command
+                .is_none()
+        );
+    }
 }

@@ -13,6 +13,7 @@ mod support;
 
 use std::path::Path;
 
+use groundwork::ask::CapabilityChoice;
 use groundwork::engine::session::Session;
 use groundwork::tui::Runtime;
 use groundwork::tui::app::App;
@@ -100,6 +101,26 @@ async fn record() -> Session {
     .await
     .chunk_id
     .unwrap();
+    let log = hit(
+        &kb.store,
+        "state of charge fell percent islanding test",
+        |r| {
+            r.document_uri
+                .as_deref()
+                .is_some_and(|u| u.ends_with("operator-log-excerpts.txt"))
+        },
+    )
+    .await
+    .chunk_id
+    .unwrap();
+    let program = "docs = await list_documents()\n\
+        log = [d for d in docs if 'log' in (d['title'] or '').lower()][0]\n\
+        text = open('/documents/' + log['id'] + '/content.txt').read()\n\
+        entries = [e.strip() for e in text.split('\\n\\n') if e.strip()][1:]\n\
+        soc = [e for e in entries if 'state of charge' in e]\n\
+        print(len(entries), 'entries,', len(soc), 'mention the state of charge:')\n\
+        for e in soc:\n    \
+            print('-', e.split('.')[0], '|', e[e.index('state of charge'):])";
     let server = ScriptedServer::start(vec![
         // 1. Two searches, a cited chunk with a figure, a grounded answer.
         Reply::tool_call(
@@ -138,6 +159,18 @@ async fn record() -> Session {
             "The knowledge base does not name the inverter's manufacturer; it only describes \
              a 250 kW grid-forming inverter. My earlier claim is not supported by any document.",
         ),
+        // 4. Analysis: a program counts over the operator log in the sandbox.
+        Reply::tool_call(
+            "analysis_search",
+            json!({"query": "operator log state of charge percent"}),
+        ),
+        Reply::tool_call("analysis_execute_code", json!({"code": program})),
+        Reply::tool_call("analysis_cite", json!({"chunk_ids": [log]})),
+        Reply::text(
+            "Two of the five operator log entries record the state of charge: **58 percent** \
+             when the non-critical feeders were switched off during the 14 March storm, and a \
+             fall from **81 to 79 percent** during the 18 December islanding test.",
+        ),
     ])
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -146,7 +179,11 @@ async fn record() -> Session {
         Some(dir.path().join("demo.json")),
         host(),
     );
-    let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
+    let mut services = services(&kb.store, &server.base_url());
+    services.capabilities = vec![CapabilityChoice::Rag, CapabilityChoice::Analysis];
+    services.eager = true;
+    services.sandbox_worker = Some(env!("CARGO_BIN_EXE_groundwork").into());
+    let mut rt = Runtime::new(services);
     ask(
         &mut rt,
         &mut app,
@@ -160,6 +197,12 @@ async fn record() -> Session {
     )
     .await;
     ask(&mut rt, &mut app, "Who manufactured the inverter?").await;
+    ask(
+        &mut rt,
+        &mut app,
+        "How many operator log entries record the state of charge, and at what values?",
+    )
+    .await;
     assert_eq!(server.remaining(), 0, "the whole script was used");
     let mut session = app.session.clone();
     session.groundwork.scripted_demo = true;
@@ -177,7 +220,7 @@ async fn the_committed_demo_session_is_what_groundwork_records_today() {
     // an explicitly ungrounded answer.
     let app = App::new(session.clone(), None, host());
     let ledger = &app.transcript.ledger;
-    assert_eq!(ledger.len(), 3);
+    assert_eq!(ledger.len(), 4);
     assert_eq!(ledger[0].status.as_str(), "grounded");
     assert!(!app.transcript.turns[0].citations[0].picture_refs.is_empty());
     assert_eq!(ledger[1].status.as_str(), "grounded");
@@ -190,6 +233,22 @@ async fn the_committed_demo_session_is_what_groundwork_records_today() {
             .any(|p| p.mark == groundwork::inspect::PartMark::Capsule)
     });
     assert!(capsule, "a compacted follow-up");
+    let program = app.transcript.turns[3]
+        .program
+        .as_deref()
+        .unwrap_or_default();
+    assert!(program.contains("list_documents"), "the analysis program");
+    assert_eq!(ledger[3].status.as_str(), "grounded");
+    assert_eq!(ledger[3].executions, 1);
+    let executions = &session.state["analysis"]["executions"];
+    assert_eq!(executions[0]["success"], true, "{executions}");
+    assert!(
+        executions[0]["stdout"]
+            .as_str()
+            .unwrap()
+            .starts_with("5 entries, 2 mention the state of charge:"),
+        "{executions}"
+    );
 
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.json");
     if std::env::var("GROUNDWORK_RECORD_DEMO").is_ok_and(|v| v == "1") {

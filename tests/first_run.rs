@@ -64,15 +64,19 @@ async fn first_command_builds_the_demo_and_opens_the_workbench() {
         })
         .await;
     let first = started.elapsed();
+    // The demo session is open, labelled as a scripted demonstration.
+    assert!(screen.contains("SCRIPTED DEMO"), "{screen}");
+    assert!(
+        screen.contains("Scripted demonstration") || screen.contains("state of charge"),
+        "{screen}"
+    );
     // The status bar names the demo database in the new home; no model is configured.
     assert!(
         screen.contains("model none configured") || screen.contains("found"),
         "{screen}"
     );
     tmux.send(&["C-q"]);
-    let screen = tmux
-        .wait_for("the exit", 30, |s| s.contains("GW_EXIT="))
-        .await;
+    let screen = tmux.wait_exit().await;
     assert_restored(&screen, "Citation ledger");
     assert!(
         screen.contains("first run: building the demo knowledge base"),
@@ -94,8 +98,7 @@ async fn first_command_builds_the_demo_and_opens_the_workbench() {
     .await;
     let second = started.elapsed();
     tmux.send(&["C-q"]);
-    tmux.wait_for("the exit", 30, |s| s.contains("GW_EXIT="))
-        .await;
+    tmux.wait_exit().await;
     let _ = writeln!(
         std::io::stderr(),
         "first run to first frame (ingest included): {first:.1?}; later start to first frame: {second:.1?}"

@@ -64,8 +64,40 @@ async fn start_ask_see_answer_and_ledger_quit_and_terminal_is_restored() {
     assert!(!saved.contains("sk-e2e-SECRET"));
 
     tmux.send(&["C-q"]);
+    let screen = tmux.wait_exit().await;
+    assert_restored(&screen, "Citation ledger");
+}
+
+/// `groundwork open` on a conversation recorded by a haiku.rag host, with its database and
+/// no model: conversation, ledger and inspector are all there.
+#[tokio::test]
+async fn open_a_haiku_rag_session_without_a_model() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let home = tempfile::tempdir().unwrap();
+    let tmux = Tmux::new("open");
+    let script = format!(
+        "env -u GROUNDWORK_MODEL_URL -u GROUNDWORK_MODEL HOME={home} XDG_DATA_HOME={home}/data \
+         XDG_CONFIG_HOME={home}/config GROUNDWORK_DISCOVER=off \
+         {bin} --db {db} open {session}; {EXIT_SUFFIX}",
+        home = home.path().display(),
+        bin = env!("CARGO_BIN_EXE_groundwork"),
+        db = root.join("tests/fixtures/haiku/db.lancedb").display(),
+        session = root
+            .join("tests/fixtures/haiku_session/session.json")
+            .display(),
+    );
+    tmux.start(&script, 160, 48);
     let screen = tmux
-        .wait_for("the exit", 30, |s| s.contains("GW_EXIT="))
+        .wait_for("the recorded conversation", 60, |s| {
+            s.contains("Solar Panel Installation Manual") && s.contains("Citation ledger")
+        })
         .await;
+    assert!(screen.contains("model none configured"), "{screen}");
+    assert!(
+        screen.contains("sent side not recorded") || screen.contains("not recorded"),
+        "{screen}"
+    );
+    tmux.send(&["C-q"]);
+    let screen = tmux.wait_exit().await;
     assert_restored(&screen, "Citation ledger");
 }

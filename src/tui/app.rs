@@ -63,6 +63,8 @@ pub enum Msg {
     Resize,
     Core(CoreEvent),
     Tick,
+    /// The loop has started (first frame drawn): show the latest evidence's images.
+    Started,
     /// Images of the selected evidence were listed (captions known, bytes loading).
     ImagesListed {
         generation: u64,
@@ -489,6 +491,13 @@ impl App {
                 self.spinner = self.spinner.wrapping_add(1);
                 Vec::new()
             }
+            Msg::Started => {
+                if self.images.target.is_none() {
+                    self.select_latest_citation()
+                } else {
+                    Vec::new()
+                }
+            }
             Msg::Core(ev) => self.on_core(ev),
             Msg::ImagesListed { generation, items } => {
                 if generation == self.images.generation {
@@ -553,6 +562,7 @@ impl App {
                     Ok((path, session)) => {
                         self.load_session(*session, Some(path.clone()));
                         self.notice = Some(format!("opened {}", path.display()));
+                        return self.select_latest_citation();
                     }
                     Err(e) => self.error = Some(e),
                 }

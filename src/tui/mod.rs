@@ -47,6 +47,8 @@ pub struct Services {
     pub capabilities: Vec<CapabilityChoice>,
     pub eager: bool,
     pub picker: Picker,
+    /// The sandbox worker executable for the analysis capability (default: this binary).
+    pub sandbox_worker: Option<std::path::PathBuf>,
 }
 
 impl Services {
@@ -65,6 +67,7 @@ impl Services {
             capabilities,
             eager,
             picker: Picker::halfblocks(),
+            sandbox_worker: None,
         }
     }
 }
@@ -237,6 +240,7 @@ pub async fn run_loop<B: Backend>(
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     draw(term, app)?;
+    rt.handle(app, Msg::Started);
     loop {
         tokio::select! {
             m = input.next() => match m {
@@ -310,6 +314,7 @@ fn execute(
             let opts = AskOptions {
                 capabilities: services.capabilities.clone(),
                 eager: services.eager,
+                sandbox_worker: services.sandbox_worker.clone(),
                 ..options
             };
             let agent = match crate::ask::build_agent(model, store, &services.config, &opts) {

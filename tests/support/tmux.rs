@@ -83,7 +83,15 @@ impl Drop for Tmux {
 }
 
 /// After the program exits, the script prints this and the terminal modes.
-pub const EXIT_SUFFIX: &str = "echo GW_EXIT=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; sleep 60";
+pub const EXIT_SUFFIX: &str = "echo GW_EXIT=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; echo GW_END; sleep 60";
+
+impl Tmux {
+    /// Waits until the program has exited and the terminal modes are printed.
+    pub async fn wait_exit(&self) -> String {
+        self.wait_for("the exit", 30, |s| s.contains("GW_END"))
+            .await
+    }
+}
 
 /// Checks the exit line and that cooked mode, echo and the main screen are back.
 pub fn assert_restored(screen: &str, gone: &str) {

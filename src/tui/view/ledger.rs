@@ -54,7 +54,7 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     let [table_area, chunks_area] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(chunk_h)]).areas(inner);
     let budget = app.host.max_searches;
-    let q_width = table_area.width.saturating_sub(40).max(8) as usize;
+    let q_width = table_area.width.saturating_sub(35).max(8) as usize;
     let rows: Vec<Row> = rows_idx
         .iter()
         .map(|&i| {
@@ -84,11 +84,11 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
             Constraint::Length(3),
             Constraint::Min(8),
             Constraint::Length(10),
-            Constraint::Length(5),
+            Constraint::Length(3),
+            Constraint::Length(3),
+            Constraint::Length(3),
             Constraint::Length(4),
-            Constraint::Length(5),
-            Constraint::Length(6),
-            Constraint::Length(4),
+            Constraint::Length(2),
         ],
     )
     .header(header)

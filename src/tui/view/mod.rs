@@ -57,7 +57,7 @@ pub fn layout(app: &App, area: Rect) -> (Rect, Areas, Rect, Option<Rect>) {
         Layout::vertical([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(right);
     let [ledger, images] = Layout::default()
         .direction(Direction::Horizontal)
-        .constraints([Constraint::Percentage(55), Constraint::Percentage(45)])
+        .constraints([Constraint::Percentage(60), Constraint::Percentage(40)])
         .areas(bottom);
     areas.conversation = left;
     areas.inspector = top;
