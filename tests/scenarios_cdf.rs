@@ -333,7 +333,8 @@ async fn scenario_33_overlapping_expansions_are_one_result() {
 /// Scenario 47: over its request limit, RAG's grace counter moves only when the latest
 /// response called one of its own tools. With `request_limit = 0`: no response yet, a
 /// text-only response, an `analysis_search` turn (also after an earlier `rag_cite`)
-/// leave it alone, so `rag_cite` stays offered until the second `rag_cite` turn.
+/// leave it alone, so `rag_cite` stays offered until the second `rag_cite` turn has been
+/// counted (tools are prepared with the counts before that request's own increment).
 #[tokio::test]
 async fn scenario_47_grace_moves_only_after_own_tool_turns() {
     let kb = kb().await;
@@ -347,6 +348,7 @@ async fn scenario_47_grace_moves_only_after_own_tool_turns() {
         cite(&[]),
         Reply::tool_call("analysis_search", json!({"query": "agents"})),
         cite(&[]),
+        Reply::tool_call("analysis_search", json!({"query": "boosting"})),
         Reply::text("final"),
     ])
     .await;
@@ -360,10 +362,10 @@ async fn scenario_47_grace_moves_only_after_own_tool_turns() {
         .unwrap();
     assert_eq!(text_output(&result), "final");
     let requests = server.requests();
-    assert_eq!(requests.len(), 6);
+    assert_eq!(requests.len(), 7);
     // Request 2 is the nudge after the text-only response.
     assert!(user_texts(&requests[1]).0.contains(&"Please go on.".into()));
-    for (i, r) in requests[..5].iter().enumerate() {
+    for (i, r) in requests[..6].iter().enumerate() {
         let tools = tool_names(r);
         assert!(
             tools.contains(&"rag_cite".to_string()),
@@ -378,8 +380,10 @@ async fn scenario_47_grace_moves_only_after_own_tool_turns() {
             i + 1
         );
     }
-    let last = tool_names(&requests[5]);
+    // The grace spent by the second `rag_cite` turn (counted when request 6 was sent)
+    // withdraws the tool from the request after it.
+    let last = tool_names(&requests[6]);
     assert!(!last.iter().any(|t| t.starts_with("rag_")), "{last:?}");
     assert!(last.contains(&"analysis_search".to_string()));
-    assert!(system_text(&requests[5]).contains("no longer available"));
+    assert!(system_text(&requests[6]).contains("no longer available"));
 }
