@@ -558,7 +558,14 @@ pub fn result_ids(text: &str) -> Vec<(String, Option<String>)> {
             .skip(i + 1)
             .take(3)
             .find_map(|l| l.strip_prefix("Source: "))
-            .map(|s| s.trim().trim_matches('"').to_string());
+            .map(|s| {
+                let s = s.trim();
+                // `"Title" > heading > ...`: the quoted title.
+                match s.strip_prefix('"').and_then(|r| r.split_once('"')) {
+                    Some((title, _)) => title.to_string(),
+                    None => s.to_string(),
+                }
+            });
         out.push((id.to_string(), source));
     }
     out

@@ -268,6 +268,8 @@ pub struct LedgerView {
 #[derive(Default)]
 pub struct ImagesView {
     pub generation: u64,
+    /// The target's images have been listed (maybe none).
+    pub listed: bool,
     pub target: Option<ImageTarget>,
     pub items: Vec<ImageItem>,
     pub selected: usize,
@@ -501,6 +503,7 @@ impl App {
             Msg::Core(ev) => self.on_core(ev),
             Msg::ImagesListed { generation, items } => {
                 if generation == self.images.generation {
+                    self.images.listed = true;
                     self.images.items = items
                         .into_iter()
                         .map(|meta| ImageItem {
@@ -1328,17 +1331,14 @@ impl App {
         let Some(target) = self.images.target.clone() else {
             return Vec::new();
         };
-        let area = self.areas.images;
-        let size = (
-            area.width.saturating_sub(2).max(10),
-            area.height.saturating_sub(4).max(4),
-        );
+        let size = image_cells(self.areas.images);
         if size == self.images.size {
             return Vec::new();
         }
         self.images.size = size;
         self.images.generation += 1;
         self.images.items.clear();
+        self.images.listed = false;
         vec![Effect::LoadImages {
             generation: self.images.generation,
             target,
@@ -1723,6 +1723,17 @@ impl App {
             .count();
         (s, e)
     }
+}
+
+/// Rows of the caption list above the picture in the images pane.
+pub const IMAGE_LIST_ROWS: u16 = 3;
+
+/// The cells a picture gets in an images pane of `area` (border and caption list off).
+pub fn image_cells(area: Rect) -> (u16, u16) {
+    (
+        area.width.saturating_sub(2).max(10),
+        area.height.saturating_sub(2 + IMAGE_LIST_ROWS).max(3),
+    )
 }
 
 fn on_off(b: bool) -> &'static str {

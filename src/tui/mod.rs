@@ -277,11 +277,7 @@ pub async fn run_loop<B: Backend>(
 /// Whether the images pane's size differs from the size its images were made for.
 pub fn images_need_resize(app: &App) -> bool {
     let a = app.areas.images;
-    let want = (
-        a.width.saturating_sub(2).max(10),
-        a.height.saturating_sub(4).max(4),
-    );
-    app.images.target.is_some() && a.area() > 0 && want != app.images.size
+    app.images.target.is_some() && a.area() > 0 && app::image_cells(a) != app.images.size
 }
 
 fn execute(
@@ -579,7 +575,7 @@ async fn load_images(
                     .new_protocol(
                         img,
                         ratatui::layout::Size::new(size.0, size.1),
-                        ratatui_image::Resize::Fit(None),
+                        ratatui_image::Resize::Scale(None),
                     )
                     .map(Box::new)
                     .map_err(|e| e.to_string())

@@ -18,7 +18,7 @@ use super::app::{App, Areas, Pane};
 use super::theme::Theme;
 
 /// Below this width only the focused pane is shown (with a tab bar).
-pub const WIDE: u16 = 120;
+pub const WIDE: u16 = 140;
 
 /// Where everything goes in a frame of `area`.
 pub fn layout(app: &App, area: Rect) -> (Rect, Areas, Rect, Option<Rect>) {
