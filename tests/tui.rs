@@ -140,14 +140,17 @@ async fn pane_and_app_snapshots() {
         // The images of the selected evidence are made for the pane's size.
         app.areas.images = ratatui::layout::Rect::new(0, 0, w, h);
         f.rt.handle(app, groundwork::tui::app::Msg::Resize);
-        settle(&mut f.rt, app).await;
-        assert!(
-            app.images
-                .items
-                .iter()
-                .all(|i| !matches!(i.state, ImageState::Loading)),
-            "images loaded"
-        );
+        let loaded = f
+            .rt
+            .until(app, Duration::from_secs(60), |a| {
+                a.images.listed
+                    && a.images
+                        .items
+                        .iter()
+                        .all(|i| !matches!(i.state, ImageState::Loading))
+            })
+            .await;
+        assert!(loaded, "images loaded");
         let size = format!("{w}x{h}");
         app.conversation.scroll = Some(0);
         insta::assert_snapshot!(
