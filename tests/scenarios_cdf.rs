@@ -134,7 +134,7 @@ async fn scenario_21_an_empty_cite_never_narrows() {
     for script in cases {
         let st = rag_run(&kb, script).await;
         assert_eq!(citation_status(&[&st.evidence]), CitationStatus::Grounded);
-        assert_eq!(refs(&st), [c1.clone()]);
+        assert_eq!(refs(&st), std::slice::from_ref(&c1));
         last = Some(st);
     }
     // The later empty cite moved the declaration to its own epoch.
@@ -162,7 +162,7 @@ async fn scenario_22_newer_evidence_makes_the_next_cite_replace() {
         ],
     )
     .await;
-    assert_eq!(refs(&st), [second.clone()]);
+    assert_eq!(refs(&st), std::slice::from_ref(&second));
     assert_eq!(st.evidence.declaration.as_ref().unwrap().epoch, 7);
     assert_eq!(citation_status(&[&st.evidence]), CitationStatus::Grounded);
 

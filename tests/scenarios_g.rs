@@ -295,7 +295,10 @@ async fn scenario_60_rag_and_analysis_citations_share_one_capsule() {
     let body = server.requests().last().unwrap().clone();
     assert_eq!(returns_of(&body, "rag_search"), [receipt()]);
     let capsule = capsule_of(&body);
-    assert_eq!(returns_of(&body, "analysis_search"), [capsule.clone()]);
+    assert_eq!(
+        returns_of(&body, "analysis_search"),
+        std::slice::from_ref(&capsule)
+    );
     let g1 = capsule.find(&group_label(1)).unwrap();
     let g2 = capsule.find(&group_label(2)).unwrap();
     let at = |id: &str| capsule.find(&format!("[{id}] Source: ")).unwrap();
