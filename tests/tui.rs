@@ -551,3 +551,15 @@ async fn a_haiku_rag_session_opens_fully_inspectable_without_a_model() {
     assert!(s.contains("Solar Panel Installation Manual"), "{s}");
     assert!(s.contains("ungrounded"), "{s}");
 }
+
+/// The README's key reference is the key map (defaults), row for row.
+#[test]
+fn the_readme_key_table_matches_the_key_map() {
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    for (keys, desc) in groundwork::tui::keymap::Keymap::default().help_rows() {
+        let row = format!("| {keys} | {desc} | ");
+        assert!(readme.contains(&row), "README lacks the key row {row:?}");
+    }
+}
