@@ -459,3 +459,53 @@ async fn scenario_67_promptless_and_empty_deferred_resumptions_keep_live_evidenc
         ));
     }
 }
+
+/// Scenario 65 (raising fetch): the owner's connection fails when the picture is
+/// fetched (its database is gone by the next question): the picture and its label are
+/// left out and the run still answers.
+#[tokio::test]
+async fn scenario_65_raising_fetch_is_left_out_and_the_run_answers() {
+    use groundwork::capabilities::rag::RagCapability;
+    let kb = kb().await;
+    let inverter = kb.chunk("Inverter", 0);
+    let path_backed = || -> Vec<Arc<dyn Capability>> {
+        vec![
+            Arc::new(
+                RagCapability::from_spec(
+                    &json!({"db_path": kb.store.uri(), "defer_loading": false}),
+                )
+                .unwrap(),
+            ),
+            Arc::new(EvidenceCompactionCapability::new()),
+        ]
+    };
+    let server = ScriptedServer::start(vec![
+        search("Gradient", 1),
+        cite(&[&inverter]),
+        Reply::text("first answer"),
+        Reply::text("second answer"),
+    ])
+    .await;
+    let q1 = run(&agent(&server, path_backed()), RunInput::prompt("first"))
+        .await
+        .unwrap();
+    assert_eq!(
+        rag_state(&q1.state)
+            .citation_index
+            .get(&inverter)
+            .unwrap()
+            .picture_refs,
+        ["#/pictures/0"]
+    );
+    std::fs::remove_dir_all(kb.store.uri()).unwrap();
+    let q2 = follow_up(&server, path_backed(), "second", &q1).await;
+    assert_eq!(text_output(&q2), "second answer");
+    let body = server.requests().last().unwrap().clone();
+    assert!(capsule_of(&body).contains(&format!("[{inverter}] Source: ")));
+    let (texts, images) = user_texts(&body);
+    assert_eq!(images, 0);
+    assert!(
+        !texts.iter().any(|t| t.contains(RETRIEVED_IMAGE_TAG)),
+        "{texts:?}"
+    );
+}
