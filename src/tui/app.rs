@@ -277,6 +277,12 @@ pub struct ImagesView {
     pub size: (u16, u16),
 }
 
+/// Inspector lines for (request index, width, diff mode, theme).
+pub type InspectorCache = (
+    (usize, u16, bool, ThemeName),
+    std::rc::Rc<Vec<ratatui::text::Line<'static>>>,
+);
+
 /// Wrapped conversation lines for (width, version).
 pub type WrapCache = (u16, u64, std::rc::Rc<Vec<ratatui::text::Line<'static>>>);
 
@@ -319,6 +325,8 @@ pub struct App {
     /// Selected document labels of the filter (kept across openings).
     pub filter_labels: Vec<String>,
     pub wrap_cache: std::cell::RefCell<Option<WrapCache>>,
+    /// The inspector's lines for (request, width, diff, theme); snapshots never change.
+    pub inspector_cache: std::cell::RefCell<Option<InspectorCache>>,
 }
 
 fn new_input() -> TextArea<'static> {
@@ -365,6 +373,7 @@ impl App {
             scripted_demo: false,
             filter_labels: Vec::new(),
             wrap_cache: std::cell::RefCell::new(None),
+            inspector_cache: std::cell::RefCell::new(None),
         };
         app.rebuild();
         app
@@ -384,6 +393,7 @@ impl App {
     fn rebuild(&mut self) {
         self.transcript = Transcript::build(&self.session.messages, &self.session.state);
         self.committed_requests = crate::inspect::requests(&self.session);
+        *self.inspector_cache.borrow_mut() = None;
         self.scripted_demo = self.session.groundwork.scripted_demo;
         self.history = self
             .transcript

@@ -267,12 +267,28 @@ pub fn lines(app: &App, width: u16) -> Vec<Line<'static>> {
     out
 }
 
+/// [`lines`], cached: a request's snapshot never changes once recorded.
+pub fn cached_lines(app: &App, width: u16) -> std::rc::Rc<Vec<Line<'static>>> {
+    let Some(i) = app.selected_request() else {
+        return std::rc::Rc::new(lines(app, width));
+    };
+    let key = (i, width, app.inspector.diff, app.theme.name);
+    if let Some((k, l)) = app.inspector_cache.borrow().as_ref()
+        && *k == key
+    {
+        return l.clone();
+    }
+    let l = std::rc::Rc::new(lines(app, width));
+    *app.inspector_cache.borrow_mut() = Some((key, l.clone()));
+    l
+}
+
 pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     let w = area.width.saturating_sub(2).max(1);
-    let all = lines(app, w);
+    let all = cached_lines(app, w);
     let height = area.height.saturating_sub(2) as usize;
     let top = app.inspector.scroll.min(all.len().saturating_sub(height));
-    let visible: Vec<Line<'static>> = all.into_iter().skip(top).take(height).collect();
+    let visible: Vec<Line<'static>> = all.iter().skip(top).take(height).cloned().collect();
     let mode = if app.inspector.diff {
         "diff"
     } else {

@@ -55,8 +55,14 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         Layout::vertical([Constraint::Min(3), Constraint::Length(chunk_h)]).areas(inner);
     let budget = app.host.max_searches;
     let q_width = table_area.width.saturating_sub(35).max(8) as usize;
+    // Only the rows in view are built: the window keeps the selection visible.
+    let view_h = table_area.height.saturating_sub(1).max(1) as usize;
+    let selected = app.ledger.selected.min(rows_idx.len() - 1);
+    let first = selected.saturating_sub(view_h - 1);
     let rows: Vec<Row> = rows_idx
         .iter()
+        .skip(first)
+        .take(view_h)
         .map(|&i| {
             let r = &app.transcript.ledger[i];
             Row::new(vec![
