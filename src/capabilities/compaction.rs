@@ -18,8 +18,7 @@ use std::collections::HashSet;
 
 use crate::capabilities::state::{CapabilityEvidenceRecord, Citation, EvidenceState, OrderedMap};
 use crate::engine::messages::{
-    BinaryContent, ModelMessage, ModelRequest, ModelRequestPart, UserContent, UserContentValue,
-    UserPromptPart,
+    BinaryContent, ModelMessage, ModelRequestPart, UserContent, UserContentValue, UserPromptPart,
 };
 
 /// Fixed id of the compaction capability.
@@ -417,11 +416,7 @@ pub fn strip_our_pictures(items: &[UserContent]) -> Vec<UserContent> {
     kept
 }
 
-/// Rewrites a copy of `messages` for the wire (§8.3): below `boundary`, every owned
-/// tool return becomes the receipt, except the carrier (the newest one), which gets
-/// the capsule when it is non-empty; our pictures are stripped from user content;
-/// the capsule images join the carrier's request as a new user part. Messages at or
-/// after `boundary` are untouched, and nothing is ever removed.
+/// Rewrites a copy of `messages` for the wire (§8.3); see [`compact_history_owned`].
 pub fn compact_history<S: AsRef<str>>(
     messages: &[ModelMessage],
     boundary: usize,
@@ -429,59 +424,104 @@ pub fn compact_history<S: AsRef<str>>(
     capsule_text: &str,
     capsule_images: &[UserContent],
 ) -> Vec<ModelMessage> {
-    if boundary == 0 {
-        return messages.to_vec();
+    compact_history_owned(
+        messages.to_vec(),
+        boundary,
+        owned_tool_names,
+        capsule_text,
+        capsule_images,
+    )
+}
+
+/// Whether `items[index]` starts one of our (tagged label, image) pairs.
+fn our_picture_at(items: &[UserContent], index: usize) -> bool {
+    matches!(&items[index], UserContent::Text(s) if s.contains(RETRIEVED_IMAGE_TAG))
+        && matches!(items.get(index + 1), Some(UserContent::Binary(b)) if b.is_image())
+}
+
+/// Whether stripping our pictures leaves nothing of this part.
+fn strips_to_nothing(part: &ModelRequestPart) -> bool {
+    let ModelRequestPart::UserPrompt(prompt) = part else {
+        return false;
+    };
+    let UserContentValue::Items(items) = &prompt.content else {
+        return false;
+    };
+    let mut index = 0;
+    while index < items.len() {
+        if !our_picture_at(items, index) {
+            return false;
+        }
+        index += 2;
     }
-    let carrier = find_carrier(messages, boundary, owned_tool_names);
-    let mut compacted = messages.to_vec();
-    for (index, message) in messages.iter().enumerate().take(boundary) {
+    true
+}
+
+/// Rewrites the outgoing `messages` for the wire (§8.3), in place: below `boundary`,
+/// every owned tool return becomes the receipt, except the carrier (the newest one),
+/// which gets the capsule when it is non-empty; our pictures are stripped from user
+/// content; the capsule images join the carrier's request as a new user part. Messages
+/// at or after `boundary` are untouched, nothing else is copied, and a request that
+/// stripping would leave without parts is kept as it was.
+pub fn compact_history_owned<S: AsRef<str>>(
+    mut messages: Vec<ModelMessage>,
+    boundary: usize,
+    owned_tool_names: &[S],
+    capsule_text: &str,
+    capsule_images: &[UserContent],
+) -> Vec<ModelMessage> {
+    if boundary == 0 {
+        return messages;
+    }
+    let carrier = find_carrier(&messages, boundary, owned_tool_names);
+    for (index, message) in messages.iter_mut().enumerate().take(boundary) {
         let ModelMessage::Request(request) = message else {
             continue;
         };
-        let mut parts = Vec::with_capacity(request.parts.len() + 1);
-        for (position, part) in request.parts.iter().enumerate() {
+        let adds_images = carrier.is_some_and(|(at, _)| at == index) && !capsule_images.is_empty();
+        if !adds_images && request.parts.iter().all(strips_to_nothing) {
+            // A request with no parts is not a message: keep the original.
+            continue;
+        }
+        for (position, part) in request.parts.iter_mut().enumerate() {
+            let owned = owned_return(part, owned_tool_names);
             match part {
-                ModelRequestPart::ToolReturn(r) if owned_return(part, owned_tool_names) => {
+                ModelRequestPart::ToolReturn(r) if owned => {
                     let body = if carrier == Some((index, position)) && !capsule_text.is_empty() {
                         capsule_text
                     } else {
                         receipt()
                     };
-                    let mut rewritten = r.clone();
-                    rewritten.content = serde_json::Value::String(body.to_string());
-                    parts.push(ModelRequestPart::ToolReturn(rewritten));
+                    r.content = serde_json::Value::String(body.to_string());
                 }
-                ModelRequestPart::UserPrompt(prompt) => match &prompt.content {
-                    UserContentValue::Items(items) => {
-                        let kept = strip_our_pictures(items);
-                        if !kept.is_empty() {
-                            let mut stripped = prompt.clone();
-                            stripped.content = UserContentValue::Items(kept);
-                            parts.push(ModelRequestPart::UserPrompt(stripped));
+                ModelRequestPart::UserPrompt(prompt) => {
+                    if let UserContentValue::Items(items) = &mut prompt.content {
+                        let mut at = 0;
+                        while at < items.len() {
+                            if our_picture_at(items, at) {
+                                items.drain(at..at + 2);
+                            } else {
+                                at += 1;
+                            }
                         }
                     }
-                    UserContentValue::Text(_) => parts.push(part.clone()),
-                },
-                other => parts.push(other.clone()),
+                }
+                _ => {}
             }
         }
-        if carrier.is_some_and(|(at, _)| at == index) && !capsule_images.is_empty() {
-            parts.push(ModelRequestPart::UserPrompt(UserPromptPart::new(
-                capsule_images.to_vec(),
-            )));
-        }
-        if parts.is_empty() {
-            // A request with no parts is not a message: keep the original.
-            continue;
-        }
-        if parts != request.parts {
-            compacted[index] = ModelMessage::Request(ModelRequest {
-                parts,
-                ..request.clone()
-            });
+        request.parts.retain(|p| {
+            !matches!(p, ModelRequestPart::UserPrompt(u)
+                if matches!(&u.content, UserContentValue::Items(items) if items.is_empty()))
+        });
+        if adds_images {
+            request
+                .parts
+                .push(ModelRequestPart::UserPrompt(UserPromptPart::new(
+                    capsule_images.to_vec(),
+                )));
         }
     }
-    compacted
+    messages
 }
 
 /// Refuses to compact when a capability whose state was not carried has owned
@@ -505,6 +545,7 @@ pub fn require_records(
 mod tests {
     use super::*;
     use crate::capabilities::state::{CitationRef, StateKind, settle_for_run};
+    use crate::engine::messages::ModelRequest;
     use crate::engine::messages::{
         ModelResponse, ModelResponsePart, TextPart, ToolCallPart, ToolReturnPart,
     };

@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use crate::capabilities::compaction::{
-    CAPABILITY_ID, EvidenceView, build_capsule, capsule_images_with, compact_history, owned_tools,
-    question_in_progress, require_records,
+    CAPABILITY_ID, EvidenceView, build_capsule, capsule_images_with, compact_history_owned,
+    owned_tools, question_in_progress, require_records,
 };
 use crate::capabilities::evidence::{StoreHandle, discover};
 use crate::engine::capability::{BoxFuture, Capability, CapabilityRun, ForRunContext, RunContext};
@@ -155,8 +155,8 @@ impl CapabilityRun for CompactorRun {
                 });
             }
             let built = self.cache.as_ref().expect("built above");
-            Ok(compact_history(
-                &outgoing,
+            Ok(compact_history_owned(
+                outgoing,
                 boundary,
                 &owned,
                 &built.text,
