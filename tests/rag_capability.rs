@@ -528,6 +528,38 @@ async fn scenario_34_cite_through_the_store_fallback() {
     assert_eq!(citation_status(&[&st.evidence]), CitationStatus::Grounded);
 }
 
+/// Scenario 34, same document: two chunks of one document cited through the store
+/// fallback fetch that document exactly once.
+#[tokio::test]
+async fn scenario_34_two_chunks_of_one_document_fetch_it_once() {
+    let kb = kb().await;
+    let (a, b) = (kb.chunk("ML Basics", 0), kb.chunk("ML Basics", 1));
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("rag_cite", json!({"chunk_ids": [a, b]})),
+        Reply::text("answer"),
+    ])
+    .await;
+    let agent = agent(&server, vec![Arc::new(rag(&kb))]);
+    let before = kb.store.document_reads();
+    let result = run(&agent, RunInput::prompt("q")).await.unwrap();
+    assert_eq!(
+        kb.store.document_reads() - before,
+        1,
+        "the document was read once"
+    );
+    assert_eq!(
+        returns_of(&server.requests()[1], "rag_cite"),
+        ["Registered 2 citation(s)."]
+    );
+    let st = rag_state(&result.state);
+    assert_eq!(st.citations, [a.clone(), b.clone()]);
+    assert_eq!(st.citation_index.get(&b).unwrap().index, Some(2));
+    assert_eq!(
+        st.citation_index.get(&a).unwrap().document_id,
+        kb.doc_ids["ML Basics"]
+    );
+}
+
 #[tokio::test]
 async fn scenario_35_partial_cite_lists_ignored_ids() {
     let kb = kb().await;

@@ -163,6 +163,8 @@ pub struct Store {
     embedder_spec: EmbedderSpec,
     embedder: Option<Arc<dyn Embedder>>,
     search_config: SearchConfig,
+    /// How many `document_meta` reads were made (for tests of fetch-once behaviour).
+    document_reads: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Store {
@@ -316,6 +318,7 @@ impl Store {
             embedder_spec,
             embedder: None,
             search_config: SearchConfig::default(),
+            document_reads: Default::default(),
         })
     }
 
@@ -415,6 +418,8 @@ impl Store {
     /// Documents whose `document_meta` row matches the SQL `filter` (all when `None`),
     /// ordered by creation time.
     pub async fn list_documents(&self, filter: Option<&str>) -> Result<Vec<DocumentMeta>> {
+        self.document_reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut q = self.meta.query();
         if let Some(f) = filter.filter(|f| !f.trim().is_empty()) {
             q = q.only_if(f);
@@ -453,6 +458,12 @@ impl Store {
         }
         docs.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
         Ok(docs)
+    }
+
+    /// How many reads of `document_meta` this store has made so far.
+    pub fn document_reads(&self) -> usize {
+        self.document_reads
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub async fn get_document(&self, id: &str) -> Result<Option<DocumentMeta>> {
