@@ -60,6 +60,7 @@ fn host() -> HostInfo {
         model_help: String::new(),
         capabilities: vec!["rag".into()],
         max_searches: 5,
+        max_executions: 15,
     }
 }
 

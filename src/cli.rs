@@ -397,6 +397,7 @@ async fn workbench(
         },
         capabilities,
         max_searches: ctx.config.qa.max_searches,
+        max_executions: ctx.config.analysis.max_executions,
     };
     let app = tui::app::App::new(session, path, host)
         .with_keymap(keymap)

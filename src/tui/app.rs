@@ -225,6 +225,8 @@ pub struct HostInfo {
     pub model_help: String,
     pub capabilities: Vec<String>,
     pub max_searches: usize,
+    /// `analysis_execute_code` calls allowed per run.
+    pub max_executions: usize,
 }
 
 /// Layout rectangles of the last frame (for mouse hit-testing and image sizes).

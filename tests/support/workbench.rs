@@ -89,6 +89,7 @@ pub fn host() -> HostInfo {
         model_help: String::new(),
         capabilities: vec!["rag".into()],
         max_searches: 5,
+        max_executions: 15,
     }
 }
 

@@ -54,7 +54,7 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     let [table_area, chunks_area] =
         Layout::vertical([Constraint::Min(3), Constraint::Length(chunk_h)]).areas(inner);
     let budget = app.host.max_searches;
-    let q_width = table_area.width.saturating_sub(35).max(8) as usize;
+    let q_width = table_area.width.saturating_sub(38).max(8) as usize;
     // Only the rows in view are built: the window keeps the selection visible.
     let view_h = table_area.height.saturating_sub(1).max(1) as usize;
     let selected = app.ledger.selected.min(rows_idx.len() - 1);
@@ -76,7 +76,11 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
                 )),
                 Cell::from(r.cited.len().to_string()),
                 Cell::from(format!("{}/{budget}", r.searches)),
-                Cell::from(r.executions.to_string()),
+                Cell::from(if r.executions > 0 {
+                    format!("{}/{}", r.executions, app.host.max_executions)
+                } else {
+                    "-".into()
+                }),
             ])
         })
         .collect();
@@ -94,7 +98,7 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
             Constraint::Length(3),
             Constraint::Length(3),
             Constraint::Length(4),
-            Constraint::Length(2),
+            Constraint::Length(5),
         ],
     )
     .header(header)

@@ -114,7 +114,10 @@ pub fn status_bar(app: &App, frame: &mut Frame, area: Rect) {
         ),
     ];
     if execs > 0 {
-        spans.push(Span::styled(format!(" exec {execs}"), t.status));
+        spans.push(Span::styled(
+            format!(" exec {execs}/{}", app.host.max_executions),
+            t.status,
+        ));
     }
     if let Some(filter) = app.document_filter() {
         spans.push(sep.clone());
