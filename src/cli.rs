@@ -25,6 +25,21 @@ pub struct Cli {
     /// Without a command, the workbench opens on the database and a new session.
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// Workbench options (without a command).
+    #[command(flatten)]
+    pub workbench: WorkbenchArgs,
+}
+
+/// The capabilities of the workbench's questions.
+#[derive(Debug, Clone, Args, Default)]
+pub struct WorkbenchArgs {
+    /// Evidence capability for questions in the workbench (repeatable): rag (default) or
+    /// analysis.
+    #[arg(long = "capability", value_name = "NAME")]
+    pub capabilities: Vec<crate::ask::CapabilityChoice>,
+    /// Register several capabilities eagerly instead of deferred.
+    #[arg(long)]
+    pub eager: bool,
 }
 
 /// Flags accepted before or after the subcommand.
@@ -249,7 +264,14 @@ impl CmdContext {
 pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
     let ctx = CmdContext::new(&cli.global, env)?;
     match cli.command {
-        None => workbench(&ctx, &cli.global, None).await,
+        None => {
+            let open = OpenArgs {
+                session: String::new(),
+                capabilities: cli.workbench.capabilities.clone(),
+                eager: cli.workbench.eager,
+            };
+            workbench(&ctx, &cli.global, Some(open)).await
+        }
         Some(Command::Open(a)) => workbench(&ctx, &cli.global, Some(a)).await,
         Some(Command::Ingest(a)) => ingest(&ctx, a).await,
         Some(Command::Search(a)) => search(&ctx, a).await,

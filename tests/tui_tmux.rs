@@ -101,3 +101,36 @@ async fn open_a_haiku_rag_session_without_a_model() {
     let screen = tmux.wait_exit().await;
     assert_restored(&screen, "Citation ledger");
 }
+
+/// A panic inside the UI still restores the terminal (the panic hook restores first, then
+/// the message is printed on the main screen).
+#[tokio::test]
+async fn a_panic_restores_the_terminal() {
+    let kb = demo_kb().await;
+    let home = tempfile::tempdir().unwrap();
+    let tmux = Tmux::new("panic");
+    let script = format!(
+        "env HOME={home} XDG_DATA_HOME={home}/data XDG_CONFIG_HOME={home}/config \
+         RUST_BACKTRACE=0 GROUNDWORK_DISCOVER=off GROUNDWORK_TEST_PANIC=1 {bin} --db {db}; {EXIT_SUFFIX}",
+        home = home.path().display(),
+        bin = env!("CARGO_BIN_EXE_groundwork"),
+        db = kb.db,
+    );
+    tmux.start(&script, 120, 40);
+    let screen = tmux.wait_exit().await;
+    assert!(screen.contains("GROUNDWORK_TEST_PANIC is set"), "{screen}");
+    assert!(
+        !screen.contains("GW_EXIT=0"),
+        "a panic is a failure exit: {screen}"
+    );
+    let modes = screen
+        .lines()
+        .find(|l| l.contains("icanon"))
+        .unwrap_or_default();
+    let words: Vec<&str> = modes.split_whitespace().collect();
+    assert!(
+        words.contains(&"icanon") && words.contains(&"echo"),
+        "raw mode left: {modes:?}"
+    );
+    assert!(!screen.contains("Citation ledger"), "{screen}");
+}

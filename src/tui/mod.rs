@@ -241,6 +241,10 @@ pub async fn run_loop<B: Backend>(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     draw(term, app)?;
     rt.handle(app, Msg::Started);
+    // Test hook: proves the terminal is restored when the UI panics.
+    if std::env::var_os("GROUNDWORK_TEST_PANIC").is_some() {
+        panic!("GROUNDWORK_TEST_PANIC is set: panicking after the first frame");
+    }
     loop {
         tokio::select! {
             m = input.next() => match m {
