@@ -140,9 +140,8 @@ async fn pane_and_app_snapshots() {
         // The images of the selected evidence are made for the pane's size.
         app.areas.images = ratatui::layout::Rect::new(0, 0, w, h);
         f.rt.handle(app, groundwork::tui::app::Msg::Resize);
-        let loaded = f
-            .rt
-            .until(app, Duration::from_secs(60), |a| {
+        let loaded =
+            f.rt.until(app, Duration::from_secs(60), |a| {
                 a.images.listed
                     && a.images
                         .items
@@ -562,4 +561,42 @@ fn the_readme_key_table_matches_the_key_map() {
         let row = format!("| {keys} | {desc} | ");
         assert!(readme.contains(&row), "README lacks the key row {row:?}");
     }
+}
+
+/// A notice injected into one request's instructions (here: the search budget is spent)
+/// is marked in the inspector; `t` shows the instructions in full.
+#[tokio::test]
+async fn injected_notices_are_marked_in_the_inspector() {
+    let kb = demo_kb().await;
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("rag_search", serde_json::json!({"query": "battery"})),
+        Reply::tool_call("rag_cite", serde_json::json!({"chunk_ids": []})),
+        Reply::text("Done."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let mut services = services(&kb.store, &server.base_url());
+    services.config.qa.max_searches = 1;
+    let mut rt = Runtime::new(services);
+    screen(&mut app, 160, 48);
+    ask(&mut rt, &mut app, "Batteries?").await;
+    assert_eq!(app.request_count(), 3, "{:?} {:?}", app.ended, app.error);
+    let (_, second) = app.request_at(1).unwrap();
+    assert!(
+        second.instructions.contains("Notice:"),
+        "a budget notice was sent"
+    );
+    app.inspector.selected = Some(1);
+    let s = pane(&mut app, Pane::Inspector, 160, 48);
+    assert!(s.contains(" notice  Notice:"), "{s}");
+    assert!(s.contains("lines of instructions"), "{s}");
+    app.focus = Pane::Inspector;
+    press(&rt, &mut app, KeyCode::Char('t'));
+    let s = pane(&mut app, Pane::Inspector, 160, 48);
+    assert!(!s.contains("lines of instructions"), "{s}");
+    // The first request had no notice.
+    app.inspector.selected = Some(0);
+    let s = pane(&mut app, Pane::Inspector, 160, 48);
+    assert!(!s.contains(" notice "), "{s}");
 }

@@ -255,6 +255,8 @@ pub struct InspectorView {
     /// Index into `App::requests()`; `None` means the newest.
     pub selected: Option<usize>,
     pub diff: bool,
+    /// Show the instructions in full.
+    pub instructions: bool,
     pub scroll: usize,
 }
 
@@ -279,9 +281,9 @@ pub struct ImagesView {
     pub size: (u16, u16),
 }
 
-/// Inspector lines for (request index, width, diff mode, theme).
+/// Inspector lines for (request index, width, diff mode, full instructions, theme).
 pub type InspectorCache = (
-    (usize, u16, bool, ThemeName),
+    (usize, u16, bool, bool, ThemeName),
     std::rc::Rc<Vec<ratatui::text::Line<'static>>>,
 );
 
@@ -1220,6 +1222,9 @@ impl App {
             Action::ToggleDiff | Action::Select => {
                 self.inspector.diff = !self.inspector.diff;
                 self.inspector.scroll = 0;
+            }
+            Action::ToggleInstructions => {
+                self.inspector.instructions = !self.inspector.instructions;
             }
             Action::Up => self.inspector.scroll = self.inspector.scroll.saturating_sub(1),
             Action::Down => self.inspector.scroll += 1,

@@ -87,6 +87,7 @@ actions! {
     PrevRequest, Pane, "inspector: previous model request", ["["];
     NextRequest, Pane, "inspector: next model request", ["]"];
     ToggleDiff, Pane, "inspector: side by side / unified diff", ["d"];
+    ToggleInstructions, Pane, "inspector: show or hide the full instructions", ["t"];
     Select, Pane, "open / expand the selected item", ["enter"];
     Back, Pane, "close the detail view", ["backspace"];
     ToggleSources, Pane, "conversation: collapse or expand sources", ["s"];

@@ -41,7 +41,7 @@ fn status_span(t: &Theme, row: &LedgerRow) -> Span<'static> {
 fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>) {
     let t = &app.theme;
     out.push(Line::styled("You:", t.user));
-    out.extend(plain(&turn.prompt, t.text));
+    out.extend(markdown(&turn.prompt));
     out.push(Line::raw(""));
     for s in &turn.steps {
         out.push(step_line(t, s, 0));

@@ -123,6 +123,39 @@ fn header(
         ),
         Span::styled(truncate(first, (width as usize).saturating_sub(22)), t.text),
     ]));
+    // Notices injected for this request only stand out, whether or not the
+    // instructions are shown in full.
+    for line in s.instructions.lines() {
+        let Some(at) = line.find("Notice:") else {
+            continue;
+        };
+        let l = Line::from(vec![
+            Span::styled(" notice ", t.receipt),
+            Span::raw(" "),
+            Span::styled(line[at..].to_string(), t.text),
+        ]);
+        lines.extend(wrap_line(&l, width));
+    }
+    if app.inspector.instructions {
+        for raw in s.instructions.lines() {
+            let style = if raw.contains("Notice:") {
+                t.running
+            } else {
+                t.dim
+            };
+            lines.extend(wrap_line(&Line::styled(format!("  {raw}"), style), width));
+        }
+    } else {
+        lines.push(Line::styled(
+            format!(
+                "  ({} lines of instructions; {} shows them)",
+                s.instructions.lines().count(),
+                app.keymap
+                    .hint(crate::tui::keymap::Action::ToggleInstructions)
+            ),
+            t.dim,
+        ));
+    }
     lines
 }
 
@@ -272,7 +305,13 @@ pub fn cached_lines(app: &App, width: u16) -> std::rc::Rc<Vec<Line<'static>>> {
     let Some(i) = app.selected_request() else {
         return std::rc::Rc::new(lines(app, width));
     };
-    let key = (i, width, app.inspector.diff, app.theme.name);
+    let key = (
+        i,
+        width,
+        app.inspector.diff,
+        app.inspector.instructions,
+        app.theme.name,
+    );
     if let Some((k, l)) = app.inspector_cache.borrow().as_ref()
         && *k == key
     {
