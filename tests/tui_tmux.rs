@@ -54,7 +54,7 @@ async fn start_ask_see_answer_and_ledger_quit_and_terminal_is_restored() {
     let screen = tmux
         .wait_for("the ledger row", 60, |s| {
             s.lines()
-                .any(|l| l.contains("How much") && l.contains("grounded"))
+                .any(|l| l.contains("1   How") && l.contains("grounded"))
         })
         .await;
     assert!(screen.contains("Sources (1)"), "{screen}");
