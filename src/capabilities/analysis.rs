@@ -3,7 +3,7 @@
 //! base. Code runs in a sandbox worker process ([`crate::sandbox`]), one per run,
 //! started on the first execution and stopped when the run ends.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,11 +14,10 @@ use serde_json::{Map, Value, json};
 use crate::capabilities::evidence::{
     EvidenceSource, StoreHandle, StoreSource, budget_notice, path_source, resolve_db_path,
 };
-use crate::capabilities::rag::{picture_content, py_list};
-use crate::capabilities::similarity::closest;
+use crate::capabilities::rag::picture_content;
 use crate::capabilities::state::{
-    ANALYSIS_NAMESPACE, Citation, CitationRef, EvidenceState, Execution, SANDBOX_BUCKET, StateKind,
-    awaits_the_model, settle_for_run,
+    ANALYSIS_NAMESPACE, EvidenceState, Execution, SANDBOX_BUCKET, StateKind, awaits_the_model,
+    settle_for_run,
 };
 use crate::config::AppConfig;
 use crate::engine::capability::{
@@ -30,9 +29,8 @@ use crate::engine::prompts::fill;
 use crate::sandbox::ExecLimits;
 use crate::sandbox::host::{ExecResult, Sandbox, default_worker};
 use crate::sandbox::vfs::Corpus;
+use crate::store::SearchResult;
 use crate::store::format::{NO_RESULTS, format_for_agent, join_results};
-use crate::store::search::result_from_chunk;
-use crate::store::{DocumentMeta, SearchResult};
 
 /// Fixed id of the analysis capability.
 pub const CAPABILITY_ID: &str = "haiku-rag-analysis";
@@ -78,10 +76,6 @@ text!(search_limit_text, "search_limit.txt");
 text!(execution_limit_text, "execution_limit.txt");
 text!(restarted_text, "sandbox_restarted.txt");
 text!(iteration_hint_text, "iteration_hint.txt");
-text!(cite_empty_text, "cite_empty.txt");
-text!(cite_registered_text, "cite_registered.txt");
-text!(cite_partial_text, "cite_partial.txt");
-text!(cite_unresolved_text, "cite_unresolved.txt");
 text!(notice_grace_text, "notice_grace_expired.txt");
 text!(notice_limit_text, "notice_request_limit.txt");
 
@@ -585,107 +579,14 @@ impl AnalysisRun {
     }
 
     async fn cite(&mut self, args: &Map<String, Value>) -> anyhow::Result<ToolOutcome> {
-        let requested: Vec<String> = match args.get("chunk_ids") {
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|v| match v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
-                .collect(),
-            Some(Value::String(s)) => vec![s.clone()],
-            None | Some(Value::Null) => Vec::new(),
-            Some(other) => bail!("`chunk_ids` must be a list of strings, found {other}"),
-        };
-        if requested.is_empty() {
-            self.state.declare(&[], self.epoch)?;
-            return Ok(ToolOutcome::Ok(ToolOutput::text(cite_empty_text())));
-        }
-
-        // Everything retrieved in this question (`_sandbox` included), first result wins.
-        let mut known: Vec<String> = Vec::new();
-        let mut by_id: HashMap<String, SearchResult> = HashMap::new();
-        for r in self.state.searches.values().flatten() {
-            let Some(id) = r.chunk_id.clone() else {
-                continue;
-            };
-            if let std::collections::hash_map::Entry::Vacant(slot) = by_id.entry(id.clone()) {
-                known.push(id);
-                slot.insert(r.clone());
-            }
-        }
-
-        let mut resolved: Vec<(String, SearchResult)> = Vec::new();
-        let mut unresolved: Vec<String> = Vec::new();
-        for raw in &requested {
-            let id = raw.trim_matches(|c| c == '[' || c == ']').to_string();
-            let id = if !by_id.contains_key(&id) && !known.is_empty() {
-                closest(&id, &known).unwrap_or(id)
-            } else {
-                id
-            };
-            match by_id.get(&id) {
-                Some(r) => resolved.push((id, r.clone())),
-                None => unresolved.push(id),
-            }
-        }
-
-        let mut ignored = Vec::new();
-        if !unresolved.is_empty() {
-            let store = self.store.get().await?;
-            let mut docs: HashMap<String, Option<DocumentMeta>> = HashMap::new();
-            for id in unresolved {
-                let Some(chunk) = store.get_chunk(&id).await? else {
-                    ignored.push(id);
-                    continue;
-                };
-                let doc_id = chunk.document_id.clone();
-                if !docs.contains_key(&doc_id) {
-                    let doc = store.get_document(&doc_id).await?;
-                    docs.insert(doc_id.clone(), doc);
-                }
-                match docs[&doc_id].as_ref() {
-                    Some(doc) => resolved.push((id, result_from_chunk(chunk, 1.0, Some(doc)))),
-                    None => ignored.push(id),
-                }
-            }
-        }
-
-        if resolved.is_empty() {
-            return Ok(ToolOutcome::Retry(fill(
-                cite_unresolved_text(),
-                &[("ids", &py_list(&requested))],
-            )));
-        }
-
-        let mut refs = Vec::with_capacity(resolved.len());
-        for (id, result) in &resolved {
-            if !self.state.citation_index.contains_key(id) {
-                let mut citation = Citation::from_result(id, result);
-                citation.index = Some(self.state.citation_index.len() as i64 + 1);
-                self.state.citation_index.insert(id.clone(), citation);
-            }
-            if !self.state.citations.contains(id) {
-                self.state.citations.push(id.clone());
-            }
-            refs.push(CitationRef::new(ANALYSIS_NAMESPACE, id.clone()));
-        }
-        self.state.declare(&refs, self.epoch)?;
-
-        let count = resolved.len().to_string();
-        let reply = if ignored.is_empty() {
-            fill(cite_registered_text(), &[("count", &count)])
-        } else {
-            fill(
-                cite_partial_text(),
-                &[
-                    ("count", &count),
-                    ("ignored_count", &ignored.len().to_string()),
-                    ("ignored", &py_list(&ignored)),
-                ],
-            )
-        };
-        Ok(ToolOutcome::Ok(ToolOutput::text(reply)))
+        crate::capabilities::cite::cite(
+            &mut self.state,
+            ANALYSIS_NAMESPACE,
+            self.epoch,
+            std::slice::from_ref(&(None, self.store.clone())),
+            args,
+        )
+        .await
     }
 }
 

@@ -1,4 +1,5 @@
 pub mod analysis;
+pub mod cite;
 pub mod compaction;
 pub mod compactor;
 pub mod evidence;

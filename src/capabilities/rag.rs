@@ -2,7 +2,7 @@
 //! `rag_cite` over one knowledge base, with per-run budgets, notices and tool
 //! withdrawal. The question ledger lives in the pure core ([`super::state`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
@@ -12,10 +12,8 @@ use serde_json::{Map, Value, json};
 use crate::capabilities::evidence::{
     EvidenceSource, StoreHandle, StoreSource, budget_notice, path_source, resolve_db_path,
 };
-use crate::capabilities::similarity::closest;
 use crate::capabilities::state::{
-    Citation, CitationRef, EvidenceState, RAG_NAMESPACE, StateKind, awaits_the_model,
-    settle_for_run,
+    EvidenceState, RAG_NAMESPACE, StateKind, awaits_the_model, settle_for_run,
 };
 use crate::config::AppConfig;
 use crate::engine::capability::{
@@ -25,8 +23,7 @@ use crate::engine::capability::{
 use crate::engine::messages::{BinaryContent, ModelMessage, UserContent};
 use crate::engine::prompts::fill;
 use crate::store::format::{NO_RESULTS, format_for_agent, join_results};
-use crate::store::search::result_from_chunk;
-use crate::store::{DocumentMeta, SearchResult, Store};
+use crate::store::{SearchResult, Store};
 
 /// Fixed id of the RAG capability.
 pub const CAPABILITY_ID: &str = "haiku-rag";
@@ -64,10 +61,6 @@ text!(unknown_sources_text, "rag_unknown_sources.txt");
 text!(cite_description, "rag_cite_description.txt");
 text!(cite_ids_description, "rag_cite_ids_description.txt");
 text!(search_limit_text, "search_limit.txt");
-text!(cite_empty_text, "cite_empty.txt");
-text!(cite_registered_text, "cite_registered.txt");
-text!(cite_partial_text, "cite_partial.txt");
-text!(cite_unresolved_text, "cite_unresolved.txt");
 text!(search_picture_label_text, "search_picture_label.txt");
 text!(notice_grace_text, "notice_grace_expired.txt");
 text!(notice_limit_text, "notice_request_limit.txt");
@@ -506,116 +499,14 @@ impl RagRun {
     }
 
     async fn cite(&mut self, args: &Map<String, Value>) -> anyhow::Result<ToolOutcome> {
-        let requested: Vec<String> = match args.get("chunk_ids") {
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|v| match v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
-                .collect(),
-            Some(Value::String(s)) => vec![s.clone()],
-            None | Some(Value::Null) => Vec::new(),
-            Some(other) => bail!("`chunk_ids` must be a list of strings, found {other}"),
-        };
-        if requested.is_empty() {
-            self.state.declare(&[], self.epoch)?;
-            return Ok(ToolOutcome::Ok(ToolOutput::text(cite_empty_text())));
-        }
-
-        // Everything retrieved in this question, first result per chunk id wins.
-        let mut known: Vec<String> = Vec::new();
-        let mut by_id: HashMap<String, SearchResult> = HashMap::new();
-        for r in self.state.searches.values().flatten() {
-            let Some(id) = r.chunk_id.clone() else {
-                continue;
-            };
-            if let std::collections::hash_map::Entry::Vacant(slot) = by_id.entry(id.clone()) {
-                known.push(id);
-                slot.insert(r.clone());
-            }
-        }
-
-        let mut resolved: Vec<(String, SearchResult)> = Vec::new();
-        let mut unresolved: Vec<String> = Vec::new();
-        for raw in &requested {
-            let id = raw.trim_matches(|c| c == '[' || c == ']').to_string();
-            let id = if !by_id.contains_key(&id) && !known.is_empty() {
-                closest(&id, &known).unwrap_or(id)
-            } else {
-                id
-            };
-            match by_id.get(&id) {
-                Some(r) => resolved.push((id, r.clone())),
-                None => unresolved.push(id),
-            }
-        }
-
-        let mut ignored = Vec::new();
-        if !unresolved.is_empty() {
-            // Documents fetched once per (collection, document id) within this call.
-            let mut docs: HashMap<(usize, String), Option<DocumentMeta>> = HashMap::new();
-            for id in unresolved {
-                let mut found = None;
-                for (at, (name, handle)) in self.stores.iter().enumerate() {
-                    let store = handle.get().await?;
-                    let Some(chunk) = store.get_chunk(&id).await? else {
-                        continue;
-                    };
-                    let key = (at, chunk.document_id.clone());
-                    if !docs.contains_key(&key) {
-                        let doc = store.get_document(&key.1).await?;
-                        docs.insert(key.clone(), doc);
-                    }
-                    found = docs[&key].as_ref().map(|doc| {
-                        let mut r = result_from_chunk(chunk, 1.0, Some(doc));
-                        r.collection = name.clone();
-                        r
-                    });
-                    break;
-                }
-                match found {
-                    Some(result) => resolved.push((id, result)),
-                    None => ignored.push(id),
-                }
-            }
-        }
-
-        if resolved.is_empty() {
-            return Ok(ToolOutcome::Retry(fill(
-                cite_unresolved_text(),
-                &[("ids", &py_list(&requested))],
-            )));
-        }
-
-        let mut refs = Vec::with_capacity(resolved.len());
-        for (id, result) in &resolved {
-            if !self.state.citation_index.contains_key(id) {
-                let mut citation = Citation::from_result(id, result);
-                citation.index = Some(self.state.citation_index.len() as i64 + 1);
-                self.state.citation_index.insert(id.clone(), citation);
-            }
-            if !self.state.citations.contains(id) {
-                self.state.citations.push(id.clone());
-            }
-            refs.push(CitationRef::new(RAG_NAMESPACE, id.clone()));
-        }
-        self.state.declare(&refs, self.epoch)?;
-
-        let count = resolved.len().to_string();
-        let reply = if ignored.is_empty() {
-            fill(cite_registered_text(), &[("count", &count)])
-        } else {
-            fill(
-                cite_partial_text(),
-                &[
-                    ("count", &count),
-                    ("ignored_count", &ignored.len().to_string()),
-                    ("ignored", &py_list(&ignored)),
-                ],
-            )
-        };
-        Ok(ToolOutcome::Ok(ToolOutput::text(reply)))
+        crate::capabilities::cite::cite(
+            &mut self.state,
+            RAG_NAMESPACE,
+            self.epoch,
+            &self.stores,
+            args,
+        )
+        .await
     }
 }
 
