@@ -533,36 +533,22 @@ async fn load_images(
             Err(e) => Err(e.to_string()),
         });
     }
-    match store.page_images(&target.document_id).await {
-        Ok(pages) => {
-            for p in &target.pages {
-                metas.push(ImageMeta {
-                    caption: format!("{} · page {p}", target.document),
-                    document: target.document.clone(),
-                    page: Some(*p),
-                    self_ref: None,
-                    chunk_id: target.chunk_id.clone(),
-                });
-                blobs.push(
-                    pages
-                        .get(p)
-                        .cloned()
-                        .ok_or_else(|| "this document was stored without page images".into()),
-                );
-            }
-        }
-        Err(e) => {
-            for p in &target.pages {
-                metas.push(ImageMeta {
-                    caption: format!("{} · page {p}", target.document),
-                    document: target.document.clone(),
-                    page: Some(*p),
-                    self_ref: None,
-                    chunk_id: target.chunk_id.clone(),
-                });
-                blobs.push(Err(e.to_string()));
-            }
-        }
+    let pages = store.page_images(&target.document_id).await;
+    for p in &target.pages {
+        metas.push(ImageMeta {
+            caption: format!("{} · page {p}", target.document),
+            document: target.document.clone(),
+            page: Some(*p),
+            self_ref: None,
+            chunk_id: target.chunk_id.clone(),
+        });
+        blobs.push(match &pages {
+            Ok(pages) => pages
+                .get(p)
+                .cloned()
+                .ok_or_else(|| "this document was stored without page images".into()),
+            Err(e) => Err(e.to_string()),
+        });
     }
     let _ = tx.send(Msg::ImagesListed {
         generation,
