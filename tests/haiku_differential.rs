@@ -8,7 +8,8 @@
 //! tools are offered) and the final state (`final_state.json`). Here the same turns are
 //! replayed through Groundwork's engine (the real async-openai client against the scripted
 //! OpenAI-compatible server) over a copy of the same database, and both are compared
-//! request by request, apart from prose.
+//! request by request, apart from prose. Then the session we wrote is handed to haiku.rag
+//! itself (`load_groundwork_session.py`), which must load it and continue it.
 
 mod support;
 
@@ -411,4 +412,83 @@ async fn the_same_conversation_has_the_same_structure_on_the_wire_as_haiku_rag()
         session.state["citation_policy"],
         final_state["citation_policy"]
     );
+
+    // And the other way round: haiku.rag 0.77 loads what we wrote (messages, every state
+    // namespace through its own models, byte-identical round trip, its own `for_run`) and
+    // continues the conversation with one more grounded question.
+    let Some(loader) = haiku_loader() else {
+        return;
+    };
+    let ours = dir.path().join("groundwork-session.json");
+    session.save(&ours).unwrap();
+    let summary = run_loader(
+        &loader,
+        &ours,
+        &["--continue", "--db", &db.to_string_lossy()],
+    );
+    assert_eq!(summary["continue"]["committed"], true, "{summary}");
+    assert_eq!(summary["continue"]["status"], "grounded", "{summary}");
+    for ns in ["rag", "citation_policy"] {
+        assert_eq!(summary["state"][ns]["roundtrip"], "identical", "{summary}");
+    }
+}
+
+/// The haiku.rag venv's loader script, or `None` (with a notice) when the venv is missing
+/// (`.ci/setup` builds it with `tests/fixtures/haiku/venv.sh`).
+fn haiku_loader() -> Option<(PathBuf, PathBuf)> {
+    let venv = std::env::var("FIXTURE_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            Path::new(&std::env::var("HOME").unwrap_or_default())
+                .join(".cache/groundwork-fixture-venv")
+        });
+    let python = venv.join("bin/python");
+    if !python.exists() {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED the haiku.rag load check: no venv at {} (bash tests/fixtures/haiku/venv.sh)",
+            venv.display()
+        );
+        return None;
+    }
+    Some((
+        python,
+        fixtures().join("haiku_session/load_groundwork_session.py"),
+    ))
+}
+
+fn run_loader(loader: &(PathBuf, PathBuf), session: &Path, args: &[&str]) -> Value {
+    let out = std::process::Command::new(&loader.0)
+        .arg(&loader.1)
+        .arg(session)
+        .args(args)
+        .env("LOGFIRE_IGNORE_NO_CONFIG", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "haiku.rag refused {}: {}\n{stdout}",
+        session.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+    assert_eq!(summary["ok"], true, "{summary}");
+    summary
+}
+
+/// The committed demo session (rag and analysis state) loads in haiku.rag 0.77.
+#[test]
+fn haiku_rag_loads_the_demo_session() {
+    let Some(loader) = haiku_loader() else {
+        return;
+    };
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.json");
+    let summary = run_loader(&loader, &demo, &[]);
+    for ns in ["rag", "analysis", "citation_policy"] {
+        assert_eq!(summary["state"][ns]["roundtrip"], "identical", "{summary}");
+    }
+    assert_eq!(summary["for_run"]["analysis"]["ok"], true, "{summary}");
 }

@@ -435,7 +435,9 @@ pub struct BinaryContent {
 }
 
 impl BinaryContent {
-    /// Wraps raw bytes. The identifier is 6 hex digits derived from the bytes: a
+    /// Wraps raw bytes, base64-encoded with the URL-safe alphabet as pydantic-ai writes
+    /// `data` (so a haiku.rag host reads it back unchanged). The identifier is 6 hex digits
+    /// derived from the bytes: a
     /// stable FNV-1a hash (pydantic-ai uses SHA-1 for the same purpose; the value only
     /// needs to be short and deterministic, and any string validates).
     pub fn from_bytes(bytes: &[u8], media_type: impl Into<String>) -> Self {
@@ -446,7 +448,7 @@ impl BinaryContent {
             hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
         }
         BinaryContent {
-            data: base64::engine::general_purpose::STANDARD.encode(bytes),
+            data: base64::engine::general_purpose::URL_SAFE.encode(bytes),
             media_type: media_type.into(),
             vendor_metadata: None,
             kind: BinaryKind,
@@ -460,9 +462,19 @@ impl BinaryContent {
         self.media_type.starts_with("image/")
     }
 
-    /// A `data:` URL for the bytes.
+    /// A `data:` URL for the bytes. `data:` URLs take the standard base64 alphabet;
+    /// `data` may hold either (pydantic-ai writes URL-safe).
     pub fn data_url(&self) -> String {
-        format!("data:{};base64,{}", self.media_type, self.data)
+        let standard: String = self
+            .data
+            .chars()
+            .map(|c| match c {
+                '-' => '+',
+                '_' => '/',
+                c => c,
+            })
+            .collect();
+        format!("data:{};base64,{standard}", self.media_type)
     }
 }
 
@@ -957,6 +969,15 @@ pub fn messages_to_json(messages: &[ModelMessage]) -> serde_json::Result<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `data` is written with pydantic-ai's URL-safe alphabet; `data:` URLs get the
+    /// standard one.
+    #[test]
+    fn binary_data_is_url_safe_and_data_urls_are_standard() {
+        let b = BinaryContent::from_bytes(&[0xfb, 0xff], "image/png");
+        assert_eq!(b.data, "-_8=");
+        assert_eq!(b.data_url(), "data:image/png;base64,+/8=");
+    }
 
     #[test]
     fn unknown_part_kind_and_fields_survive() {
