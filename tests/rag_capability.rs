@@ -21,7 +21,7 @@ use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::capability::{Capability, ToolOutcome, ToolOutput};
 use groundwork::engine::events::EventSink;
 use groundwork::engine::messages::{ModelMessage, ModelRequestPart};
-use groundwork::store::{DocumentItem, NewChunk, NewDocument, Store};
+use groundwork::store::{DocumentItem, NewChunk, NewDocument, SearchResult, Store};
 use serde_json::{Map, Value, json};
 use support::caps::TestCap;
 use support::hashembed;
@@ -491,6 +491,112 @@ async fn scenario_31_vision_attaches_one_labelled_picture() {
             .any(|r| r.image_data.is_some()),
         "picture bytes are fetched regardless of the gate"
     );
+}
+
+/// Scenario 31, two results: two collections hold the same document (same document id)
+/// and each returns a different chunk of it that carries `#/pictures/0` with decodable
+/// bytes; the search output gets exactly one label/image pair, naming the first result.
+#[tokio::test]
+async fn scenario_31_two_results_of_one_document_attach_one_picture() {
+    let server = hashembed::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = EmbedderSpec {
+        provider: "openai".into(),
+        name: hashembed::MODEL.into(),
+        vector_dim: hashembed::DIM,
+        base_url: Some(server.url.clone()),
+    };
+    // The same seed gives the same document id in both stores; chunk ids follow their
+    // position, so the two stores' picture chunks (position 0 vs 1) differ.
+    let seed = "test://inverter-shared";
+    let mut stores = Vec::new();
+    for (name, lead) in [("a", None), ("b", Some("Preface to the inverter manual"))] {
+        let uri = dir.path().join(format!("{name}.lancedb"));
+        let mut store = Store::create(&uri.to_string_lossy(), &spec).await.unwrap();
+        store
+            .set_embedder(embed::build(&spec, &Default::default()).unwrap())
+            .unwrap();
+        let mut doc = figures(true);
+        if let Some(text) = lead {
+            doc.items.insert(0, item("#/texts/0", "text", text, None));
+            doc.chunks = vec![
+                chunk(0, &[], &["#/texts/0"], &["text"], text),
+                chunk(
+                    1,
+                    &[],
+                    &["#/pictures/0"],
+                    &["picture"],
+                    "Wiring diagram of the inverter",
+                ),
+            ];
+        }
+        let meta = store
+            .add_document_seeded(doc, None, Some(seed))
+            .await
+            .unwrap();
+        store.ensure_indexes().await.unwrap();
+        stores.push((name.to_string(), Arc::new(store), meta.id));
+    }
+    assert_eq!(
+        stores[0].2, stores[1].2,
+        "one document id in both collections"
+    );
+    let model = ScriptedServer::start(vec![
+        Reply::tool_call(
+            "rag_search",
+            json!({"query": "wiring diagram inverter", "limit": 4}),
+        ),
+        Reply::text("done"),
+    ])
+    .await;
+    let rag = RagCapability::with_collections(
+        stores
+            .iter()
+            .map(|(n, s, _)| (n.clone(), s.clone()))
+            .collect(),
+        AppConfig::default(),
+    )
+    .unwrap()
+    .vision(Some(true));
+    let result = run(&agent(&model, vec![Arc::new(rag)]), RunInput::prompt("q"))
+        .await
+        .unwrap();
+    let st = rag_state(&result.state);
+    let results: Vec<&SearchResult> = st.searches.values().flatten().collect();
+    let with_picture: Vec<&&SearchResult> = results
+        .iter()
+        .filter(|r| {
+            r.image_data
+                .as_ref()
+                .is_some_and(|m| m.contains_key("#/pictures/0"))
+        })
+        .collect();
+    let seen: Vec<_> = results
+        .iter()
+        .map(|r| {
+            (
+                r.chunk_id.clone(),
+                r.collection.clone(),
+                r.doc_item_refs.clone(),
+                r.image_data
+                    .as_ref()
+                    .map(|m| m.keys().cloned().collect::<Vec<_>>()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        with_picture.len(),
+        2,
+        "two results of one document carry the picture: {seen:?}"
+    );
+    assert_ne!(with_picture[0].chunk_id, with_picture[1].chunk_id);
+    let (texts, images) = user_texts(&model.requests()[1]);
+    assert_eq!(images, 1, "exactly one label/image pair");
+    let first = with_picture[0].chunk_id.clone().unwrap();
+    let label = format!(
+        "Page image 1 of 1, retrieved from the knowledge base for search result [{first}] (#/pictures/0). Not provided by the user. {RETRIEVED_IMAGE_TAG}"
+    );
+    assert!(texts.contains(&label), "{texts:?}");
 }
 
 // ----- E. Cite --------------------------------------------------------------------------
