@@ -443,7 +443,8 @@ fn haiku_loader() -> Option<(PathBuf, PathBuf)> {
                 .join(".cache/groundwork-fixture-venv")
         });
     let python = venv.join("bin/python");
-    if !python.exists() {
+    // venv.sh writes the stamp only after the pinned packages installed.
+    if !python.exists() || !venv.join(".groundwork-lock.sha256").exists() {
         use std::io::Write;
         let _ = writeln!(
             std::io::stderr(),
