@@ -164,3 +164,75 @@ pub fn budget_notice(ns: &str, spent: &[&str], remaining: &[&str], cite: &str) -
         ],
     )
 }
+
+/// The `from_spec` arguments of an evidence capability (SPEC §13): exactly `db_path`,
+/// `config`, `defer_loading` (default true), `request_limit` (default per capability,
+/// `null` = none) and `vision` (default: the configured one).
+pub struct EvidenceSpec {
+    pub config: crate::config::AppConfig,
+    /// Resolved against the config's data dir.
+    pub db_path: String,
+    pub defer_loading: bool,
+    pub request_limit: Option<usize>,
+    pub vision: Option<bool>,
+}
+
+impl EvidenceSpec {
+    /// Parses `args` for the capability class `class` (named in errors).
+    pub fn parse(
+        class: &str,
+        args: &serde_json::Value,
+        default_request_limit: usize,
+    ) -> anyhow::Result<Self> {
+        use anyhow::{Context as _, bail};
+        use serde_json::Value;
+        let empty = serde_json::Map::new();
+        let args = match args {
+            Value::Null => &empty,
+            Value::Object(map) => map,
+            other => bail!("{class} arguments must be a mapping, found {other}"),
+        };
+        let names = crate::capabilities::rag::SPEC_PARAMETERS;
+        if let Some(key) = args.keys().find(|k| !names.contains(&k.as_str())) {
+            bail!(
+                "{class} has no parameter '{key}' (expected one of {})",
+                names.join(", ")
+            );
+        }
+        let config: crate::config::AppConfig = match args.get("config") {
+            None | Some(Value::Null) => Default::default(),
+            Some(v) => serde_json::from_value(v.clone())
+                .with_context(|| format!("invalid {class} config"))?,
+        };
+        let db_path = match args.get("db_path") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => bail!("db_path must be a string, found {other}"),
+        };
+        let db_path = resolve_db_path(db_path.as_deref(), &config);
+        let defer_loading = match args.get("defer_loading") {
+            None | Some(Value::Null) => true,
+            Some(v) => v.as_bool().context("defer_loading must be a boolean")?,
+        };
+        let request_limit = match args.get("request_limit") {
+            None => Some(default_request_limit),
+            Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .context("request_limit must be a non-negative integer or null")?
+                    as usize,
+            ),
+        };
+        let vision = match args.get("vision") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_bool().context("vision must be a boolean")?),
+        };
+        Ok(EvidenceSpec {
+            config,
+            db_path,
+            defer_loading,
+            request_limit,
+            vision,
+        })
+    }
+}

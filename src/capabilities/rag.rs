@@ -10,7 +10,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use crate::capabilities::evidence::{
-    EvidenceSource, StoreHandle, StoreSource, budget_notice, path_source, resolve_db_path,
+    EvidenceSource, StoreHandle, StoreSource, budget_notice, path_source,
 };
 use crate::capabilities::state::{
     EvidenceState, RAG_NAMESPACE, StateKind, awaits_the_model, settle_for_run,
@@ -171,51 +171,15 @@ impl RagCapability {
     /// `defer_loading` (default true), `request_limit` (default 20, `null` = none) and
     /// `vision` (default `config.qa.model.vision`). Anything else is refused.
     pub fn from_spec(args: &Value) -> anyhow::Result<Self> {
-        let empty = Map::new();
-        let args = match args {
-            Value::Null => &empty,
-            Value::Object(map) => map,
-            other => bail!("RAGCapability arguments must be a mapping, found {other}"),
-        };
-        for key in args.keys() {
-            if !SPEC_PARAMETERS.contains(&key.as_str()) {
-                bail!(
-                    "RAGCapability has no parameter '{key}' (expected one of {})",
-                    SPEC_PARAMETERS.join(", ")
-                );
-            }
-        }
-        let config: AppConfig = match args.get("config") {
-            None | Some(Value::Null) => AppConfig::default(),
-            Some(v) => serde_json::from_value(v.clone()).context("invalid RAGCapability config")?,
-        };
-        let db_path = match args.get("db_path") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(other) => bail!("db_path must be a string, found {other}"),
-        };
-        let db_path = resolve_db_path(db_path.as_deref(), &config);
-        let defer_loading = match args.get("defer_loading") {
-            None | Some(Value::Null) => true,
-            Some(v) => v.as_bool().context("defer_loading must be a boolean")?,
-        };
-        let request_limit = match args.get("request_limit") {
-            None => Some(DEFAULT_REQUEST_LIMIT),
-            Some(Value::Null) => None,
-            Some(v) => Some(
-                v.as_u64()
-                    .context("request_limit must be a non-negative integer or null")?
-                    as usize,
-            ),
-        };
-        let vision = match args.get("vision") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(v.as_bool().context("vision must be a boolean")?),
-        };
-        Ok(RagCapability::open_path(db_path, config)
-            .defer_loading(defer_loading)
-            .request_limit(request_limit)
-            .vision(vision))
+        let spec = crate::capabilities::evidence::EvidenceSpec::parse(
+            "RAGCapability",
+            args,
+            DEFAULT_REQUEST_LIMIT,
+        )?;
+        Ok(RagCapability::open_path(spec.db_path, spec.config)
+            .defer_loading(spec.defer_loading)
+            .request_limit(spec.request_limit)
+            .vision(spec.vision))
     }
 
     /// Starts collapsed behind `load_capability` when true.
