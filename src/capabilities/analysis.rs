@@ -71,7 +71,6 @@ text!(search_limit_description, "rag_search_limit_description.txt");
 text!(execute_description, "analysis_execute_code_description.txt");
 text!(code_description, "analysis_code_description.txt");
 text!(cite_description, "analysis_cite_description.txt");
-text!(cite_ids_description, "rag_cite_ids_description.txt");
 text!(search_limit_text, "search_limit.txt");
 text!(execution_limit_text, "execution_limit.txt");
 text!(restarted_text, "sandbox_restarted.txt");
@@ -591,21 +590,6 @@ fn execute_schema() -> Value {
     })
 }
 
-fn cite_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "chunk_ids": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": cite_ids_description()
-            }
-        },
-        "required": ["chunk_ids"],
-        "additionalProperties": false
-    })
-}
-
 impl EvidenceSource for AnalysisRun {
     fn namespace(&self) -> &str {
         ANALYSIS_NAMESPACE
@@ -645,7 +629,11 @@ impl CapabilityRun for AnalysisRun {
         vec![
             ToolDef::function(SEARCH_TOOL, search_description(), search_schema()),
             ToolDef::function(EXECUTE_TOOL, execute_description(), execute_schema()),
-            ToolDef::function(CITE_TOOL, cite_description(), cite_schema()),
+            ToolDef::function(
+                CITE_TOOL,
+                cite_description(),
+                crate::capabilities::cite::schema(),
+            ),
         ]
     }
 

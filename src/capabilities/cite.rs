@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use anyhow::bail;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::capabilities::evidence::StoreHandle;
 use crate::capabilities::rag::py_list;
@@ -25,10 +25,27 @@ macro_rules! text {
     };
 }
 
+text!(cite_ids_description, "rag_cite_ids_description.txt");
 text!(cite_empty_text, "cite_empty.txt");
 text!(cite_registered_text, "cite_registered.txt");
 text!(cite_partial_text, "cite_partial.txt");
 text!(cite_unresolved_text, "cite_unresolved.txt");
+
+/// The cite tool's parameters: `chunk_ids`, a list of strings.
+pub fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "chunk_ids": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": cite_ids_description()
+            }
+        },
+        "required": ["chunk_ids"],
+        "additionalProperties": false
+    })
+}
 
 /// The `chunk_ids` argument: a list (non-strings as their JSON), one string, or nothing.
 fn requested_ids(args: &Map<String, Value>) -> anyhow::Result<Vec<String>> {

@@ -59,7 +59,6 @@ text!(
 );
 text!(unknown_sources_text, "rag_unknown_sources.txt");
 text!(cite_description, "rag_cite_description.txt");
-text!(cite_ids_description, "rag_cite_ids_description.txt");
 text!(search_limit_text, "search_limit.txt");
 text!(search_picture_label_text, "search_picture_label.txt");
 text!(notice_grace_text, "notice_grace_expired.txt");
@@ -555,21 +554,6 @@ fn search_schema(collections: &[String]) -> Value {
     schema
 }
 
-fn cite_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "chunk_ids": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": cite_ids_description()
-            }
-        },
-        "required": ["chunk_ids"],
-        "additionalProperties": false
-    })
-}
-
 impl EvidenceSource for RagRun {
     fn namespace(&self) -> &str {
         RAG_NAMESPACE
@@ -628,7 +612,11 @@ impl CapabilityRun for RagRun {
                         .collect::<Vec<_>>(),
                 ),
             ),
-            ToolDef::function(CITE_TOOL, cite_description(), cite_schema()),
+            ToolDef::function(
+                CITE_TOOL,
+                cite_description(),
+                crate::capabilities::cite::schema(),
+            ),
         ]
     }
 
