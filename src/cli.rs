@@ -349,7 +349,10 @@ async fn workbench(
     } else {
         false
     };
-    let store = match ctx.open_store().await {
+    // Probing for a model (up to 400 ms) overlaps opening the store.
+    let (opened, choice) = tokio::join!(ctx.open_store(), choose_model(ctx, global));
+    let choice = choice?;
+    let store = match opened {
         Ok(s) => Some(std::sync::Arc::new(s)),
         Err(e) if open.session.is_empty() => return Err(e),
         Err(e) => {
@@ -358,7 +361,6 @@ async fn workbench(
             None
         }
     };
-    let choice = choose_model(ctx, global).await?;
     let model: Option<std::sync::Arc<dyn crate::engine::model::ChatModel>> = match choice.config() {
         Some(c) => Some(std::sync::Arc::new(crate::engine::model::OpenAiModel::new(
             c.clone(),

@@ -324,8 +324,6 @@ pub struct App {
     pub spinner: usize,
     pub dirty: bool,
     pub quit: bool,
-    /// Whether the session shown is the scripted demonstration.
-    pub scripted_demo: bool,
     /// Selected document labels of the filter (kept across openings).
     pub filter_labels: Vec<String>,
     pub wrap_cache: std::cell::RefCell<Option<WrapCache>>,
@@ -374,7 +372,6 @@ impl App {
             spinner: 0,
             dirty: true,
             quit: false,
-            scripted_demo: false,
             filter_labels: Vec::new(),
             wrap_cache: std::cell::RefCell::new(None),
             inspector_cache: std::cell::RefCell::new(None),
@@ -398,7 +395,6 @@ impl App {
         self.transcript = Transcript::build(&self.session.messages, &self.session.state);
         self.committed_requests = crate::inspect::requests(&self.session);
         *self.inspector_cache.borrow_mut() = None;
-        self.scripted_demo = self.session.groundwork.scripted_demo;
         self.history = self
             .transcript
             .turns
@@ -419,6 +415,11 @@ impl App {
             self.conversation.new_below = true;
         }
         self.dirty = true;
+    }
+
+    /// Whether the session shown is the scripted demonstration.
+    pub fn scripted_demo(&self) -> bool {
+        self.session.groundwork.scripted_demo
     }
 
     /// Committed and live requests, in order.
@@ -1056,7 +1057,7 @@ impl App {
 
     fn export_title(&self) -> String {
         let mut t = "Groundwork conversation".to_string();
-        if self.scripted_demo {
+        if self.scripted_demo() {
             t.push_str(" (scripted demonstration, not a model's work)");
         }
         t

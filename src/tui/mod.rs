@@ -585,8 +585,3 @@ async fn load_images(
         }
     }
 }
-
-/// A new session for the TUI, labelled with the model.
-pub fn new_session(model: Option<&str>) -> Session {
-    Session::new(model.unwrap_or_default())
-}

@@ -140,7 +140,7 @@ pub fn committed_lines(app: &App, width: u16) -> Rc<Vec<Line<'static>>> {
         return lines.clone();
     }
     let mut out = Vec::new();
-    if app.scripted_demo {
+    if app.scripted_demo() {
         out.push(Line::styled(
             "Scripted demonstration: these answers were scripted for the demo, not written by a model.",
             app.theme.ungrounded.add_modifier(Modifier::BOLD),

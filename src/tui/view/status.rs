@@ -21,7 +21,7 @@ pub fn header(app: &App, frame: &mut Frame, area: Rect, zoomed: bool) {
         Span::styled(" Groundwork ", t.title),
         Span::styled(format!("· {session} "), t.dim),
     ];
-    if app.scripted_demo {
+    if app.scripted_demo() {
         spans.push(Span::styled(" SCRIPTED DEMO ", t.receipt));
         spans.push(Span::raw(" "));
     }
