@@ -10,26 +10,14 @@
 
 mod support;
 
+use support::copy_dir;
+
 use std::io::Write;
-use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
 use groundwork::embed::local::{ModelSource, ensure_model, locate_model};
 use support::tmux::{EXIT_SUFFIX, Tmux, assert_restored};
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
 
 #[tokio::test]
 async fn first_command_builds_the_demo_and_opens_the_workbench() {

@@ -13,6 +13,8 @@
 
 mod support;
 
+use support::copy_dir;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -43,19 +45,6 @@ fn fixtures() -> PathBuf {
 fn read(name: &str) -> Value {
     let p = fixtures().join("haiku_session").join(name);
     serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.path().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
 }
 
 /// `[<36-char id>]` occurrences, in order.

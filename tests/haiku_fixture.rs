@@ -5,6 +5,8 @@
 
 mod support;
 
+use support::copy_dir;
+
 use std::path::{Path, PathBuf};
 
 use groundwork::embed::{self, EmbedderSpec};
@@ -20,19 +22,6 @@ fn fixture_dir() -> PathBuf {
 fn expected() -> Value {
     let text = std::fs::read_to_string(fixture_dir().join("expected.json")).unwrap();
     serde_json::from_str(&text).unwrap()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
 }
 
 /// Opens a private copy of the fixture with the hashembed server as query embedder (the

@@ -51,3 +51,17 @@ pub fn drain(rx: &mut UnboundedReceiver<CoreEvent>) -> Vec<CoreEvent> {
     }
     out
 }
+
+/// Copies a directory tree (a LanceDB database, a model folder).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
