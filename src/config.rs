@@ -19,8 +19,131 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("config file {path} is not valid TOML: {message}")]
-    Parse { path: PathBuf, message: String },
+    /// The file does not parse, or a value has the wrong type: the file, the line and
+    /// the key, never the line's text (it may hold a secret).
+    #[error("invalid config file {}, line {line}{}: {message}", path.display(), key.as_deref().map(|k| format!(", key `{k}`")).unwrap_or_default())]
+    Parse {
+        path: PathBuf,
+        /// 1-based line of the error.
+        line: usize,
+        /// The dotted key the error is about, when known (`search.limit`).
+        key: Option<String>,
+        /// What is wrong (a secret's value left out).
+        message: String,
+    },
+}
+
+/// Where a TOML error is and what it says, without the offending line's text: a file's
+/// `api_key` line must never reach an error message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TomlErrorInfo {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// The dotted key, when known.
+    pub key: Option<String>,
+    /// The message; for a secret key, quoted values in it are replaced.
+    pub message: String,
+}
+
+/// Describes `e`, an error parsing `text`.
+pub fn describe_toml_error(text: &str, e: &toml::de::Error) -> TomlErrorInfo {
+    let (line, column) = e
+        .span()
+        .map(|span| line_col(text, span.start))
+        .unwrap_or((1, 1));
+    // toml names the key path only when it prints without the input.
+    let mut bare = e.clone();
+    bare.set_input(None);
+    let shown = bare.to_string();
+    let key = shown
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("in `").and_then(|k| k.strip_suffix('`')))
+        .map(str::to_string)
+        .filter(|k| !k.is_empty())
+        .or_else(|| key_at_line(text, line));
+    let mut message = e.message().trim().replace('\n', "; ");
+    if key
+        .as_deref()
+        .is_some_and(|k| crate::errors::is_secret_key(k))
+        || text
+            .lines()
+            .nth(line.saturating_sub(1))
+            .and_then(|l| l.split_once('='))
+            .is_some_and(|(k, _)| crate::errors::is_secret_key(k.trim()))
+    {
+        message = hide_quoted(&message);
+    }
+    TomlErrorInfo {
+        line,
+        column,
+        key,
+        message: crate::errors::redact(&message).into_owned(),
+    }
+}
+
+/// 1-based line and column of byte offset `pos` in `text`.
+pub fn line_col(text: &str, pos: usize) -> (usize, usize) {
+    let before = &text[..pos.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// The dotted key assigned on 1-based `line` of `text`, under the last table header
+/// above it.
+fn key_at_line(text: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let this = lines.get(line.checked_sub(1)?)?.trim();
+    let (key, _) = this.split_once('=')?;
+    let key = key.trim().trim_matches('"');
+    if key.is_empty() || key.contains(char::is_whitespace) {
+        return None;
+    }
+    let table = lines[..line - 1].iter().rev().find_map(|l| {
+        let l = l.trim();
+        l.strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .map(|h| h.trim_matches(|c| c == '[' || c == ']').trim().to_string())
+    });
+    Some(match table {
+        Some(t) if !t.is_empty() => format!("{t}.{key}"),
+        _ => key.to_string(),
+    })
+}
+
+/// `message` with every quoted or back-ticked value replaced by `<redacted>`.
+fn hide_quoted(message: &str) -> String {
+    let mut out = String::new();
+    let mut chars = message.chars();
+    while let Some(c) = chars.next() {
+        if c == '`' || c == '"' {
+            out.push_str(crate::errors::REDACTED);
+            for d in chars.by_ref() {
+                if d == c {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl ConfigError {
+    /// The error for `e` from parsing the config file `path` holding `text`.
+    pub fn from_toml(path: &Path, text: &str, e: &toml::de::Error) -> Self {
+        let info = describe_toml_error(text, e);
+        ConfigError::Parse {
+            path: path.to_path_buf(),
+            line: info.line,
+            key: info.key,
+            message: info.message,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -147,10 +270,7 @@ impl AppConfig {
     }
 
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })
+        toml::from_str(text).map_err(|e| ConfigError::from_toml(path, text, &e))
     }
 
     /// Loads the file named by the environment (see [`crate::paths::config_file`]).
@@ -192,5 +312,36 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("/etc/gw.toml"), "{msg}");
         assert!(msg.contains("line 1"), "{msg}");
+    }
+
+    #[test]
+    fn a_type_error_names_file_line_and_key() {
+        let err = AppConfig::parse(
+            "[storage]\n\n[search]\nmax_context_chars = 10\nlimit = \"five\"\n",
+            Path::new("/etc/gw.toml"),
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("invalid config file /etc/gw.toml, line 5"),
+            "{msg}"
+        );
+        assert!(msg.contains("key `search.limit`"), "{msg}");
+        assert!(msg.contains("expected usize"), "{msg}");
+        assert!(!msg.contains('\n'), "{msg}");
+    }
+
+    #[test]
+    fn a_secret_on_the_bad_line_is_never_shown() {
+        for text in [
+            "[model]\napi_key = sk-live-unquoted-4242\n",
+            "[model]\napi_key = \"sk-live-open-4242\n",
+            "[model]\napi_key = 'sk-live-single-4242\n",
+        ] {
+            let err = AppConfig::parse(text, Path::new("c.toml")).unwrap_err();
+            let msg = err.to_string();
+            assert!(!msg.contains("4242"), "{msg}");
+            assert!(msg.contains("line 2"), "{msg}");
+        }
     }
 }

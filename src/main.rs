@@ -16,6 +16,11 @@ fn main() -> ExitCode {
     }
     let cli = groundwork::cli::Cli::parse();
     let env = groundwork::paths::process_env();
+    // Secrets are known before anything can print or log them.
+    groundwork::errors::register_env(&env);
+    if let Ok(text) = std::fs::read_to_string(groundwork::paths::config_file(&env)) {
+        groundwork::errors::register_config_text(&text);
+    }
     let _log = groundwork::cli::init_logging(&env);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -30,8 +35,9 @@ fn main() -> ExitCode {
     match runtime.block_on(groundwork::cli::run(cli, env)) {
         Ok(code) => code,
         Err(e) => {
-            tracing::error!("{e:#}");
-            eprintln!("error: {e:#}");
+            let line = groundwork::errors::render(&e);
+            tracing::error!("{line}");
+            eprintln!("error: {line}");
             ExitCode::FAILURE
         }
     }

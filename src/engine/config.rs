@@ -135,7 +135,7 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// The file is not valid TOML or has wrong types.
-    #[error("invalid config file {path} (line {line}, column {column}): {message}")]
+    #[error("invalid config file {}, line {line}, column {column}{}: {message}", path.display(), key.as_deref().map(|k| format!(", key `{k}`")).unwrap_or_default())]
     Parse {
         /// The file.
         path: PathBuf,
@@ -143,6 +143,8 @@ pub enum ConfigError {
         line: usize,
         /// 1-based column of the error.
         column: usize,
+        /// The dotted key, when known.
+        key: Option<String>,
         /// The TOML error message.
         message: String,
     },
@@ -235,15 +237,13 @@ impl ModelConfig {
 
     fn apply_file(&mut self, path: &Path, text: &str) -> Result<(), ConfigError> {
         let parsed: FileConfig = toml::from_str(text).map_err(|e| {
-            let (line, column) = e
-                .span()
-                .map(|span| line_col(text, span.start))
-                .unwrap_or((1, 1));
+            let info = crate::config::describe_toml_error(text, &e);
             ConfigError::Parse {
                 path: path.to_path_buf(),
-                line,
-                column,
-                message: e.message().to_string(),
+                line: info.line,
+                column: info.column,
+                key: info.key,
+                message: info.message,
             }
         })?;
         let m = parsed.model;
@@ -289,14 +289,6 @@ impl ModelConfig {
         }
         Ok(())
     }
-}
-
-/// 1-based line and column of byte offset `pos` in `text`.
-fn line_col(text: &str, pos: usize) -> (usize, usize) {
-    let before = &text[..pos.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
 }
 
 #[cfg(test)]
@@ -368,6 +360,25 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains(&path.display().to_string()), "{text}");
         assert!(text.contains("line 3"), "{text}");
+        assert!(text.contains("key `model.timeout_secs`"), "{text}");
+    }
+
+    #[test]
+    fn a_bad_api_key_line_never_shows_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        for text in [
+            "[model]\napi_key = 987654321987\n",
+            "[model]\napi_key = sk-unquoted-98765\n",
+            "[model]\napi_key = [\"sk-in-array-98765\"]\n",
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let err = ModelConfig::load(Some(&path), &env(&[]), &ModelOverrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(!err.contains("98765"), "{err}");
+            assert!(err.contains("line 2"), "{err}");
+        }
     }
 
     #[test]

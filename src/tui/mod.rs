@@ -98,7 +98,7 @@ pub fn load_tui_config(path: &Path) -> Result<(ThemeName, Keymap)> {
         Err(e) => anyhow::bail!("cannot read config file {}: {e}", path.display()),
     };
     let parsed: FileWithTui = toml::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("invalid config file {}: {}", path.display(), e.message()))?;
+        .map_err(|e| crate::config::ConfigError::from_toml(path, &text, &e))?;
     let keymap = Keymap::with_overrides(&parsed.tui.keys, path)?;
     Ok((parsed.tui.theme, keymap))
 }
