@@ -70,6 +70,18 @@ pub fn is_remote_uri(uri: &str) -> bool {
     .any(|p| uri.starts_with(p))
 }
 
+/// The URI LanceDB is given for `uri`: remote URIs as they are, local paths made
+/// absolute. LanceDB reads a relative path such as `db.lancedb` or `dbs/kb` as a LanceDB
+/// Cloud URI (`db://`), so a local path never reaches it relative.
+pub fn local_db_uri(uri: &str) -> String {
+    if is_remote_uri(uri) || uri.contains("://") {
+        return uri.to_string();
+    }
+    std::path::absolute(uri)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| uri.to_string())
+}
+
 /// Resolution order (SPEC §13): the `--db` flag, then `HAIKU_RAG_DB` (with `~` expanded),
 /// then `<data dir>/haiku.rag.lancedb`, where the data dir is `storage.data_dir` from the
 /// config file when set.
@@ -125,6 +137,18 @@ mod tests {
             resolve_db(None, Some(Path::new("/cfg/data")), &e),
             "/cfg/data/haiku.rag.lancedb"
         );
+    }
+
+    #[test]
+    fn local_paths_reach_lancedb_absolute() {
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            local_db_uri("db.lancedb"),
+            cwd.join("db.lancedb").to_string_lossy()
+        );
+        assert_eq!(local_db_uri("dbs/kb"), cwd.join("dbs/kb").to_string_lossy());
+        assert_eq!(local_db_uri("/abs/kb"), "/abs/kb");
+        assert_eq!(local_db_uri("s3://bucket/kb"), "s3://bucket/kb");
     }
 
     #[test]

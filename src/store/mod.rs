@@ -37,6 +37,8 @@ pub const HAIKU_RAG_VERSION: &str = "0.77.0";
 pub enum StoreError {
     #[error("no knowledge base at {uri}; create one with `groundwork ingest PATH...`")]
     NotFound { uri: String },
+    #[error("{uri} is a file, not a database directory")]
+    NotADirectory { uri: String },
     #[error("{uri} is not a haiku.rag database:\n  - {}", .differences.join("\n  - "))]
     ForeignSchema {
         uri: String,
@@ -224,8 +226,16 @@ async fn collect(stream: lancedb::arrow::SendableRecordBatchStream) -> Result<Ve
 impl Store {
     /// Opens an existing database and checks its layout.
     pub async fn open(uri: &str) -> Result<Self> {
-        if !crate::paths::is_remote_uri(uri) && !std::path::Path::new(uri).exists() {
-            return Err(StoreError::NotFound { uri: uri.into() });
+        let local = crate::paths::local_db_uri(uri);
+        let uri = local.as_str();
+        if !crate::paths::is_remote_uri(uri) {
+            let path = std::path::Path::new(uri);
+            if !path.exists() {
+                return Err(StoreError::NotFound { uri: uri.into() });
+            }
+            if !path.is_dir() {
+                return Err(StoreError::NotADirectory { uri: uri.into() });
+            }
         }
         let db = lancedb::connect(uri).execute().await?;
         let names = db.table_names().execute().await?;
@@ -324,6 +334,11 @@ impl Store {
 
     /// Creates a new, empty database built with `spec`'s embedder.
     pub async fn create(uri: &str, spec: &EmbedderSpec) -> Result<Self> {
+        let local = crate::paths::local_db_uri(uri);
+        let uri = local.as_str();
+        if !crate::paths::is_remote_uri(uri) && std::path::Path::new(uri).is_file() {
+            return Err(StoreError::NotADirectory { uri: uri.into() });
+        }
         let db = lancedb::connect(uri).execute().await?;
         let names = db.table_names().execute().await?;
         if schema::ALL_TABLES
