@@ -91,10 +91,35 @@ pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
         if meta.is_dir() {
             walk(p, &mut out).map_err(|e| format!("{}: {e}", p.display()))?;
         } else {
+            // A named pipe, socket or device is kept here and refused by name at read
+            // time (reading a pipe would block forever).
             out.push(p.clone());
         }
     }
     Ok(out)
+}
+
+/// Why `path` is not ingested when it is not a regular file (a named pipe, a socket, a
+/// device): reading one can block forever or never end.
+fn not_a_regular_file(path: &Path) -> Option<String> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let meta = std::fs::metadata(path).ok()?;
+    let ft = meta.file_type();
+    if ft.is_file() {
+        return None;
+    }
+    let kind = if ft.is_fifo() {
+        "a named pipe"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_block_device() || ft.is_char_device() {
+        "a device"
+    } else if ft.is_dir() {
+        "a folder"
+    } else {
+        "not a regular file"
+    };
+    Some(format!("{}: skipped, it is {kind}", path.display()))
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
@@ -105,6 +130,9 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for p in entries {
         if p.is_dir() {
             walk(&p, out)?;
+        } else if !p.is_file() {
+            // Named pipes, sockets and devices inside a folder are passed over.
+            continue;
         } else if p
             .extension()
             .and_then(|e| e.to_str())
@@ -215,6 +243,9 @@ pub async fn ingest_file_with(
     path: &Path,
     options: &IngestOptions,
 ) -> Result<Outcome, FileError> {
+    if let Some(why) = not_a_regular_file(path) {
+        return Err(FileError::Parse(why));
+    }
     let bytes = std::fs::read(path).map_err(|source| FileError::Read {
         path: path.display().to_string(),
         source,

@@ -60,7 +60,16 @@ pub struct ChunkOptions {
     pub min_picture_size: u32,
     /// `processing.chunking_use_markdown_tables` (default false → triplets).
     pub markdown_tables: bool,
+    /// Longest chunk content, in characters (Groundwork's own limit; docling's
+    /// hierarchical chunker has none). A longer item — a 50 MB paragraph — is split at
+    /// paragraph, line, sentence or word boundaries into chunks of at most this size,
+    /// each keeping the item's refs and headings.
+    pub max_chunk_chars: usize,
 }
+
+/// Default [`ChunkOptions::max_chunk_chars`]: far above any paragraph of prose, so
+/// ordinary documents chunk exactly as haiku.rag chunks them.
+pub const MAX_CHUNK_CHARS: usize = 16_000;
 
 impl Default for ChunkOptions {
     fn default() -> Self {
@@ -68,6 +77,7 @@ impl Default for ChunkOptions {
             picture_chunks: true,
             min_picture_size: 64,
             markdown_tables: false,
+            max_chunk_chars: MAX_CHUNK_CHARS,
         }
     }
 }
@@ -77,6 +87,46 @@ struct Raw {
     refs: Vec<usize>,
     headings: Option<Vec<String>>,
     picture: bool,
+}
+
+/// `text` in pieces of at most `max` characters, cut after the last paragraph break,
+/// else line break, else sentence end, else space inside each window (a window with none
+/// is cut at `max`). Whitespace at the cuts is dropped; `text` itself when it fits.
+pub fn split_long(text: &str, max: usize) -> Vec<&str> {
+    if max == 0 || text.chars().count() <= max {
+        return vec![text];
+    }
+    let mut out = Vec::new();
+    let mut rest = text;
+    while rest.chars().count() > max {
+        // Byte offset of the first character past the limit: a piece ends at or before it.
+        let limit = rest.char_indices().nth(max).map_or(rest.len(), |(i, _)| i);
+        let (end, next) = ["\n\n", "\n", ". ", " "]
+            .iter()
+            .find_map(|sep| {
+                // A separator may start right at the limit (the piece before it fits).
+                let mut reach = (limit + sep.len()).min(rest.len());
+                while !rest.is_char_boundary(reach) {
+                    reach -= 1;
+                }
+                let search = &rest[..reach];
+                search.rfind(sep).filter(|&i| i > 0 && i <= limit).map(|i| {
+                    // A sentence keeps its full stop.
+                    let keep = if *sep == ". " { 1 } else { 0 };
+                    (i + keep, i + sep.len())
+                })
+            })
+            .unwrap_or((limit, limit));
+        let piece = rest[..end].trim_end();
+        if !piece.is_empty() {
+            out.push(piece);
+        }
+        rest = rest[next..].trim_start();
+    }
+    if !rest.is_empty() {
+        out.push(rest);
+    }
+    out
 }
 
 /// Chunk a parsed document (see the module docs for the rules).
@@ -163,16 +213,19 @@ pub fn chunk(doc: &ParsedDocument, opts: &ChunkOptions) -> Vec<ChunkDraft> {
             && !refs.is_empty()
         {
             let headings: Vec<String> = heading_by_level.values().cloned().collect();
-            raws.push(Raw {
-                content,
-                refs,
-                headings: if headings.is_empty() {
-                    None
-                } else {
-                    Some(headings)
-                },
-                picture: false,
-            });
+            let headings = if headings.is_empty() {
+                None
+            } else {
+                Some(headings)
+            };
+            for piece in split_long(&content, opts.max_chunk_chars) {
+                raws.push(Raw {
+                    content: piece.to_string(),
+                    refs: refs.clone(),
+                    headings: headings.clone(),
+                    picture: false,
+                });
+            }
         }
         i = next;
     }
@@ -416,6 +469,54 @@ mod tests {
         let doc = parse_file(&fixture("sample.html")).unwrap();
         let chunks = chunk(&doc, &ChunkOptions::default());
         assert_eq!(view(&chunks), expected_sample());
+    }
+
+    #[test]
+    fn a_huge_paragraph_is_split_below_the_limit() {
+        let sentence = "The battery stores energy for the night. ";
+        let para = sentence.repeat(2_000); // 82,000 characters, one paragraph
+        let md = format!("# Power\n\n{para}\n\nShort closing line.\n");
+        let doc = crate::ingest::markdown::parse_markdown(&md, None);
+        let chunks = chunk(&doc, &ChunkOptions::default());
+        let long: Vec<_> = chunks
+            .iter()
+            .filter(|c| c.content.starts_with("The battery"))
+            .collect();
+        assert!(long.len() >= 6, "{} pieces", long.len());
+        for c in &chunks {
+            assert!(
+                c.content.chars().count() <= MAX_CHUNK_CHARS,
+                "{}",
+                c.content.len()
+            );
+            assert!(!c.content.starts_with(' ') && !c.content.ends_with(' '));
+        }
+        // Cut at sentence ends, nothing lost, headings kept, order consecutive.
+        assert!(long.iter().all(|c| c.content.ends_with('.')));
+        let joined: String = long
+            .iter()
+            .map(|c| c.content.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert_eq!(joined, para.trim_end());
+        assert!(
+            long.iter()
+                .all(|c| c.metadata["headings"] == json!(["Power"]))
+        );
+        assert_eq!(
+            chunks.iter().map(|c| c.order).collect::<Vec<_>>(),
+            (0..chunks.len() as i64).collect::<Vec<_>>()
+        );
+        assert_eq!(chunks.last().unwrap().content, "Short closing line.");
+    }
+
+    #[test]
+    fn split_long_cuts_at_the_best_boundary() {
+        assert_eq!(split_long("abc", 10), vec!["abc"]);
+        assert_eq!(split_long("aaaa bbbb cccc", 9), vec!["aaaa bbbb", "cccc"]);
+        assert_eq!(split_long("aaaa\n\nbb cc", 9), vec!["aaaa", "bb cc"]);
+        // No boundary at all: a hard cut, on a character boundary.
+        assert_eq!(split_long("ééééé", 2), vec!["éé", "éé", "é"]);
     }
 
     #[test]
