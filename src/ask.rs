@@ -71,6 +71,8 @@ impl Default for AskOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum AskError {
+    #[error("the question is empty; nothing was sent to the model")]
+    EmptyQuestion,
     #[error("{0}")]
     Agent(String),
     #[error("the question failed: {0}")]
@@ -106,15 +108,19 @@ pub fn build_agent(
     }
     choices.dedup();
     let deferred = choices.len() > 1 && !opts.eager;
+    let vision = driving_vision(config, &choices);
     let mut caps: Vec<Arc<dyn Capability>> = Vec::new();
     for c in &choices {
         match c {
             CapabilityChoice::Rag => caps.push(Arc::new(
-                RagCapability::new(store.clone(), config.clone()).defer_loading(deferred),
+                RagCapability::new(store.clone(), config.clone())
+                    .defer_loading(deferred)
+                    .vision(Some(vision)),
             )),
             CapabilityChoice::Analysis => {
-                let mut analysis =
-                    AnalysisCapability::new(store.clone(), config.clone()).defer_loading(deferred);
+                let mut analysis = AnalysisCapability::new(store.clone(), config.clone())
+                    .defer_loading(deferred)
+                    .vision(Some(vision));
                 if let Some(worker) = &opts.sandbox_worker {
                     analysis = analysis.worker(worker.clone());
                 }
@@ -135,6 +141,22 @@ pub fn build_agent(
     builder.build().map_err(|e| AskError::Agent(e.to_string()))
 }
 
+/// The driving model's vision (haiku.rag's chat host): `analysis.model` (falling back
+/// to `qa.model`) when Analysis is the only capability, `qa.model` otherwise. Every
+/// capability of the agent follows it, since one model reads every tool result.
+pub fn driving_vision(config: &AppConfig, choices: &[CapabilityChoice]) -> bool {
+    if choices == [CapabilityChoice::Analysis] {
+        config
+            .analysis
+            .model
+            .as_ref()
+            .unwrap_or(&config.qa.model)
+            .vision
+    } else {
+        config.qa.model.vision
+    }
+}
+
 /// Runs one question over `session` and commits it on success.
 pub async fn ask(
     agent: &Agent,
@@ -143,6 +165,9 @@ pub async fn ask(
     events: Option<tokio::sync::mpsc::UnboundedSender<CoreEvent>>,
     cancel: CancelToken,
 ) -> Result<AskOutcome, AskError> {
+    if question.trim().is_empty() {
+        return Err(AskError::EmptyQuestion);
+    }
     let input = RunInput::prompt(question)
         .with_history(session.messages.clone())
         .with_state(session.state.clone());

@@ -262,6 +262,7 @@ impl CmdContext {
 }
 
 pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
+    let cli = merge_workbench_flags(cli)?;
     let ctx = CmdContext::new(&cli.global, env)?;
     match cli.command {
         None => {
@@ -280,6 +281,45 @@ pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
         Some(Command::List(a)) => list(&ctx, a).await,
         Some(Command::Inspect(a)) => inspect(a),
         Some(Command::Ask(a)) => ask(&ctx, &cli.global, a).await,
+    }
+}
+
+/// `--capability` and `--eager` given before the command (`groundwork --capability
+/// analysis ask Q`) apply to `ask` and `open` as if given after it; any other command
+/// refuses them instead of ignoring them.
+pub fn merge_workbench_flags(mut cli: Cli) -> Result<Cli> {
+    let before = std::mem::take(&mut cli.workbench);
+    if before.capabilities.is_empty() && !before.eager {
+        return Ok(cli);
+    }
+    match &mut cli.command {
+        None => cli.workbench = before,
+        Some(Command::Ask(a)) => {
+            a.capabilities.extend(before.capabilities);
+            a.eager |= before.eager;
+        }
+        Some(Command::Open(a)) => {
+            a.capabilities.extend(before.capabilities);
+            a.eager |= before.eager;
+        }
+        Some(other) => bail!(
+            "--capability and --eager apply to the workbench, `open` and `ask`, not to `{}`",
+            command_name(other)
+        ),
+    }
+    Ok(cli)
+}
+
+fn command_name(c: &Command) -> &'static str {
+    match c {
+        Command::Ingest(_) => "ingest",
+        Command::Search(_) => "search",
+        Command::Info(_) => "info",
+        Command::Delete(_) => "delete",
+        Command::List(_) => "list",
+        Command::Inspect(_) => "inspect",
+        Command::Ask(_) => "ask",
+        Command::Open(_) => "open",
     }
 }
 
@@ -701,6 +741,9 @@ async fn list(ctx: &CmdContext, a: ListArgs) -> Result<ExitCode> {
 
 async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCode> {
     use crate::engine::session::Session;
+    if a.question.trim().is_empty() {
+        bail!(crate::ask::AskError::EmptyQuestion);
+    }
     let options = crate::ask::AskOptions {
         capabilities: a.capabilities.clone(),
         eager: a.eager,
@@ -743,11 +786,18 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
         crate::engine::cancel::CancelToken::new(),
     )
     .await?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    session.save(&path)?;
+    // The answer is printed before the session is saved: a full disk or a read-only
+    // folder must not cost the user the answer.
+    let saved = save_session(&session, &path);
     let mut out = std::io::stdout().lock();
+    let to_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let clean = |s: &str| -> String {
+        if to_terminal {
+            crate::terminal_text::strip_controls(s).into_owned()
+        } else {
+            s.to_string()
+        }
+    };
     if a.json {
         let mut v = serde_json::to_value(&outcome)?;
         if let serde_json::Value::Object(m) = &mut v {
@@ -759,7 +809,7 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
         serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
     } else {
-        writeln!(out, "{}", outcome.answer)?;
+        writeln!(out, "{}", clean(&outcome.answer))?;
         if !outcome.citations.is_empty() {
             writeln!(out)?;
             writeln!(out, "Sources:")?;
@@ -781,12 +831,33 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
                         )
                     })
                     .unwrap_or_default();
-                writeln!(out, "  [{}] {source}{pages}", c["index"])?;
+                writeln!(out, "  [{}] {}{pages}", c["index"], clean(source))?;
             }
         }
-        eprintln!("({}; session saved to {})", outcome.status, path.display());
+        if saved.is_ok() {
+            eprintln!("({}; session saved to {})", outcome.status, path.display());
+        }
+    }
+    out.flush()?;
+    drop(out);
+    if let Err(e) = saved {
+        eprintln!(
+            "error: the answer above was not saved: the session could not be written to {}: {}",
+            path.display(),
+            crate::errors::render(&e)
+        );
+        return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `session` to `path`, creating its folder.
+fn save_session(session: &crate::engine::session::Session, path: &std::path::Path) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    session.save(path)?;
+    Ok(())
 }
 
 fn inspect(a: InspectArgs) -> Result<ExitCode> {
@@ -835,7 +906,7 @@ pub fn init_logging(env: &Env) -> Option<tracing_appender::non_blocking::WorkerG
     let dir = paths::data_dir(env).join("logs");
     std::fs::create_dir_all(&dir).ok()?;
     let appender = tracing_appender::rolling::never(&dir, "groundwork.log");
-    let (writer, guard) = tracing_appender::non_blocking(appender);
+    let (writer, guard) = tracing_appender::non_blocking(crate::errors::RedactingWriter(appender));
     let filter = tracing_subscriber::EnvFilter::try_from_env("GROUNDWORK_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,lance=warn,lancedb=warn"));
     tracing_subscriber::fmt()

@@ -615,24 +615,26 @@ impl Agent {
 
             let calls: Vec<ToolCallPart> = response.tool_calls().cloned().collect();
             if calls.is_empty() {
-                let idle: Vec<Enqueued> = std::mem::take(&mut lp.pending)
-                    .into_iter()
-                    .filter(|e| e.priority == Priority::WhenIdle)
-                    .collect();
+                let idle = take_when_idle(lp);
                 if idle.is_empty() {
                     return Ok(RunOutput::Text(response.text()));
                 }
-                next_parts = Some(
-                    idle.into_iter()
-                        .map(|e| ModelRequestPart::UserPrompt(UserPromptPart::new(e.content)))
-                        .collect(),
-                );
+                next_parts = Some(idle);
                 continue;
             }
 
             match self.execute_calls(ctx, lp, &calls, &offered).await? {
                 StepEnd::Continue(parts) => next_parts = Some(parts),
-                StepEnd::Output(parts, tool_name, args) => {
+                StepEnd::Output(mut parts, tool_name, args) => {
+                    // A structured answer ends the question like a text answer: messages
+                    // waiting for the run to go idle (the policy's redirect) are delivered
+                    // with the output tool's return, and the model answers again.
+                    let idle = take_when_idle(lp);
+                    if !idle.is_empty() {
+                        parts.extend(idle);
+                        next_parts = Some(parts);
+                        continue;
+                    }
                     ctx.messages.push(ModelMessage::Request(
                         self.stamp(ModelRequest::new(parts), ctx),
                     ));
@@ -1214,4 +1216,14 @@ fn outcome_to_part(
         ),
         ToolOutcome::Deferred => unreachable!("deferred outcomes produce no part"),
     }
+}
+
+/// The pending `when_idle` messages as user-prompt parts, taken out of the queue (the
+/// others are dropped: the run is ending, SPEC §2 "Enqueue with priority `when_idle`").
+fn take_when_idle(lp: &mut Loop<'_>) -> Vec<ModelRequestPart> {
+    std::mem::take(&mut lp.pending)
+        .into_iter()
+        .filter(|e| e.priority == Priority::WhenIdle)
+        .map(|e| ModelRequestPart::UserPrompt(UserPromptPart::new(e.content)))
+        .collect()
 }
