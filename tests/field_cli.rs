@@ -1,0 +1,501 @@
+//! Errors a user meets at the command line (issue 14 items 9b, 14, 15, 16, 18, 18a, 18b,
+//! 18c): the real binary with a private HOME, the scripted model server and the
+//! hashembed embedder on 127.0.0.1.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::hashembed;
+use support::scripted_server::{Reply, ScriptedServer, tool_names};
+
+const SECRET: &str = "sk-field-SECRET-7f3a9c";
+
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Self {
+        Home {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_groundwork"));
+        cmd.args(args)
+            .current_dir(self.path())
+            .env("HOME", self.path())
+            .env("XDG_DATA_HOME", self.path().join("data"))
+            .env("XDG_CONFIG_HOME", self.path().join("config"))
+            .env("OPENAI_API_KEY", SECRET)
+            .env("GROUNDWORK_DISCOVER", "off")
+            .env_remove("HAIKU_RAG_DB")
+            .env_remove("GROUNDWORK_CONFIG")
+            .env_remove("GROUNDWORK_MODEL_URL")
+            .env_remove("GROUNDWORK_MODEL")
+            .env_remove("GROUNDWORK_EMBED_URL")
+            .env_remove("GROUNDWORK_EMBED_MODEL");
+        cmd
+    }
+
+    async fn run(&self, args: &[&str]) -> Output {
+        let mut cmd = self.command(args);
+        cmd.stdin(Stdio::null());
+        run_bounded(cmd).await
+    }
+
+    fn write_config(&self, text: &str) -> PathBuf {
+        let path = self.path().join("config/groundwork/config.toml");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.path().join("data/groundwork/logs/groundwork.log"))
+            .unwrap_or_default()
+    }
+
+    /// A knowledge base of the ingest fixture at `kb.lancedb`, embedded by `embed`.
+    async fn kb(&self, embed: &hashembed::EmbedServer) -> String {
+        let db = self
+            .path()
+            .join("kb.lancedb")
+            .to_string_lossy()
+            .into_owned();
+        let o = self
+            .run(&[
+                "--db",
+                &db,
+                "--embed-url",
+                &embed.url,
+                "--embed-model",
+                hashembed::MODEL,
+                "ingest",
+                &fixture("sample.md"),
+            ])
+            .await;
+        assert!(o.status.success(), "{}", stderr(&o));
+        db
+    }
+}
+
+/// Runs `cmd` to completion, killing it (and failing) after two minutes: a hang is the
+/// bug some of these tests look for.
+async fn run_bounded(mut cmd: Command) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let started = Instant::now();
+    tokio::task::spawn_blocking(move || {
+        loop {
+            if child.try_wait().unwrap().is_some() {
+                return child.wait_with_output().unwrap();
+            }
+            if started.elapsed() > Duration::from_secs(120) {
+                let _ = child.kill();
+                panic!("groundwork (pid {pid}) did not finish within 120 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
+    .await
+    .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/ingest")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The one error line of a failed run.
+fn error_line(o: &Output) -> String {
+    assert!(!o.status.success(), "expected a failure: {}", stdout(o));
+    let err = stderr(o);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(lines.len(), 1, "one error line expected:\n{err}");
+    lines[0].to_string()
+}
+
+/// Item 15: `--db` naming a file says so, in one line, without LanceDB's internals.
+#[tokio::test]
+async fn a_db_that_is_a_file_is_named_as_such() {
+    let home = Home::new();
+    let file = home.path().join("notes.txt");
+    std::fs::write(&file, "hello").unwrap();
+    for cmd in ["info", "list"] {
+        let o = home.run(&["--db", file.to_str().unwrap(), cmd]).await;
+        let line = error_line(&o);
+        assert_eq!(
+            line,
+            format!(
+                "error: {} is a file, not a database directory",
+                file.display()
+            )
+        );
+        assert!(!stderr(&o).contains("backtrace"), "{}", stderr(&o));
+    }
+}
+
+/// Item 18a: relative `--db` paths starting with `db` are local directories, not
+/// LanceDB Cloud URIs.
+#[tokio::test]
+async fn relative_db_paths_starting_with_db_are_local() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    for db in ["db.lancedb", "dbs/kb"] {
+        let o = home
+            .run(&[
+                "--db",
+                db,
+                "--embed-url",
+                &embed.url,
+                "--embed-model",
+                hashembed::MODEL,
+                "ingest",
+                &fixture("sample.md"),
+            ])
+            .await;
+        assert!(o.status.success(), "{db}: {}", stderr(&o));
+        assert!(
+            home.path().join(db).is_dir(),
+            "{db} created in the working dir"
+        );
+        let o = home.run(&["--db", db, "info", "--json"]).await;
+        assert!(o.status.success(), "{db}: {}", stderr(&o));
+        let info: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(info["documents"], 1);
+    }
+}
+
+/// Item 16: a type error in `[search]` names the file, the line and the key.
+#[tokio::test]
+async fn a_config_error_names_file_line_and_key() {
+    let home = Home::new();
+    let path = home.write_config("[search]\nmax_context_chars = 100\nlimit = \"five\"\n");
+    let o = home.run(&["--db", "x.lancedb", "info"]).await;
+    let line = error_line(&o);
+    assert!(line.contains(&path.display().to_string()), "{line}");
+    assert!(line.contains("line 3"), "{line}");
+    assert!(line.contains("key `search.limit`"), "{line}");
+    assert!(line.contains("expected usize"), "{line}");
+}
+
+/// Item 14: a syntax or type error on the `api_key` line never prints the key, neither
+/// to stderr nor to the log file; nor does any other error line.
+#[tokio::test]
+async fn a_bad_api_key_line_leaks_the_key_nowhere() {
+    let home = Home::new();
+    let key = "sk-config-LEAK-5d2e8b";
+    for text in [
+        format!("[model]\nmodel = \"m\"\napi_key = {key}\n"),
+        format!("[model]\napi_key = [\"{key}\"]\n"),
+        format!("[model]\napi_key = \"{key}\"\ntimeout_secs = \"{key}\"\n"),
+    ] {
+        home.write_config(&text);
+        // The model config is read by `ask`; the TUI config by the workbench.
+        let o = home.run(&["--db", "x.lancedb", "ask", "q"]).await;
+        let err = stderr(&o);
+        assert!(!o.status.success());
+        assert!(err.contains("line "), "{err}");
+        assert!(!err.contains(key), "{err}");
+        assert!(!err.contains(SECRET), "{err}");
+        assert!(!home.log().contains(key), "{}", home.log());
+        assert!(!home.log().contains(SECRET), "{}", home.log());
+    }
+}
+
+/// Item 18b: a cause is printed once; a blank question is refused before anything is
+/// sent.
+#[tokio::test]
+async fn causes_print_once_and_blank_questions_are_refused() {
+    let home = Home::new();
+    let o = home
+        .run(&["inspect", home.path().join("none.json").to_str().unwrap()])
+        .await;
+    let line = error_line(&o);
+    assert_eq!(line.matches("os error 2").count(), 1, "{line}");
+
+    let model = ScriptedServer::start(vec![Reply::text("never asked")]).await;
+    let url = model.base_url();
+    for q in ["", "   \n\t"] {
+        let o = home
+            .run(&["--db", "x.lancedb", "--model-url", &url, "ask", q])
+            .await;
+        assert_eq!(
+            error_line(&o),
+            "error: the question is empty; nothing was sent to the model"
+        );
+    }
+    assert!(model.requests().is_empty());
+}
+
+/// Item 18c: `--capability` before the command applies to `ask`; other commands refuse
+/// it instead of ignoring it.
+#[tokio::test]
+async fn capability_flags_before_ask_are_honoured() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let db = home.kb(&embed).await;
+    let model = ScriptedServer::start(vec![Reply::text("Nothing to compute.")]).await;
+    let url = model.base_url();
+    let session = home.path().join("s.json");
+    let o = home
+        .run(&[
+            "--capability",
+            "analysis",
+            "--db",
+            &db,
+            "--embed-url",
+            &embed.url,
+            "--embed-model",
+            hashembed::MODEL,
+            "--model-url",
+            &url,
+            "--session",
+            session.to_str().unwrap(),
+            "ask",
+            "How many documents are there?",
+        ])
+        .await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tools = tool_names(&model.requests()[0]);
+    assert!(
+        tools.contains(&"analysis_execute_code".to_string()),
+        "{tools:?}"
+    );
+    assert!(!tools.contains(&"rag_search".to_string()), "{tools:?}");
+
+    let o = home
+        .run(&["--capability", "analysis", "--db", &db, "search", "x"])
+        .await;
+    let line = error_line(&o);
+    assert!(line.contains("--capability"), "{line}");
+    assert!(line.contains("`search`"), "{line}");
+}
+
+/// Item 18: a named pipe is skipped with a message instead of blocking forever, given
+/// by name or met inside a folder.
+#[tokio::test]
+async fn named_pipes_are_skipped_not_read() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let docs = home.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::copy(fixture("sample.md"), docs.join("sample.md")).unwrap();
+    let fifo = docs.join("pipe.md");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo is part of coreutils");
+    let db = home.path().join("kb.lancedb");
+    let base = [
+        "--db",
+        db.to_str().unwrap(),
+        "--embed-url",
+        &embed.url,
+        "--embed-model",
+        hashembed::MODEL,
+        "ingest",
+    ];
+    // The folder: the pipe is passed over, the document ingested.
+    let mut args = base.to_vec();
+    args.push(docs.to_str().unwrap());
+    let o = home.run(&args).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("1 added"), "{}", stdout(&o));
+    // By name: refused by name, and the run still ends.
+    let mut args = base.to_vec();
+    args.push(fifo.to_str().unwrap());
+    let o = home.run(&args).await;
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains(&format!("{}: skipped, it is a named pipe", fifo.display())),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Item 18: one 400 KB paragraph becomes chunks no longer than the chunker's limit.
+#[tokio::test]
+async fn an_oversized_paragraph_is_split() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let file = home.path().join("wall.txt");
+    std::fs::write(
+        &file,
+        "All work and no play makes a dull text. ".repeat(10_000),
+    )
+    .unwrap();
+    let db = home.path().join("kb.lancedb");
+    let db = db.to_str().unwrap();
+    let with_embed = |args: &[&str]| {
+        let mut v = vec![
+            "--db",
+            db,
+            "--embed-url",
+            embed.url.as_str(),
+            "--embed-model",
+            hashembed::MODEL,
+        ];
+        v.extend_from_slice(args);
+        v.into_iter().map(str::to_string).collect::<Vec<_>>()
+    };
+    let args = with_embed(&["ingest", file.to_str().unwrap()]);
+    let o = home
+        .run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let args = with_embed(&[
+        "search",
+        "dull text",
+        "--json",
+        "--no-expand",
+        "--limit",
+        "200",
+    ]);
+    let o = home
+        .run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    let hits: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let hits = hits.as_array().unwrap();
+    assert!(hits.len() >= 25, "{} chunks", hits.len());
+    for h in hits {
+        let n = h["content"].as_str().unwrap().chars().count();
+        assert!(n <= groundwork::ingest::chunker::MAX_CHUNK_CHARS, "{n}");
+    }
+}
+
+/// Item 9b: printing to a terminal, `ask` strips the escape sequences a model wrote
+/// (here a screen clear and a window-title change) and keeps the text.
+#[tokio::test]
+async fn ask_strips_escape_sequences_on_a_terminal() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let db = home.kb(&embed).await;
+    let answer = "Safe\u{1b}[2J answer\u{1b}]0;pwned\u{7} here.";
+    let model = ScriptedServer::start(vec![Reply::text(answer), Reply::text(answer)]).await;
+    let url = model.base_url();
+    let session = home.path().join("s.json");
+    let args = [
+        "--db",
+        db.as_str(),
+        "--embed-url",
+        embed.url.as_str(),
+        "--embed-model",
+        hashembed::MODEL,
+        "--model-url",
+        url.as_str(),
+        "--session",
+        session.to_str().unwrap(),
+        "ask",
+        "Say something.",
+    ];
+    // On a pipe the text is passed through as the model wrote it.
+    let o = home.run(&args).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains(answer));
+    // On a terminal (util-linux `script` gives the child a pty).
+    let line = std::iter::once(env!("CARGO_BIN_EXE_groundwork"))
+        .chain(args.iter().copied())
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut cmd = home.command(&[]);
+    let mut script = Command::new("script");
+    script
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(home.path())
+        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .stdin(Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        if v.is_none() {
+            script.env_remove(k);
+        }
+    }
+    let _ = &mut cmd;
+    let o = run_bounded(script).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let shown = stdout(&o);
+    assert!(shown.contains("Safe answer here."), "{shown:?}");
+    assert!(!shown.contains("pwned"), "{shown:?}");
+    assert!(!shown.contains("\u{1b}[2J"), "{shown:?}");
+}
+
+/// Item 9b: on a full disk the answer is still printed and the error says the session
+/// could not be saved; the session file is not left torn. Runs the binary in a private
+/// mount namespace with a full 64 KiB tmpfs as its sessions folder.
+#[tokio::test]
+async fn a_full_disk_keeps_the_answer_and_says_the_session_was_not_saved() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let db = home.kb(&embed).await;
+    let model = ScriptedServer::start(vec![Reply::text("The answer survives.")]).await;
+    let url = model.base_url();
+    let full = home.path().join("full");
+    std::fs::create_dir_all(&full).unwrap();
+    let session = full.join("s.json");
+    let line = format!(
+        "mount -t tmpfs -o size=64k tmpfs '{dir}' && \
+         (dd if=/dev/zero of='{dir}/fill' bs=4k 2>/dev/null; true) && \
+         exec '{bin}' --db '{db}' --embed-url '{eu}' --embed-model '{em}' --model-url '{url}' \
+         --session '{session}' ask 'Will it be kept?'",
+        dir = full.display(),
+        bin = env!("CARGO_BIN_EXE_groundwork"),
+        eu = embed.url,
+        em = hashembed::MODEL,
+        session = session.display(),
+    );
+    let mut cmd = home.command(&[]);
+    let mut unshare = Command::new("unshare");
+    unshare
+        .args(["--mount", "--map-root-user", "sh", "-c", &line])
+        .current_dir(home.path())
+        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .stdin(Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        if v.is_none() {
+            unshare.env_remove(k);
+        }
+    }
+    let _ = &mut cmd;
+    let o = run_bounded(unshare).await;
+    let err = stderr(&o);
+    assert!(
+        !err.contains("unshare: ") && !err.contains("mount: "),
+        "this test needs a private mount namespace (util-linux unshare): {err}"
+    );
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        stdout(&o).contains("The answer survives."),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        err.contains("the answer above was not saved: the session could not be written to"),
+        "{err}"
+    );
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(!err.contains(SECRET));
+    // Outside the namespace the folder is as it was: nothing written, nothing torn.
+    assert!(!session.exists());
+    assert_eq!(json!(std::fs::read_dir(&full).unwrap().count()), json!(0));
+}
