@@ -90,26 +90,38 @@ impl Home {
 }
 
 /// Runs `cmd` to completion, killing it (and failing) after two minutes: a hang is the
-/// bug some of these tests look for.
+/// bug some of these tests look for. Output is read while the child runs.
 async fn run_bounded(mut cmd: Command) -> Output {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
+    let child = cmd.spawn().unwrap();
     let pid = child.id();
-    let started = Instant::now();
-    tokio::task::spawn_blocking(move || {
-        loop {
-            if child.try_wait().unwrap().is_some() {
-                return child.wait_with_output().unwrap();
-            }
+    let done = Arc::new(AtomicBool::new(false));
+    let killed = Arc::new(AtomicBool::new(false));
+    let (d, k) = (done.clone(), killed.clone());
+    let watchdog = std::thread::spawn(move || {
+        let started = Instant::now();
+        while !d.load(Ordering::SeqCst) {
             if started.elapsed() > Duration::from_secs(120) {
-                let _ = child.kill();
-                panic!("groundwork (pid {pid}) did not finish within 120 s");
+                k.store(true, Ordering::SeqCst);
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+                return;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(50));
         }
-    })
-    .await
-    .unwrap()
+    });
+    let o = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    done.store(true, Ordering::SeqCst);
+    watchdog.join().unwrap();
+    assert!(
+        !killed.load(Ordering::SeqCst),
+        "groundwork (pid {pid}) did not finish within 120 s; stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
 }
 
 fn stdout(o: &Output) -> String {
