@@ -70,7 +70,8 @@ async fn a_structured_answer_without_citations_is_redirected_once() {
         1,
         "the redirect follows the output call"
     );
-    assert_eq!(redirects(&requests[3]), 0, "one redirect per question");
+    // The last request carries the history: still the one redirect, no second.
+    assert_eq!(redirects(&requests[3]), 1, "one redirect per question");
     // The output call got its return in the redirect's request.
     assert_eq!(returns_of(&requests[2], "final_result").len(), 1);
     assert_eq!(rag_state(&result.state).citations, [ai]);
