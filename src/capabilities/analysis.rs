@@ -50,8 +50,6 @@ pub const EXECUTION_LIMIT_MARKER: &str = "Code-execution limit reached";
 pub const NO_OUTPUT: &str = "No output.";
 /// Python recursion depth allowed in the sandbox.
 pub const MAX_RECURSION: u64 = 200;
-/// Slack the host watchdog gives the worker beyond the compute budget.
-pub const WATCHDOG_SLACK: Duration = Duration::from_secs(5);
 
 const EVIDENCE_TOOLS: &[&str] = &[SEARCH_TOOL, EXECUTE_TOOL];
 
@@ -456,9 +454,23 @@ impl AnalysisRun {
         }
     }
 
-    /// Runs `code` in the run's sandbox, starting one if needed. A lost worker gives a
-    /// failed result whose stderr says the session restarted.
+    /// Runs `code` in the run's sandbox, starting one if needed. A forced stop (time
+    /// limit, memory, a lost worker) gives a failed result whose stderr says the
+    /// session restarted.
     async fn run_code(&mut self, code: &str) -> anyhow::Result<ExecResult> {
+        let limits = self.limits();
+        let time_limit =
+            Duration::from_millis(limits.time_limit_ms.min(limits.session_remaining_ms));
+        if time_limit.is_zero() {
+            let total = Duration::from_millis(limits.time_limit_ms)
+                * self.config.analysis.max_executions.max(1) as u32;
+            return Ok(ExecResult {
+                success: false,
+                stdout: String::new(),
+                stderr: crate::sandbox::session_budget_message(total),
+                reset: false,
+            });
+        }
         if self.sandbox.is_none() {
             let store = self.store.get().await?;
             let worker = match &self.worker {
@@ -471,15 +483,13 @@ impl AnalysisRun {
             let corpus = Corpus::new(store, self.state.document_filter.clone());
             self.sandbox = Some((sandbox, corpus));
         }
-        let limits = self.limits();
         let code_timeout = self.config.analysis.code_timeout;
-        let watchdog = Duration::from_millis(limits.time_limit_ms) + WATCHDOG_SLACK;
         let Some((sandbox, corpus)) = self.sandbox.as_mut() else {
             bail!("no sandbox");
         };
         corpus.begin_execution(code_timeout);
         let started = Instant::now();
-        let outcome = sandbox.exec(code, &limits, corpus, watchdog).await;
+        let outcome = sandbox.exec(code, &limits, corpus, time_limit).await;
         self.compute_used += started.elapsed();
         let found = corpus.take_results();
         self.merge_results(SANDBOX_BUCKET, &found);
@@ -750,6 +760,25 @@ mod tests {
         r.grace_requests_used = 2;
         let n = r.notice().unwrap();
         assert!(n.contains("no longer available") && !n.contains("analysis_cite"));
+    }
+
+    #[tokio::test]
+    async fn a_spent_session_budget_refuses_clearly_without_a_worker() {
+        let mut config = AppConfig::default();
+        config.analysis.code_timeout = 2.0;
+        config.analysis.max_executions = 3;
+        let mut r = run(config);
+        // A worker killed by the watchdog costs its time limit plus the slack.
+        r.compute_used = Duration::from_secs(7);
+        let result = r.run_code("print(1)").await.unwrap();
+        assert!(!result.success && !result.reset);
+        assert!(
+            result.stderr.contains("whole time budget of 6s"),
+            "{}",
+            result.stderr
+        );
+        assert!(!result.stderr.contains("0ns"), "{}", result.stderr);
+        assert!(r.sandbox.is_none(), "no worker was started");
     }
 
     #[test]

@@ -3,13 +3,17 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use super::vfs::Corpus;
-use super::{ExecLimits, HostMessage, WORKER_ARG, WORKER_ENV, WorkerMessage};
+use super::{ExecLimits, HostMessage, WORKER_ARG, WORKER_ENV, WorkerMessage, time_limit_message};
+
+/// How long past an execution's time limit the worker may take to report that it
+/// stopped itself before the host kills it.
+pub const WATCHDOG_SLACK: Duration = Duration::from_secs(2);
 
 /// What one execution produced.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,15 +54,41 @@ impl std::fmt::Debug for Sandbox {
 }
 
 impl Sandbox {
-    /// Starts `worker __sandbox-worker`. The process is killed when the sandbox drops.
+    /// Starts `worker __sandbox-worker` with an empty environment. The process is
+    /// killed when the sandbox drops, when this process dies (Linux), and exits by
+    /// itself when its stdin closes.
     pub async fn spawn(worker: &Path) -> std::io::Result<Self> {
-        let mut child = Command::new(worker)
+        let mut command = Command::new(worker);
+        command
             .arg(WORKER_ARG)
+            // Nothing of ours (API keys, tokens) reaches sandboxed code's process.
+            .env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?;
+            .kill_on_drop(true);
+        #[cfg(target_os = "linux")]
+        {
+            let parent = std::process::id() as libc::pid_t;
+            // SAFETY: between fork and exec the closure makes only async-signal-safe
+            // calls (`prctl`, `getppid`, `_exit`) and allocates nothing.
+            unsafe {
+                command.pre_exec(move || {
+                    // Note: the signal follows the *thread* that spawned the worker;
+                    // runs spawn it from runtime threads, which live as long as the
+                    // process. Stdin EOF in the worker is the second line of defence.
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    // The parent died before the request took effect.
+                    if libc::getppid() != parent {
+                        libc::_exit(1);
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = command.spawn()?;
         let stdin = child
             .stdin
             .take()
@@ -105,31 +135,28 @@ impl Sandbox {
         SandboxLost(format!("The sandbox worker {how}."))
     }
 
-    /// Runs `code` in the session. `watchdog` bounds the time the worker may compute
-    /// without a word (time spent answering its requests does not count). A lost
-    /// worker has been killed; drop this sandbox and start another.
+    /// Runs `code` in the session within `time_limit` of wall-clock time, host calls
+    /// included: a host-function call after the limit, or one still unanswered at it,
+    /// stops the program, and a worker that has not finished [`WATCHDOG_SLACK`] after
+    /// the limit is killed (a worker stops pure computation itself, at its Monty
+    /// budget). A lost worker has been killed; drop this sandbox and start another.
     pub async fn exec(
         &mut self,
         code: &str,
         limits: &ExecLimits,
         corpus: &mut Corpus,
-        watchdog: Duration,
+        time_limit: Duration,
     ) -> Result<ExecResult, SandboxLost> {
+        let deadline = tokio::time::Instant::now() + time_limit;
+        let kill_at = deadline + WATCHDOG_SLACK;
         self.send(&HostMessage::Exec {
             code: code.to_string(),
             limits: limits.clone(),
         })
         .await?;
         loop {
-            let started = Instant::now();
-            let line = match tokio::time::timeout(watchdog, self.lines.next_line()).await {
-                Err(_) => {
-                    let _ = self.child.kill().await;
-                    return Err(SandboxLost(format!(
-                        "The sandbox worker was stopped after {:.0}s without finishing.",
-                        started.elapsed().as_secs_f64()
-                    )));
-                }
+            let line = match tokio::time::timeout_at(kill_at, self.lines.next_line()).await {
+                Err(_) => return Err(self.stop_at_limit(time_limit).await),
                 Ok(Ok(Some(line))) => line,
                 Ok(_) => return Err(self.gone().await),
             };
@@ -161,8 +188,24 @@ impl Sandbox {
                     function,
                     args,
                     kwargs,
-                } => (id, corpus.call(&function, &args, &kwargs).await),
-                WorkerMessage::Os { id, op, path } => (id, corpus.os(&op, &path).await),
+                } => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(self.stop_at_limit(time_limit).await);
+                    }
+                    let call = corpus.call(&function, &args, &kwargs);
+                    match tokio::time::timeout_at(deadline, call).await {
+                        Ok(answer) => (id, answer),
+                        Err(_) => return Err(self.stop_at_limit(time_limit).await),
+                    }
+                }
+                // Reads past the deadline fail with SPEC's `TimeoutError` (the corpus
+                // checks); one that hangs is cut off with the worker.
+                WorkerMessage::Os { id, op, path } => {
+                    match tokio::time::timeout_at(kill_at, corpus.os(&op, &path)).await {
+                        Ok(answer) => (id, answer),
+                        Err(_) => return Err(self.stop_at_limit(time_limit).await),
+                    }
+                }
             };
             let reply = match answer {
                 Ok(v) => HostMessage::Reply {
@@ -178,6 +221,12 @@ impl Sandbox {
             };
             self.send(&reply).await?;
         }
+    }
+
+    /// Kills the worker of an execution that ran out of time.
+    async fn stop_at_limit(&mut self, time_limit: Duration) -> SandboxLost {
+        let _ = self.child.kill().await;
+        SandboxLost(time_limit_message(time_limit))
     }
 
     /// Stops the worker.

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use monty::{MontyRepl, ReplProgress};
@@ -25,10 +26,9 @@ const HARD_CAP_HEADROOM: usize = 64 << 20;
 /// Entry point of `groundwork __sandbox-worker`.
 pub fn run() -> ExitCode {
     super::alloc::arm(usize::MAX);
-    let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     let mut io = Pipe {
-        input: stdin.lock(),
+        input: stdin_lines(),
         output: stdout.lock(),
         next_id: 0,
     };
@@ -53,22 +53,45 @@ pub fn run() -> ExitCode {
     }
 }
 
-struct Pipe<R, W> {
-    input: R,
+/// The host's lines, read on a thread of their own that ends the process the moment
+/// stdin closes, even while a program computes: a host that died (killed, crashed)
+/// closes the pipe, and its worker must not outlive it.
+fn stdin_lines() -> Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        for line in stdin.lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+        // `_exit`: no atexit handlers or stdout flushing racing the busy main thread.
+        #[cfg(unix)]
+        // SAFETY: `_exit` ends the process at once and touches no Rust state.
+        unsafe {
+            libc::_exit(0)
+        }
+        #[cfg(not(unix))]
+        std::process::exit(0)
+    });
+    rx
+}
+
+struct Pipe<W> {
+    input: Receiver<String>,
     output: W,
     next_id: u64,
 }
 
-impl<R: BufRead, W: Write> Pipe<R, W> {
+impl<W: Write> Pipe<W> {
     fn read(&mut self) -> Option<HostMessage> {
-        let mut line = String::new();
         loop {
-            line.clear();
-            match self.input.read_line(&mut line) {
-                Ok(0) | Err(_) => return None,
-                Ok(_) if line.trim().is_empty() => continue,
-                Ok(_) => return serde_json::from_str(&line).ok(),
+            let line = self.input.recv().ok()?;
+            if line.trim().is_empty() {
+                continue;
             }
+            return serde_json::from_str(&line).ok();
         }
     }
 
@@ -115,9 +138,9 @@ fn new_session(limits: &ExecLimits) -> MontyRepl {
     )
 }
 
-fn execute<R: BufRead, W: Write>(
+fn execute<W: Write>(
     session: &mut Option<MontyRepl>,
-    io: &mut Pipe<R, W>,
+    io: &mut Pipe<W>,
     code: &str,
     limits: &ExecLimits,
 ) -> WorkerMessage {
@@ -127,9 +150,11 @@ fn execute<R: BufRead, W: Write>(
             .saturating_add(super::alloc::live()),
     );
     let mut repl = session.take().unwrap_or_else(|| new_session(limits));
-    let budget = limits.time_limit_ms.min(limits.session_remaining_ms);
-    repl.tracker_mut()
-        .set_max_duration(Duration::from_millis(budget));
+    // Monty's clock is the session's cumulative bytecode time: this execution may add
+    // `budget` to what earlier ones used.
+    let budget = Duration::from_millis(limits.time_limit_ms.min(limits.session_remaining_ms));
+    let used_before = repl.tracker().elapsed();
+    repl.tracker_mut().set_max_duration(used_before + budget);
     let mut out = String::new();
     let mut pending: HashMap<u32, ExtFunctionResult> = HashMap::new();
     let mut progress = repl.feed_start(code, vec![], PrintWriter::CollectString(&mut out, None));
@@ -214,19 +239,42 @@ fn execute<R: BufRead, W: Write>(
             reset: false,
         },
         Err(e) => {
-            // What a memory error leaves behind would fail every later snippet.
-            let reset = e.exc_type() == ExcType::MemoryError;
+            let stopped_at_limit = e.exc_type() == ExcType::TimeoutError
+                && session
+                    .as_ref()
+                    .is_some_and(|r| r.tracker().check_time().is_err());
+            // A forced stop at the compute limit throws the session away (SPEC §9.2,
+            // §9.5), and what a memory error leaves behind would fail every later
+            // snippet.
+            let reset = stopped_at_limit || e.exc_type() == ExcType::MemoryError;
             if reset {
                 *session = None;
             }
+            let stderr = if stopped_at_limit {
+                super::time_limit_message(budget)
+            } else {
+                match internal_detail(&e) {
+                    Some(detail) => super::unsupported_message(detail, code),
+                    None => e.to_string(),
+                }
+            };
             WorkerMessage::Done {
                 success: false,
                 stdout: truncate_output(&out, max),
-                stderr: e.to_string(),
+                stderr,
                 reset,
             }
         }
     }
+}
+
+/// The detail of an internal interpreter error (Monty reports them as a
+/// `RuntimeError` whose message starts with [`super::MONTY_INTERNAL_PREFIX`]).
+fn internal_detail(e: &MontyException) -> Option<&str> {
+    if e.exc_type() != ExcType::RuntimeError {
+        return None;
+    }
+    e.message()?.strip_prefix(super::MONTY_INTERNAL_PREFIX)
 }
 
 enum OsAnswer {
@@ -234,7 +282,7 @@ enum OsAnswer {
     Abort(MontyException),
 }
 
-fn os_call<R: BufRead, W: Write>(io: &mut Pipe<R, W>, call: OsFunctionCall) -> OsAnswer {
+fn os_call<W: Write>(io: &mut Pipe<W>, call: OsFunctionCall) -> OsAnswer {
     let op = call.name();
     let Some(raw) = call.fs_primary_path() else {
         return match call {
