@@ -12,7 +12,8 @@
 //!   `tables` (cells from the Markdown table, first row = column header),
 //!   `pictures` (with `image` as a data URI when the bytes decode as an
 //!   image; the store strips these URIs as haiku does);
-//! * `prov` only for PDF items: the page number with the whole page as bbox
+//! * `prov` only for PDF items: the item's box on its page (TOPLEFT points), or the
+//!   whole page when the parser had none
 //!   (we do not keep block coordinates) and `charspan` `[0, len(text)]`;
 //!   `pages` with each page's size (no page image: those go to
 //!   `documents.docling_pages`);
@@ -169,18 +170,32 @@ pub fn docling_json(doc: &ParsedDocument, name: &str) -> Value {
     let mut pictures = Vec::new();
     for (idx, it) in doc.items.iter().enumerate() {
         let node = &item_nodes[idx];
-        let prov: Vec<Value> = it
-            .page_numbers
-            .iter()
-            .map(|&p| {
-                let (w, h) = page_size(p);
-                json!({
-                    "page_no": p,
-                    "bbox": {"l": 0.0, "t": 0.0, "r": w, "b": h, "coord_origin": "TOPLEFT"},
-                    "charspan": [0, it.text.chars().count()]
+        let chars = it.text.chars().count();
+        let prov: Vec<Value> = if it.boxes.is_empty() {
+            it.page_numbers
+                .iter()
+                .map(|&p| {
+                    let (w, h) = page_size(p);
+                    json!({
+                        "page_no": p,
+                        "bbox": {"l": 0.0, "t": 0.0, "r": w, "b": h, "coord_origin": "TOPLEFT"},
+                        "charspan": [0, chars]
+                    })
                 })
-            })
-            .collect();
+                .collect()
+        } else {
+            it.boxes
+                .iter()
+                .map(|bx| {
+                    let round = |v: f64| (v * 100.0).round() / 100.0;
+                    json!({
+                        "page_no": bx.page_no,
+                        "bbox": {"l": round(bx.l), "t": round(bx.t), "r": round(bx.r), "b": round(bx.b), "coord_origin": "TOPLEFT"},
+                        "charspan": [0, chars]
+                    })
+                })
+                .collect()
+        };
         let children: Vec<Value> = node.children.iter().map(|c| r(c)).collect();
         let mut o = json!({
             "self_ref": it.self_ref,

@@ -55,6 +55,25 @@ pub struct ParsedItem {
     /// List items only: identifies the outermost list the item belongs to
     /// (all items of one top-level list, nested ones included, share it).
     pub list_group: Option<usize>,
+    /// Where the item is on its pages (PDF only): boxes in points, origin top left.
+    /// Empty means the whole page of each of `page_numbers`.
+    pub boxes: Vec<ItemBox>,
+}
+
+/// An item's box on one page, in points with the origin at the page's top left (the
+/// page raster is 72 dpi, so points are its pixels).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ItemBox {
+    /// 1-based page.
+    pub page_no: i64,
+    /// Left edge.
+    pub l: f64,
+    /// Top edge.
+    pub t: f64,
+    /// Right edge.
+    pub r: f64,
+    /// Bottom edge.
+    pub b: f64,
 }
 
 /// A parsed document.

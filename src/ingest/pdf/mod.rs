@@ -1,30 +1,37 @@
 //! PDF → items through Debian's poppler-utils (subprocesses):
 //!
 //! * `pdfinfo` — validates the file and gives the page count;
-//! * `pdftotext -bbox-layout` — text blocks (poppler's paragraphs) per page in
-//!   reading order, each a `text` item with its page number. No heading
-//!   detection (no font information there). Rows of side-by-side single-line
-//!   blocks (≥ 2 rows with the same ≥ 2 cell count) become a `table` item
-//!   (first row = header). A block starting "Figure N:" / "Table N:" right
-//!   after a picture / table becomes its `caption`;
+//! * `pdftotext -bbox-layout` — flows (columns, in reading order), blocks
+//!   (paragraphs) and lines with their boxes ([`layout`]);
+//! * `pdftohtml -xml -zoom 1` — the font (size, weight) of every text run and the
+//!   box of every embedded image ([`layout`]);
+//! * [`structure`] — running headers, footers and page numbers left out, headings
+//!   (`title`, `section_header` with levels) found by size and weight, tables kept
+//!   together; hyphenated line breaks joined;
 //! * `pdfimages -list` + `pdfimages -png -p` — embedded raster images (masks
 //!   skipped) as `picture` items with PNG bytes; a picture goes just before a
 //!   "Figure N:" block on its page (which becomes its caption), else at the
-//!   end of its page;
+//!   end of its page. A block starting "Table N:" right after a table becomes
+//!   its caption;
 //! * `pdftoppm -png -r 72` — one PNG raster per page ([`PageImage`]; at 72
-//!   dpi pixel sizes equal the page size in points).
+//!   dpi pixel sizes equal the page size in points, so item boxes map onto it).
 //!
-//! All items are direct children of the body (`tree_depth` 1; captions 2).
+//! Every item carries its box on its page (points, origin top left), which becomes
+//! docling's `prov`. All items are direct children of the body (`tree_depth` 1;
+//! captions 2).
+
+pub mod layout;
+pub mod structure;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use scraper::{ElementRef, Html, Selector};
-
 use super::{
-    IngestError, ItemBuilder, PageImage, ParsedDocument, looks_like_figure_caption,
-    looks_like_table_caption, normalize_ws,
+    IngestError, ItemBox, ItemBuilder, PageImage, ParsedDocument, looks_like_figure_caption,
+    looks_like_table_caption,
 };
+use layout::Rect;
+use structure::Element;
 
 fn err(name: &str, detail: impl Into<String>) -> IngestError {
     IngestError::Pdf {
@@ -66,13 +73,6 @@ pub fn parse_pdf_bytes(bytes: &[u8], name: &str) -> Result<ParsedDocument, Inges
     parse_pdf_path(&p, name)
 }
 
-struct Block {
-    text: String,
-    x_min: f64,
-    y_min: f64,
-    lines: usize,
-}
-
 /// Parse a PDF file; `name` is used in errors.
 pub fn parse_pdf_path(path: &Path, name: &str) -> Result<ParsedDocument, IngestError> {
     let head = {
@@ -112,167 +112,135 @@ pub fn parse_pdf_path(path: &Path, name: &str) -> Result<ParsedDocument, IngestE
         ],
     )?)
     .into_owned();
-    let (title, pages_blocks) = parse_bbox(&xhtml);
+    let (info_title, mut pages) = layout::parse_bbox_layout(&xhtml);
 
     let tmp = tempfile::tempdir().map_err(|source| IngestError::Io {
         name: name.to_string(),
         source,
     })?;
+    let fonts = font_layout(name, path, tmp.path())?;
+    layout::attach_fonts(&mut pages, &layout::parse_font_xml(&fonts));
+    let elements = structure::structure(&pages);
     let pictures = extract_images(name, path, tmp.path())?;
     let page_images = rasterize(name, path, tmp.path())?;
 
     let mut b = ItemBuilder::default();
+    let mut detected_title = None;
     for page_no in 1..=page_count {
-        let blocks = pages_blocks
-            .get((page_no - 1) as usize)
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
-        let mut page_pics: Vec<&Vec<u8>> = pictures
+        let idx = (page_no - 1) as usize;
+        let els = elements.get(idx).map(Vec::as_slice).unwrap_or(&[]);
+        let page = pages.get(idx);
+        let whole = page.map(|p| Rect {
+            l: 0.0,
+            t: 0.0,
+            r: p.width,
+            b: p.height,
+        });
+        let at = |r: Rect| ItemBox {
+            page_no,
+            l: r.l,
+            t: r.t,
+            r: r.r,
+            b: r.b,
+        };
+        // The page's pictures, with their boxes when pdftohtml saw as many images.
+        let on_page: Vec<&Vec<u8>> = pictures
             .iter()
             .filter(|(pg, _)| *pg == page_no)
             .map(|(_, d)| d)
             .collect();
-        let start = b.items.len();
+        let rects = page.map(|p| p.images.clone()).unwrap_or_default();
+        let mut page_pics: Vec<(&Vec<u8>, Option<Rect>)> = on_page
+            .iter()
+            .enumerate()
+            .map(|(k, d)| {
+                let r = (rects.len() == on_page.len()).then(|| rects[k]);
+                (*d, r.or(whole))
+            })
+            .collect();
         let mut i = 0;
-        while i < blocks.len() {
-            // table: consecutive rows of side-by-side single-line blocks
-            let (rows, next) = table_at(blocks, i);
-            if rows.len() >= 2 {
-                let md = super::markdown_table(&rows);
-                b.push("table", md, 1).page_numbers = vec![page_no];
-                i = next;
-                if let Some(bl) = blocks.get(i)
-                    && looks_like_table_caption(&bl.text)
-                {
-                    b.push("caption", bl.text.clone(), 2).page_numbers = vec![page_no];
+        while i < els.len() {
+            match &els[i] {
+                Element::Table { rows, rect } => {
+                    let md = super::markdown_table(rows);
+                    let t = b.push("table", md, 1);
+                    t.page_numbers = vec![page_no];
+                    t.boxes = vec![at(*rect)];
                     i += 1;
+                    if let Some(Element::Text { text, rect }) = els.get(i)
+                        && looks_like_table_caption(text)
+                    {
+                        let c = b.push("caption", text.clone(), 2);
+                        c.page_numbers = vec![page_no];
+                        c.boxes = vec![at(*rect)];
+                        i += 1;
+                    }
+                    continue;
                 }
-                continue;
-            }
-            let bl = &blocks[i];
-            if looks_like_figure_caption(&bl.text) && !page_pics.is_empty() {
-                let data = page_pics.remove(0);
-                let pic = b.push("picture", bl.text.clone(), 1);
-                pic.page_numbers = vec![page_no];
-                pic.picture_data = Some(data.clone());
-                b.push("caption", bl.text.clone(), 2).page_numbers = vec![page_no];
-            } else {
-                b.push("text", bl.text.clone(), 1).page_numbers = vec![page_no];
+                Element::Title { text, rect } => {
+                    detected_title.get_or_insert_with(|| text.clone());
+                    let t = b.push("title", text.clone(), 1);
+                    t.page_numbers = vec![page_no];
+                    t.boxes = vec![at(*rect)];
+                }
+                Element::Heading { text, level, rect } => {
+                    let h = b.push("section_header", text.clone(), 1);
+                    h.page_numbers = vec![page_no];
+                    h.heading_level = *level;
+                    h.boxes = vec![at(*rect)];
+                }
+                Element::Text { text, rect } => {
+                    if looks_like_figure_caption(text) && !page_pics.is_empty() {
+                        let (data, pic_rect) = page_pics.remove(0);
+                        let pic = b.push("picture", text.clone(), 1);
+                        pic.page_numbers = vec![page_no];
+                        pic.picture_data = Some(data.clone());
+                        pic.boxes = pic_rect.map(at).into_iter().collect();
+                        let c = b.push("caption", text.clone(), 2);
+                        c.page_numbers = vec![page_no];
+                        c.boxes = vec![at(*rect)];
+                    } else {
+                        let t = b.push("text", text.clone(), 1);
+                        t.page_numbers = vec![page_no];
+                        t.boxes = vec![at(*rect)];
+                    }
+                }
             }
             i += 1;
         }
-        for data in page_pics {
+        for (data, rect) in page_pics {
             let pic = b.push("picture", String::new(), 1);
             pic.page_numbers = vec![page_no];
             pic.picture_data = Some(data.clone());
+            pic.boxes = rect.map(at).into_iter().collect();
         }
-        let _ = start;
     }
-    Ok(b.finish(title, page_images))
+    Ok(b.finish(info_title.or(detected_title), page_images))
 }
 
-/// Rows of a table starting at block `i`: returns (rows, next index).
-fn table_at(blocks: &[Block], i: usize) -> (Vec<Vec<String>>, usize) {
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut j = i;
-    loop {
-        let mut k = j;
-        while k < blocks.len()
-            && blocks[k].lines == 1
-            && (blocks[k].y_min - blocks[j].y_min).abs() < 3.0
-        {
-            k += 1;
-        }
-        if k - j < 2 {
-            break;
-        }
-        let mut cells: Vec<&Block> = blocks[j..k].iter().collect();
-        cells.sort_by(|a, b| a.x_min.total_cmp(&b.x_min));
-        let row: Vec<String> = cells.iter().map(|c| c.text.clone()).collect();
-        if rows.first().is_some_and(|r| r.len() != row.len()) {
-            break;
-        }
-        rows.push(row);
-        j = k;
-    }
-    (rows, j)
-}
-
-fn attr(e: &ElementRef, a: &str) -> f64 {
-    e.value()
-        .attr(a)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
-/// Title (from the PDF info, via `<title>`) and blocks per page.
-fn parse_bbox(xhtml: &str) -> (Option<String>, Vec<Vec<Block>>) {
-    let html = Html::parse_document(xhtml);
-    let sel = |s: &str| Selector::parse(s).expect("static selector");
-    let (s_title, s_page, s_block, s_line, s_word) = (
-        sel("title"),
-        sel("page"),
-        sel("block"),
-        sel("line"),
-        sel("word"),
-    );
-    let title = html
-        .select(&s_title)
-        .next()
-        .map(|t| normalize_ws(&t.text().collect::<String>()))
-        .filter(|t| !t.is_empty());
-    let pages = html
-        .select(&s_page)
-        .map(|page| {
-            page.select(&s_block)
-                .filter_map(|block| {
-                    let lines: Vec<String> = block
-                        .select(&s_line)
-                        .map(|l| {
-                            l.select(&s_word)
-                                .map(|w| w.text().collect::<String>())
-                                .collect::<Vec<_>>()
-                                .join(" ")
-                        })
-                        .collect();
-                    let text = normalize_ws(&join_lines(&lines));
-                    (!text.is_empty()).then(|| Block {
-                        text,
-                        x_min: attr(&block, "xmin"),
-                        y_min: attr(&block, "ymin"),
-                        lines: lines.len(),
-                    })
-                })
-                .collect()
-        })
-        .collect();
-    (title, pages)
-}
-
-/// Join lines with spaces, merging words hyphenated across a line break
-/// ("exam-" + "ple" → "example") only when the next line starts lowercase.
-fn join_lines(lines: &[String]) -> String {
-    let mut out = String::new();
-    for l in lines {
-        let l = l.trim();
-        if l.is_empty() {
-            continue;
-        }
-        if out.ends_with('-')
-            && out.len() > 1
-            && out[..out.len() - 1]
-                .chars()
-                .last()
-                .is_some_and(char::is_alphabetic)
-            && l.chars().next().is_some_and(char::is_lowercase)
-        {
-            out.pop();
-        } else if !out.is_empty() {
-            out.push(' ');
-        }
-        out.push_str(l);
-    }
-    out
+/// `pdftohtml -xml -zoom 1` (fonts of every run, boxes of every image): the XML text.
+fn font_layout(name: &str, path: &Path, dir: &Path) -> Result<String, IngestError> {
+    let out = dir.join("layout");
+    run(
+        name,
+        "pdftohtml",
+        &[
+            "-xml".as_ref(),
+            "-zoom".as_ref(),
+            "1".as_ref(),
+            "-q".as_ref(),
+            "-nodrm".as_ref(),
+            "-fmt".as_ref(),
+            "png".as_ref(),
+            path.as_os_str(),
+            out.as_os_str(),
+        ],
+    )?;
+    let xml = dir.join("layout.xml");
+    std::fs::read_to_string(&xml).map_err(|source| IngestError::Io {
+        name: xml.display().to_string(),
+        source,
+    })
 }
 
 /// Embedded images: (page, PNG bytes), in page/number order, masks skipped.
@@ -425,7 +393,7 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                ("#/texts/0", "text", "Sample Report", vec![1], 1),
+                ("#/texts/0", "title", "Sample Report", vec![1], 1),
                 (
                     "#/texts/1",
                     "text",
@@ -433,7 +401,7 @@ mod tests {
                     vec![1],
                     1
                 ),
-                ("#/texts/2", "text", "Introduction", vec![1], 1),
+                ("#/texts/2", "section_header", "Introduction", vec![1], 1),
                 (
                     "#/texts/3",
                     "text",
@@ -443,7 +411,7 @@ mod tests {
                 ),
                 ("#/pictures/0", "picture", fig, vec![1], 1),
                 ("#/texts/4", "caption", fig, vec![1], 2),
-                ("#/texts/5", "text", "Results", vec![2], 1),
+                ("#/texts/5", "section_header", "Results", vec![2], 1),
                 (
                     "#/texts/6",
                     "text",
@@ -467,6 +435,19 @@ mod tests {
                     1
                 ),
             ]
+        );
+        assert_eq!(doc.items[2].heading_level, 1);
+        // Boxes: the picture where the page draws it (72, 420 + 128 from the bottom of
+        // a 792 pt page), the heading on its line.
+        let pic_box = doc.items[4].boxes[0];
+        assert_eq!(
+            (pic_box.page_no, pic_box.l, pic_box.t, pic_box.r, pic_box.b),
+            (1, 72.0, 244.0, 264.0, 372.0)
+        );
+        let h = doc.items[2].boxes[0];
+        assert!(
+            (h.l - 72.0).abs() < 0.5 && (h.t - 151.0).abs() < 2.0,
+            "{h:?}"
         );
         // the embedded 96x64 image, as PNG bytes
         let pic = doc.items[4].picture_data.as_ref().unwrap();
@@ -501,18 +482,134 @@ mod tests {
             serde_json::json!(["#/texts/7", "#/tables/0"])
         );
         assert_eq!(table_chunk.metadata["page_numbers"], serde_json::json!([2]));
-        assert_eq!(table_chunk.metadata["headings"], serde_json::Value::Null);
-        let pic_chunk = &chunks[4];
+        assert_eq!(
+            table_chunk.metadata["headings"],
+            serde_json::json!(["Sample Report", "Results"])
+        );
+        let pic_chunk = chunks
+            .iter()
+            .find(|c| c.metadata["labels"] == serde_json::json!(["picture"]))
+            .unwrap();
         assert_eq!(
             pic_chunk.metadata["doc_item_refs"],
             serde_json::json!(["#/pictures/0"])
         );
         assert_eq!(pic_chunk.metadata["page_numbers"], serde_json::json!([1]));
-        assert_eq!(chunks.len(), 10);
+        assert_eq!(chunks.len(), 7);
         // docling JSON: page sizes and provenance
         let v = crate::ingest::docling_json(&doc, "sample.pdf");
         assert_eq!(v["pages"]["2"]["size"]["width"], 612.0);
         assert_eq!(v["tables"][0]["prov"][0]["page_no"], 2);
+        assert_eq!(
+            v["pictures"][0]["prov"][0]["bbox"],
+            serde_json::json!({"l": 72.0, "t": 244.0, "r": 264.0, "b": 372.0, "coord_origin": "TOPLEFT"})
+        );
+    }
+
+    /// The generated field manual (`make_structured_pdf.py`): headings with levels, the
+    /// running header and page numbers left out, two columns in reading order, a
+    /// hyphenated break joined, the table whole, every item boxed where it is.
+    #[test]
+    fn structured_pdf_headings_furniture_columns_tables_and_boxes() {
+        let path = fixture("structured.pdf");
+        let doc = parse_file(&path).unwrap();
+        let heads: Vec<(&str, &str, i64)> = doc
+            .items
+            .iter()
+            .filter(|i| i.label == "title" || i.label == "section_header")
+            .map(|i| (i.label.as_str(), i.text.as_str(), i.heading_level))
+            .collect();
+        assert_eq!(
+            heads,
+            vec![
+                ("title", "Field Manual", 0),
+                ("section_header", "1 Getting started", 1),
+                ("section_header", "1.1 Power", 2),
+                ("section_header", "2 Measurements", 1),
+                ("section_header", "2.1 Reading the gauge", 2),
+            ]
+        );
+        for it in &doc.items {
+            assert!(
+                !it.text.contains("Field Manual - Groundwork"),
+                "{:?}",
+                it.text
+            );
+            assert!(
+                !structure::is_page_number(&it.text),
+                "a page number became an item: {it:?}"
+            );
+            assert!(!it.boxes.is_empty(), "{} has no box", it.self_ref);
+        }
+        // Page 2: the left column, then the right one; "stor-" "age" joined.
+        let texts: Vec<&str> = doc
+            .items
+            .iter()
+            .filter(|i| i.label == "text" && i.page_numbers == [2])
+            .map(|i| i.text.as_str())
+            .collect();
+        assert_eq!(texts.len(), 2, "{texts:?}");
+        assert!(texts[0].starts_with("The station runs from a small solar panel"));
+        assert!(
+            texts[0].contains("in a shaded box for storage, away"),
+            "{}",
+            texts[0]
+        );
+        assert!(texts[1].starts_with("The logger wakes every ten minutes"));
+        assert!(
+            doc.items.iter().position(|i| i.text == texts[0])
+                < doc.items.iter().position(|i| i.text == texts[1])
+        );
+        // The table, whole, with its caption.
+        let table = doc.items.iter().find(|i| i.label == "table").unwrap();
+        assert!(table.text.contains("| Temperature"), "{}", table.text);
+        assert_eq!(
+            table.text.matches('\n').count(),
+            6,
+            "caption, blank, header, rule, 3 rows: {}",
+            table.text
+        );
+        // Chunks carry the section path; no chunk holds furniture.
+        let chunks = chunk(&doc, &ChunkOptions::default());
+        let power = chunks
+            .iter()
+            .find(|c| c.content.starts_with("The station runs"))
+            .unwrap();
+        assert_eq!(
+            power.metadata["headings"],
+            serde_json::json!(["Field Manual", "1 Getting started", "1.1 Power"])
+        );
+        assert!(chunks.iter().all(|c| !c.content.contains("Groundwork")));
+        // A word's box from `pdftotext -bbox` lies inside its item's box on its page.
+        let words = String::from_utf8(
+            std::process::Command::new("pdftotext")
+                .args(["-bbox", "-f", "2", "-l", "2"])
+                .arg(&path)
+                .arg("-")
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        let wakes = words
+            .lines()
+            .find(|l| l.ends_with(">wakes</word>"))
+            .expect("pdftotext -bbox lists the word");
+        let num = |k: &str| -> f64 {
+            let at = wakes.find(&format!("{k}=\"")).unwrap() + k.len() + 2;
+            wakes[at..].split('"').next().unwrap().parse().unwrap()
+        };
+        let right = doc.items.iter().find(|i| i.text == texts[1]).unwrap();
+        let bx = right.boxes[0];
+        assert_eq!(bx.page_no, 2);
+        assert!(
+            bx.l <= num("xMin") + 0.01 && num("xMax") <= bx.r + 0.01,
+            "{bx:?} {wakes}"
+        );
+        assert!(
+            bx.t <= num("yMin") + 0.01 && num("yMax") <= bx.b + 0.01,
+            "{bx:?} {wakes}"
+        );
     }
 
     #[test]
@@ -545,17 +642,5 @@ mod tests {
             Err(e) => assert!(e.to_string().contains("truncated.pdf"), "{e}"),
             Ok(doc) => panic!("truncated PDF parsed: {} items", doc.items.len()),
         }
-    }
-
-    #[test]
-    fn hyphenated_lines_join() {
-        assert_eq!(
-            join_lines(&["an exam-".into(), "ple here".into()]),
-            "an example here"
-        );
-        assert_eq!(
-            join_lines(&["state-".into(), "Of-the-art".into()]),
-            "state- Of-the-art"
-        );
     }
 }

@@ -1,0 +1,704 @@
+//! From lines with fonts to a document's structure: running headers and page numbers
+//! set apart, headings found by size and weight and given levels, rows of aligned
+//! blocks kept together as tables.
+//!
+//! The rules, in the order they run:
+//! 1. A block whose lines change size is split where the size changes (a heading that
+//!    poppler glued to the paragraph under it); so is a block whose short first line
+//!    alone is bold. A bare number on the baseline of the line to its right is joined
+//!    to it (poppler cuts "3 Utilities" in two).
+//! 2. **Furniture**: a block of at most two lines in the top or bottom tenth of the page
+//!    is a running header or footer when its text (digits masked) recurs on two or
+//!    more pages, when it is a bare page number (`7`, `vii`, `- 7 -`, `Page 7`), or
+//!    when it sits in a band (its top within 3 pt) that holds such blocks on at least a
+//!    quarter of the pages (three at least). Furniture is left out of the items.
+//! 3. **Body size**: the font size most characters outside furniture have.
+//! 4. **Headings**: a block of at most three lines and 200 characters that is not a bare
+//!    number, a table-of-contents entry (dot leaders), an address or a link, set at
+//!    least 12 % larger than the body, or bold at body size and numbered
+//!    (`4.1 Foo`). Its level: the number of parts of its section number when it has one
+//!    (`4.1.2` → 3), else the rank of its size among the heading sizes (largest first).
+//!    The first heading of page 1, when it alone has the largest heading size, is the
+//!    document's title.
+//! 5. **Tables**: consecutive single-line blocks side by side on one baseline, two rows
+//!    or more with the same number of cells; or blocks side by side in neighbouring
+//!    columns that start on one baseline with the same number of lines, line tops
+//!    aligned, and short lines (at most five words) in every column but the last.
+
+use std::collections::{HashMap, HashSet};
+
+use super::layout::{Block, Page, Rect};
+
+/// What a block became.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Element {
+    /// The document title (docling `title`).
+    Title { text: String, rect: Rect },
+    /// A section heading with its level (docling `section_header`).
+    Heading {
+        text: String,
+        level: i64,
+        rect: Rect,
+    },
+    /// A paragraph.
+    Text { text: String, rect: Rect },
+    /// A table: rows of cells.
+    Table { rows: Vec<Vec<String>>, rect: Rect },
+}
+
+impl Element {
+    pub fn rect(&self) -> Rect {
+        match self {
+            Element::Title { rect, .. }
+            | Element::Heading { rect, .. }
+            | Element::Text { rect, .. }
+            | Element::Table { rect, .. } => *rect,
+        }
+    }
+}
+
+/// The elements of each page, in reading order (furniture left out).
+pub fn structure(pages: &[Page]) -> Vec<Vec<Element>> {
+    let heights: Vec<f64> = pages.iter().map(|p| p.height).collect();
+    let pages: Vec<Vec<Block>> = pages
+        .iter()
+        .map(|p| join_number_labels(p.blocks.iter().flat_map(split_by_style).collect()))
+        .collect();
+    let furniture = find_furniture(&pages, &heights);
+    let body = body_size(&pages, &furniture);
+    // Heading candidates and their sizes.
+    let mut is_heading: HashSet<(usize, usize)> = HashSet::new();
+    let mut sizes: Vec<f64> = Vec::new();
+    for (pi, blocks) in pages.iter().enumerate() {
+        for (bi, b) in blocks.iter().enumerate() {
+            if furniture.contains(&(pi, bi)) || !looks_like_heading(b, body) {
+                continue;
+            }
+            is_heading.insert((pi, bi));
+            if !sizes.iter().any(|s| (s - b.size()).abs() < 0.5) {
+                sizes.push(b.size());
+            }
+        }
+    }
+    sizes.sort_by(|a, b| b.total_cmp(a));
+    // The title: page 1's first heading, alone at the largest heading size.
+    let title = pages.first().and_then(|blocks| {
+        let first = (0..blocks.len()).find(|&bi| is_heading.contains(&(0, bi)))?;
+        let top = sizes.first()?;
+        let at_top = is_heading
+            .iter()
+            .filter(|&&(pi, bi)| (pages[pi][bi].size() - top).abs() < 0.5)
+            .count();
+        ((blocks[first].size() - top).abs() < 0.5 && at_top == 1).then_some(first)
+    });
+    let ranked: Vec<f64> = match title {
+        Some(_) => sizes.iter().skip(1).copied().collect(),
+        None => sizes.clone(),
+    };
+    let level_of = |b: &Block| -> i64 {
+        if let Some(n) = section_number_depth(&b.text()) {
+            return n;
+        }
+        ranked
+            .iter()
+            .position(|s| (s - b.size()).abs() < 0.5)
+            .map_or(ranked.len() as i64 + 1, |i| i as i64 + 1)
+    };
+
+    let mut out = Vec::new();
+    for (pi, blocks) in pages.iter().enumerate() {
+        let mut elements = Vec::new();
+        let mut bi = 0;
+        while bi < blocks.len() {
+            if furniture.contains(&(pi, bi)) {
+                bi += 1;
+                continue;
+            }
+            if let Some((rows, rect, next)) = table_at(blocks, bi, &furniture, pi) {
+                elements.push(Element::Table { rows, rect });
+                bi = next;
+                continue;
+            }
+            let b = &blocks[bi];
+            let text = b.text();
+            let rect = b.rect();
+            elements.push(if pi == 0 && title == Some(bi) {
+                Element::Title { text, rect }
+            } else if is_heading.contains(&(pi, bi)) {
+                Element::Heading {
+                    text,
+                    level: level_of(b),
+                    rect,
+                }
+            } else {
+                Element::Text { text, rect }
+            });
+            bi += 1;
+        }
+        out.push(elements);
+    }
+    out
+}
+
+/// A one-line block that is only a number (`3`, `4.1`) followed by a one-line block on
+/// the same baseline to its right is one line: the number labels it (a numbered
+/// heading or a table-of-contents entry that poppler cut in two).
+fn join_number_labels(blocks: Vec<Block>) -> Vec<Block> {
+    let mut out: Vec<Block> = Vec::with_capacity(blocks.len());
+    let mut it = blocks.into_iter().peekable();
+    while let Some(b) = it.next() {
+        let label = b.lines.len() == 1
+            && b.lines[0]
+                .text
+                .trim_end_matches('.')
+                .split('.')
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
+        if label
+            && let Some(next) = it.peek()
+            && next.lines.len() == 1
+            && next.lines[0].text.starts_with(char::is_alphabetic)
+            && (next.lines[0].rect.t - b.lines[0].rect.t).abs() < 2.0
+            && next.lines[0].rect.l > b.lines[0].rect.r
+        {
+            let next = it.next().expect("peeked");
+            let (a, n) = (&b.lines[0], &next.lines[0]);
+            let chars = (a.text.chars().count() + n.text.chars().count()).max(1) as f64;
+            let weight = n.text.chars().count() as f64 / chars;
+            out.push(Block {
+                lines: vec![super::layout::Line {
+                    text: format!("{} {}", a.text, n.text),
+                    rect: a.rect.union(&n.rect),
+                    size: n.size * weight + a.size * (1.0 - weight),
+                    bold: n.bold,
+                }],
+                flow: b.flow,
+            });
+            continue;
+        }
+        out.push(b);
+    }
+    out
+}
+
+/// Rule 1: a block split where its font size changes, and a short bold first line over
+/// plain lines split off.
+fn split_by_style(block: &Block) -> Vec<Block> {
+    let mut out: Vec<Block> = Vec::new();
+    for (i, line) in block.lines.iter().enumerate() {
+        let start_new = match out.last() {
+            None => true,
+            Some(cur) => {
+                let prev = cur.lines.last().expect("blocks are never empty");
+                (prev.size - line.size).abs() > 0.6
+                    || (i == 1
+                        && prev.bold
+                        && !line.bold
+                        && prev.text.chars().count() <= 80
+                        && block.lines[1..].iter().all(|l| !l.bold))
+            }
+        };
+        if start_new {
+            out.push(Block {
+                lines: vec![line.clone()],
+                flow: block.flow,
+            });
+        } else {
+            out.last_mut()
+                .expect("just checked")
+                .lines
+                .push(line.clone());
+        }
+    }
+    out
+}
+
+/// Whether `text` is a bare page number: `7`, `vii`, `- 7 -`, `Page 7`, `7 / 36`.
+pub fn is_page_number(text: &str) -> bool {
+    let t = text
+        .trim()
+        .trim_matches(|c: char| c == '-' || c == '–' || c.is_whitespace());
+    let t = t
+        .strip_prefix("Page ")
+        .or_else(|| t.strip_prefix("page "))
+        .unwrap_or(t);
+    let t = t
+        .split(" / ")
+        .next()
+        .unwrap_or(t)
+        .split(" of ")
+        .next()
+        .unwrap_or(t)
+        .trim();
+    !t.is_empty() && (t.chars().all(|c| c.is_ascii_digit()) || is_roman(t))
+}
+
+/// A lower-case Roman numeral below 4000 (`vii`, `xiv`), as front matter numbers pages.
+fn is_roman(t: &str) -> bool {
+    if t.is_empty() || t.len() > 8 {
+        return false;
+    }
+    let value = |c: char| match c {
+        'i' => Some(1),
+        'v' => Some(5),
+        'x' => Some(10),
+        'l' => Some(50),
+        'c' => Some(100),
+        'd' => Some(500),
+        'm' => Some(1000),
+        _ => None,
+    };
+    let Some(digits) = t.chars().map(value).collect::<Option<Vec<u32>>>() else {
+        return false;
+    };
+    let mut total = 0;
+    for (i, &d) in digits.iter().enumerate() {
+        if digits.get(i + 1).is_some_and(|&n| n > d) {
+            total -= d as i64;
+        } else {
+            total += d as i64;
+        }
+    }
+    // Canonical form only: the numeral of the value must be the text.
+    total > 0 && total < 4000 && to_roman(total as u32) == t
+}
+
+fn to_roman(mut n: u32) -> String {
+    let table = [
+        (1000, "m"),
+        (900, "cm"),
+        (500, "d"),
+        (400, "cd"),
+        (100, "c"),
+        (90, "xc"),
+        (50, "l"),
+        (40, "xl"),
+        (10, "x"),
+        (9, "ix"),
+        (5, "v"),
+        (4, "iv"),
+        (1, "i"),
+    ];
+    let mut out = String::new();
+    for (v, s) in table {
+        while n >= v {
+            out.push_str(s);
+            n -= v;
+        }
+    }
+    out
+}
+
+/// Rule 2: the (page, block) positions that are running headers, footers or page
+/// numbers, given each page's height.
+fn find_furniture(pages: &[Vec<Block>], heights: &[f64]) -> HashSet<(usize, usize)> {
+    let mask = |s: &str| -> String {
+        s.chars()
+            .map(|c| if c.is_ascii_digit() { '#' } else { c })
+            .collect()
+    };
+    // Candidates: short blocks in the margins.
+    let mut candidates: Vec<(usize, usize, String, f64, bool)> = Vec::new();
+    for (pi, blocks) in pages.iter().enumerate() {
+        let h = heights
+            .get(pi)
+            .copied()
+            .filter(|h| *h > 0.0)
+            .unwrap_or(792.0);
+        for (bi, b) in blocks.iter().enumerate() {
+            let r = b.rect();
+            if b.lines.len() > 2 {
+                continue;
+            }
+            let top = r.b <= h * 0.1;
+            let bottom = r.t >= h * 0.9;
+            if top || bottom {
+                candidates.push((pi, bi, mask(&b.text()), r.t, top));
+            }
+        }
+    }
+    let mut pages_of: HashMap<&str, HashSet<usize>> = HashMap::new();
+    for (pi, _, key, _, _) in &candidates {
+        pages_of.entry(key.as_str()).or_default().insert(*pi);
+    }
+    let mut out = HashSet::new();
+    for (pi, bi, key, _, _) in &candidates {
+        let text = pages[*pi][*bi].text();
+        if pages_of[key.as_str()].len() >= 2 || is_page_number(&text) {
+            out.insert((*pi, *bi));
+        }
+    }
+    // Bands that hold furniture on many pages take every margin block in them.
+    let need = (pages.len() as f64 * 0.25).ceil().max(3.0) as usize;
+    let mut band_pages: HashMap<(bool, i64), HashSet<usize>> = HashMap::new();
+    for (pi, bi, _, t, top) in &candidates {
+        if out.contains(&(*pi, *bi)) {
+            band_pages
+                .entry((*top, (t / 3.0).round() as i64))
+                .or_default()
+                .insert(*pi);
+        }
+    }
+    for (pi, bi, _, t, top) in &candidates {
+        let band = (t / 3.0).round() as i64;
+        let busy = (band - 1..=band + 1)
+            .any(|b| band_pages.get(&(*top, b)).is_some_and(|p| p.len() >= need));
+        if busy {
+            out.insert((*pi, *bi));
+        }
+    }
+    out
+}
+
+/// Rule 3: the font size most characters have, furniture left out.
+fn body_size(pages: &[Vec<Block>], furniture: &HashSet<(usize, usize)>) -> f64 {
+    let mut by_size: Vec<(f64, usize)> = Vec::new();
+    for (pi, blocks) in pages.iter().enumerate() {
+        for (bi, b) in blocks.iter().enumerate() {
+            if furniture.contains(&(pi, bi)) {
+                continue;
+            }
+            for l in &b.lines {
+                let n = l.text.chars().count();
+                match by_size.iter_mut().find(|(s, _)| (s - l.size).abs() < 0.25) {
+                    Some(e) => e.1 += n,
+                    None => by_size.push((l.size, n)),
+                }
+            }
+        }
+    }
+    by_size
+        .into_iter()
+        .max_by_key(|(_, n)| *n)
+        .map_or(10.0, |(s, _)| s)
+}
+
+/// The depth of a leading section number (`4` → 1, `4.1` → 2, `A.2` → 2), when the
+/// text starts with one followed by a title.
+pub fn section_number_depth(text: &str) -> Option<i64> {
+    let (num, rest) = text.split_once(' ')?;
+    if rest.trim().is_empty() || !rest.trim().starts_with(|c: char| c.is_alphabetic()) {
+        return None;
+    }
+    let num = num.trim_end_matches('.');
+    let parts: Vec<&str> = num.split('.').collect();
+    let ok = parts.iter().enumerate().all(|(i, p)| {
+        !p.is_empty()
+            && (p.chars().all(|c| c.is_ascii_digit())
+                || (i == 0 && p.len() == 1 && p.chars().all(|c| c.is_ascii_uppercase())))
+    }) && parts.iter().any(|p| p.chars().all(|c| c.is_ascii_digit()));
+    ok.then_some(parts.len() as i64)
+}
+
+/// Rule 4: whether a block reads as a heading at this body size.
+fn looks_like_heading(b: &Block, body: f64) -> bool {
+    let text = b.text();
+    let n = text.chars().count();
+    if b.lines.len() > 3 || n > 200 || n < 2 || is_page_number(&text) {
+        return false;
+    }
+    if !text.chars().any(char::is_alphabetic) {
+        return false;
+    }
+    // A table-of-contents entry ("Utilities . . . . 7"), an address or a link is no
+    // heading, whatever its font.
+    if text.contains(". . .") || text.contains("....") || text.contains('@') || text.contains("://")
+    {
+        return false;
+    }
+    let size = b.size();
+    if size >= body * 1.12 {
+        return true;
+    }
+    b.bold()
+        && b.lines.len() == 1
+        && n <= 100
+        && (size - body).abs() < 0.6
+        && section_number_depth(&text).is_some()
+}
+
+/// Rule 5: a table starting at block `i`: its rows, its box and the next block index.
+fn table_at(
+    blocks: &[Block],
+    i: usize,
+    furniture: &HashSet<(usize, usize)>,
+    pi: usize,
+) -> Option<(Vec<Vec<String>>, Rect, usize)> {
+    let usable = |k: usize| k < blocks.len() && !furniture.contains(&(pi, k));
+    // (a) rows of single-line cells.
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut rect: Option<Rect> = None;
+    let mut j = i;
+    loop {
+        let mut k = j;
+        while usable(k)
+            && blocks[k].lines.len() == 1
+            && (blocks[k].rect().t - blocks[j].rect().t).abs() < 3.0
+        {
+            k += 1;
+        }
+        if k - j < 2 {
+            break;
+        }
+        let mut cells: Vec<&Block> = blocks[j..k].iter().collect();
+        cells.sort_by(|a, b| a.rect().l.total_cmp(&b.rect().l));
+        let row: Vec<String> = cells.iter().map(|c| c.text()).collect();
+        if rows.first().is_some_and(|r| r.len() != row.len()) {
+            break;
+        }
+        for c in &cells {
+            rect = Some(rect.map_or(c.rect(), |r| r.union(&c.rect())));
+        }
+        rows.push(row);
+        j = k;
+    }
+    if rows.len() >= 2 {
+        return Some((rows, rect.expect("rows have cells"), j));
+    }
+    // (b) columns of aligned lines in neighbouring flows.
+    let first = blocks.get(i)?;
+    let n = first.lines.len();
+    if n < 2 || furniture.contains(&(pi, i)) {
+        return None;
+    }
+    let mut cols = vec![first];
+    let mut k = i + 1;
+    while usable(k) {
+        let b = &blocks[k];
+        let prev = cols.last().expect("one column at least");
+        let aligned = b.lines.len() == n
+            && b.flow != prev.flow
+            && b.rect().l > prev.rect().r
+            && b.lines
+                .iter()
+                .zip(&first.lines)
+                .all(|(x, y)| (x.rect.t - y.rect.t).abs() < 2.0);
+        if !aligned {
+            break;
+        }
+        cols.push(b);
+        k += 1;
+    }
+    let short = |b: &Block| {
+        b.lines
+            .iter()
+            .all(|l| l.text.split_whitespace().count() <= 5)
+    };
+    if cols.len() < 2 || !cols[..cols.len() - 1].iter().all(|b| short(b)) {
+        return None;
+    }
+    let rows: Vec<Vec<String>> = (0..n)
+        .map(|r| cols.iter().map(|c| c.lines[r].text.clone()).collect())
+        .collect();
+    let rect = cols
+        .iter()
+        .map(|c| c.rect())
+        .reduce(|a, b| a.union(&b))
+        .expect("two columns");
+    Some((rows, rect, k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::layout::Line;
+    use super::*;
+
+    fn line(text: &str, t: f64, l: f64, size: f64, bold: bool) -> Line {
+        Line {
+            text: text.into(),
+            rect: Rect {
+                l,
+                t,
+                r: l + text.len() as f64 * size * 0.5,
+                b: t + size,
+            },
+            size,
+            bold,
+        }
+    }
+
+    fn block(lines: Vec<Line>, flow: usize) -> Block {
+        Block { lines, flow }
+    }
+
+    fn page(no: i64, blocks: Vec<Block>) -> Page {
+        Page {
+            page_no: no,
+            width: 612.0,
+            height: 792.0,
+            blocks,
+            images: vec![],
+        }
+    }
+
+    #[test]
+    fn page_numbers_and_section_numbers() {
+        for t in ["7", "vii", "xiv", "- 7 -", "Page 7", "7 / 36"] {
+            assert!(is_page_number(t), "{t}");
+        }
+        for t in ["7 apples", "Chapter 3: Utilities", "vivid", "dim", "civic"] {
+            assert!(!is_page_number(t), "{t}");
+        }
+        assert_eq!(section_number_depth("4 Function reference"), Some(1));
+        assert_eq!(section_number_depth("4.1 ASN.1 schema functions"), Some(2));
+        assert_eq!(section_number_depth("4.1.2. Details"), Some(3));
+        assert_eq!(section_number_depth("A.2 Appendix part"), Some(2));
+        assert_eq!(section_number_depth("asn1 parser2tree"), None);
+        assert_eq!(section_number_depth("42 is the answer"), Some(1));
+        assert_eq!(section_number_depth("3.5 kg of flour"), Some(2));
+    }
+
+    #[test]
+    fn headers_numbers_headings_and_levels() {
+        let body = |t: f64, text: &str| block(vec![line(text, t, 72.0, 11.0, false)], 0);
+        let mut pages = Vec::new();
+        for no in 1..=4 {
+            let mut blocks = vec![
+                block(
+                    vec![line(
+                        &format!("Chapter {no}: Field notes"),
+                        40.0,
+                        72.0,
+                        9.0,
+                        false,
+                    )],
+                    0,
+                ),
+                block(vec![line(&no.to_string(), 40.0, 520.0, 9.0, false)], 1),
+            ];
+            if no == 1 {
+                blocks.push(block(vec![line("The Manual", 90.0, 72.0, 24.0, true)], 2));
+            }
+            blocks.push(block(
+                vec![line(
+                    &format!("{no} Chapter title"),
+                    130.0,
+                    72.0,
+                    17.0,
+                    true,
+                )],
+                2,
+            ));
+            blocks.push(block(
+                vec![line(&format!("{no}.1 A section"), 160.0, 72.0, 14.0, true)],
+                2,
+            ));
+            for k in 0..6 {
+                blocks.push(body(
+                    190.0 + 14.0 * k as f64,
+                    "An ordinary sentence of the body text that goes on.",
+                ));
+            }
+            blocks.push(block(
+                vec![line(&format!("{}", no + 10), 760.0, 300.0, 9.0, false)],
+                3,
+            ));
+            pages.push(page(no, blocks));
+        }
+        let out = structure(&pages);
+        let all: Vec<&Element> = out.iter().flatten().collect();
+        assert_eq!(
+            all[0],
+            &Element::Title {
+                text: "The Manual".into(),
+                rect: pages[0].blocks[2].rect()
+            }
+        );
+        let headings: Vec<(String, i64)> = all
+            .iter()
+            .filter_map(|e| match e {
+                Element::Heading { text, level, .. } => Some((text.clone(), *level)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(headings[0], ("1 Chapter title".to_string(), 1));
+        assert_eq!(headings[1], ("1.1 A section".to_string(), 2));
+        assert_eq!(headings.len(), 8);
+        // No running header, no page number anywhere.
+        for e in &all {
+            if let Element::Text { text, .. } = e {
+                assert!(!text.contains("Chapter"), "{text}");
+                assert!(!is_page_number(text), "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_glued_heading_is_split_off() {
+        let b = block(
+            vec![
+                line("3.3 Invoking asn1Decoding", 98.0, 90.0, 14.0, true),
+                line(
+                    "asn1Decoding generates an ASN.1 structure from a file",
+                    120.0,
+                    90.0,
+                    11.0,
+                    false,
+                ),
+                line(
+                    "with ASN.1 definitions and a binary file.",
+                    133.0,
+                    90.0,
+                    11.0,
+                    false,
+                ),
+            ],
+            0,
+        );
+        let parts = split_by_style(&b);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0].text(), "3.3 Invoking asn1Decoding");
+    }
+
+    #[test]
+    fn option_columns_are_one_table_but_prose_columns_are_not() {
+        let col = |flow: usize, l: f64, texts: &[&str]| {
+            block(
+                texts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| line(t, 200.0 + 13.0 * i as f64, l, 9.0, false))
+                    .collect(),
+                flow,
+            )
+        };
+        let blocks = vec![
+            col(0, 101.0, &["-b, --benchmark", "-s, --strict"]),
+            col(
+                1,
+                227.0,
+                &["perform a benchmark on decoding", "use strict DER decoding"],
+            ),
+        ];
+        let (rows, _, next) = table_at(&blocks, 0, &HashSet::new(), 0).unwrap();
+        assert_eq!(next, 2);
+        assert_eq!(
+            rows,
+            vec![
+                vec![
+                    "-b, --benchmark".to_string(),
+                    "perform a benchmark on decoding".into()
+                ],
+                vec!["-s, --strict".to_string(), "use strict DER decoding".into()],
+            ]
+        );
+        let prose = vec![
+            col(
+                0,
+                72.0,
+                &[
+                    "The left column runs on with many words in it",
+                    "and its second line is as long as the first one",
+                ],
+            ),
+            col(
+                1,
+                320.0,
+                &[
+                    "The right column runs on with many words in it",
+                    "and its second line is as long as the first one",
+                ],
+            ),
+        ];
+        assert!(table_at(&prose, 0, &HashSet::new(), 0).is_none());
+    }
+}
