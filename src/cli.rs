@@ -68,6 +68,13 @@ pub struct GlobalArgs {
     /// Chat model name (env GROUNDWORK_MODEL).
     #[arg(long, global = true, value_name = "NAME")]
     pub model: Option<String>,
+    /// Idle timeout for the model: the longest wait for its first byte and between
+    /// streamed bytes (config `[model] timeout_secs`, default 120).
+    #[arg(long, global = true, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
+    /// Token limit per model answer, sent as `max_tokens` (config `[model] max_tokens`).
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tokens: Option<u32>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -326,6 +333,8 @@ pub async fn choose_model(
         &ModelOverrides {
             base_url: global.model_url.clone(),
             model: global.model.clone(),
+            timeout_secs: global.timeout,
+            max_tokens: global.max_tokens,
             ..Default::default()
         },
         &crate::engine::discover::candidates(&ctx.env),
@@ -784,7 +793,16 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
                 writeln!(out, "  [{}] {source}{pages}", c["index"])?;
             }
         }
-        eprintln!("({}; session saved to {})", outcome.status, path.display());
+        let cut = if outcome.cut_off {
+            "; the answer was cut off at the model's token limit (max_tokens)"
+        } else {
+            ""
+        };
+        eprintln!(
+            "({}{cut}; session saved to {})",
+            outcome.status,
+            path.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
