@@ -272,7 +272,11 @@ impl OpenAiModel {
                 },
                 TransportFailure::Closed(detail) => ModelError::Unreachable {
                     url: self.url(),
-                    detail: format!("the connection closed before the server answered ({detail})"),
+                    detail: if detail.contains("closed") {
+                        "the connection closed before the server answered".to_string()
+                    } else {
+                        format!("the connection closed before the server answered ({detail})")
+                    },
                 },
             },
             OpenAIError::Boxed(b) => match b.downcast::<HttpFailure>() {
@@ -300,7 +304,7 @@ impl OpenAiModel {
             OpenAIError::StreamError(err) => match *err {
                 // eventsource-stream's wording for a body that broke off.
                 StreamError::EventStream(msg) if msg.starts_with("Transport error") => {
-                    self.closed(progress, "the connection broke")
+                    self.closed(progress, "connection lost")
                 }
                 other => self.malformed(format!("bad event stream: {other}")),
             },
