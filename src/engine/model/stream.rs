@@ -4,11 +4,11 @@
 
 use serde_json::json;
 
-use super::super::messages::{
-    ModelResponse, ModelResponsePart, RequestUsage, TextPart, ThinkingPart, ToolCallPart,
-};
 use super::StreamDelta;
 use super::wire::{ChatChunk, WireUsage};
+use crate::engine::messages::{
+    ModelResponse, ModelResponsePart, RequestUsage, TextPart, ThinkingPart, ToolCallPart,
+};
 
 #[derive(Debug, Default)]
 pub(super) struct PendingCall {

@@ -11,13 +11,13 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::super::config::ModelConfig;
-use super::super::messages::{
+use super::ModelRequestParams;
+use crate::engine::config::ModelConfig;
+use crate::engine::messages::{
     ModelMessage, ModelRequestPart, ModelResponse, ToolArgs, ToolCallPart, UserContent,
     UserContentValue,
 };
-use super::super::prompts;
-use super::ModelRequestParams;
+use crate::engine::prompts;
 
 /// The chat-completions JSON body for `params`: `model`, `messages`, `tools` when any,
 /// `max_tokens` when configured, and `stream` with usage when streaming.
