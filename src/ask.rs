@@ -91,6 +91,9 @@ pub struct AskOutcome {
     pub violation: bool,
     /// The question's identity (SPEC §0.2).
     pub question: Option<u64>,
+    /// Whether the answer was cut off at the model's token limit (finish reason
+    /// `length`, e.g. from `max_tokens`).
+    pub cut_off: bool,
     /// Every model request of the run: raw and compacted messages, tools, instructions.
     pub requests: Vec<RequestSnapshot>,
 }
@@ -182,7 +185,15 @@ pub async fn ask(
         RunOutput::Tool { args, .. } => args.to_string(),
         other => format!("{other:?}"),
     };
-    Ok(summarise(answer, &result.state, result.requests))
+    let cut_off = result
+        .messages
+        .iter()
+        .rev()
+        .find_map(|m| m.as_response())
+        .is_some_and(|r| r.is_cut_off());
+    let mut outcome = summarise(answer, &result.state, result.requests);
+    outcome.cut_off = cut_off;
+    Ok(outcome)
 }
 
 /// The ledger view of a state after a question: its citations, status and violation.
@@ -219,6 +230,7 @@ pub fn summarise(
         status,
         violation,
         question,
+        cut_off: false,
         requests,
     }
 }

@@ -68,6 +68,13 @@ pub struct GlobalArgs {
     /// Chat model name (env GROUNDWORK_MODEL).
     #[arg(long, global = true, value_name = "NAME")]
     pub model: Option<String>,
+    /// Idle timeout for the model: the longest wait for its first byte and between
+    /// streamed bytes (config `[model] timeout_secs`, default 120).
+    #[arg(long, global = true, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
+    /// Token limit per model answer, sent as `max_tokens` (config `[model] max_tokens`).
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tokens: Option<u32>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -366,6 +373,8 @@ pub async fn choose_model(
         &ModelOverrides {
             base_url: global.model_url.clone(),
             model: global.model.clone(),
+            timeout_secs: global.timeout,
+            max_tokens: global.max_tokens,
             ..Default::default()
         },
         &crate::engine::discover::candidates(&ctx.env),
@@ -834,8 +843,17 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
                 writeln!(out, "  [{}] {}{pages}", c["index"], clean(source))?;
             }
         }
+        let cut = if outcome.cut_off {
+            "; the answer was cut off at the model's token limit (max_tokens)"
+        } else {
+            ""
+        };
         if saved.is_ok() {
-            eprintln!("({}; session saved to {})", outcome.status, path.display());
+            eprintln!(
+                "({}{cut}; session saved to {})",
+                outcome.status,
+                path.display()
+            );
         }
     }
     out.flush()?;

@@ -115,6 +115,9 @@ pub struct Turn {
     pub requests: usize,
     /// Chunks its searches returned: (capability, chunk id, source line).
     pub retrieved: Vec<(String, String, Option<String>)>,
+    /// Whether the question's last model answer was cut off at the token limit
+    /// (finish reason `length`).
+    pub cut_off: bool,
 }
 
 impl Turn {
@@ -129,6 +132,7 @@ impl Turn {
             redirected: false,
             requests: 0,
             retrieved: Vec::new(),
+            cut_off: false,
         }
     }
 }
@@ -161,6 +165,8 @@ pub struct LedgerRow {
     pub uncited: Vec<LedgerChunk>,
     pub searches: usize,
     pub executions: usize,
+    /// The answer was cut off at the token limit.
+    pub cut_off: bool,
 }
 
 /// The whole conversation.
@@ -448,6 +454,7 @@ fn ledger_row(
         uncited,
         searches: count(&["rag_search", "analysis_search"]),
         executions: count(&["analysis_execute_code"]),
+        cut_off: turn.cut_off,
     }
 }
 
@@ -458,6 +465,7 @@ pub fn fill_turn(turn: &mut Turn, messages: &[ModelMessage]) {
         match m {
             ModelMessage::Response(r) => {
                 turn.requests += 1;
+                turn.cut_off = r.is_cut_off();
                 let text: String = r
                     .parts
                     .iter()
@@ -589,6 +597,9 @@ pub fn to_markdown(t: &Transcript, title: &str) -> String {
             out.push('\n');
         }
         out.push_str(&format!("## Answer\n\n{}\n\n", turn.answer.trim()));
+        if turn.cut_off {
+            out.push_str("*The answer was cut off at the model's token limit.*\n\n");
+        }
         out.push_str(&format!(
             "*Citation status: {}{}{}*\n\n",
             row.status.as_str(),

@@ -35,8 +35,8 @@ async fn a_429_is_retried_then_succeeds() {
 #[tokio::test]
 async fn persistent_5xx_exhausts_the_retries() {
     let server = ScriptedServer::start(vec![
-        Reply::status(500, "boom"),
         Reply::status(502, "boom"),
+        Reply::status(504, "boom"),
         Reply::status(503, "still boom"),
         Reply::text("never reached"),
     ])
@@ -125,7 +125,7 @@ async fn garbage_answers_give_clear_errors() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("malformed") && err.contains("no choices"),
+        err.contains("malformed") && err.contains("no events") && err.contains("no events in here"),
         "{err}"
     );
     assert_eq!(server.remaining(), 0);
@@ -147,10 +147,7 @@ async fn a_stalled_endpoint_times_out() {
         matches!(err, RunError::Model(ModelError::Timeout { secs: 1, .. })),
         "{err}"
     );
-    assert!(
-        err.to_string()
-            .contains("did not finish answering within 1 s")
-    );
+    assert!(err.to_string().contains("sent nothing for 1 s"), "{err}");
     // A stream that stalls after its first delta is not retried (the delta was shown).
     config.max_retries = 3;
     let err = ask(config).await.unwrap_err();

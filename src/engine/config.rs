@@ -11,10 +11,13 @@
 //! base_url = "http://127.0.0.1:8080/v1"
 //! model = "qwen3"
 //! api_key = "sk-..."        # optional; OPENAI_API_KEY is the usual place
-//! timeout_secs = 120
+//! timeout_secs = 120       # idle: longest wait for the headers or between stream bytes
+//! total_timeout_secs = 600  # optional; the whole request, retries included (default: none)
 //! connect_timeout_secs = 10
-//! max_retries = 2
+//! max_retries = 2           # for connection failures and HTTP 408/429/502/503/504
 //! stream = true
+//! max_tokens = 2048         # optional; sent as `max_tokens` (default: the server's)
+//! max_response_bytes = 8388608  # answer text + reasoning + tool calls (default 8 MiB)
 //! ```
 
 use std::collections::HashMap;
@@ -79,17 +82,28 @@ pub struct ModelConfig {
     pub model: String,
     /// API key, if the endpoint needs one.
     pub api_key: Option<ApiKey>,
-    /// Overall limit for one attempt of one request, streaming included.
+    /// Idle timeout: the longest wait for the response headers and between body
+    /// bytes of one attempt (a long answer that keeps streaming is never cut).
     pub timeout_secs: u64,
+    /// Limit for the whole request, retries included; `None`: no limit.
+    pub total_timeout_secs: Option<u64>,
     /// Limit for establishing the TCP/TLS connection.
     pub connect_timeout_secs: u64,
-    /// Extra attempts after a 429, a 5xx, a connection error or a timeout.
+    /// Extra attempts after a connection failure or HTTP 408, 429, 502, 503, 504 (an
+    /// idle timeout or a cut stream is retried at most once).
     pub max_retries: u32,
     /// First backoff delay in milliseconds; doubles per retry, capped at 8 s.
     pub retry_base_delay_ms: u64,
     /// Use SSE streaming (text and tool-call deltas surface as they arrive).
     pub stream: bool,
+    /// Sent as `max_tokens` when set; an answer that hits it is marked cut off.
+    pub max_tokens: Option<u32>,
+    /// Largest answer accepted (text, reasoning and tool calls, in bytes).
+    pub max_response_bytes: u64,
 }
+
+/// Default `max_response_bytes`: 8 MiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
 
 impl Default for ModelConfig {
     fn default() -> Self {
@@ -98,10 +112,13 @@ impl Default for ModelConfig {
             model: DEFAULT_MODEL.to_string(),
             api_key: None,
             timeout_secs: 120,
+            total_timeout_secs: None,
             connect_timeout_secs: 10,
             max_retries: 2,
             retry_base_delay_ms: 500,
             stream: true,
+            max_tokens: None,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }
@@ -121,6 +138,8 @@ pub struct ModelOverrides {
     pub max_retries: Option<u32>,
     /// `--no-stream` sets `Some(false)`.
     pub stream: Option<bool>,
+    /// `--max-tokens`.
+    pub max_tokens: Option<u32>,
 }
 
 /// Why the configuration could not be loaded.
@@ -165,10 +184,13 @@ struct FileModel {
     model: Option<String>,
     api_key: Option<ApiKey>,
     timeout_secs: Option<u64>,
+    total_timeout_secs: Option<u64>,
     connect_timeout_secs: Option<u64>,
     max_retries: Option<u32>,
     retry_base_delay_ms: Option<u64>,
     stream: Option<bool>,
+    max_tokens: Option<u32>,
+    max_response_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -231,6 +253,9 @@ impl ModelConfig {
         if let Some(v) = overrides.stream {
             cfg.stream = v;
         }
+        if let Some(v) = overrides.max_tokens {
+            cfg.max_tokens = Some(v);
+        }
         cfg.validate()?;
         Ok(cfg)
     }
@@ -271,6 +296,15 @@ impl ModelConfig {
         if let Some(v) = m.stream {
             self.stream = v;
         }
+        if let Some(v) = m.total_timeout_secs {
+            self.total_timeout_secs = Some(v);
+        }
+        if let Some(v) = m.max_tokens {
+            self.max_tokens = Some(v);
+        }
+        if let Some(v) = m.max_response_bytes {
+            self.max_response_bytes = v;
+        }
         Ok(())
     }
 
@@ -281,10 +315,31 @@ impl ModelConfig {
                 message: format!("{:?} is not an http(s) URL", self.base_url),
             });
         }
-        if self.timeout_secs == 0 || self.connect_timeout_secs == 0 {
+        for (key, secs) in [
+            ("model.timeout_secs", Some(self.timeout_secs)),
+            (
+                "model.connect_timeout_secs",
+                Some(self.connect_timeout_secs),
+            ),
+            ("model.total_timeout_secs", self.total_timeout_secs),
+        ] {
+            if secs == Some(0) {
+                return Err(ConfigError::Invalid {
+                    key: key.into(),
+                    message: "timeouts must be at least one second".into(),
+                });
+            }
+        }
+        if self.max_tokens == Some(0) {
             return Err(ConfigError::Invalid {
-                key: "model.timeout_secs".into(),
-                message: "timeouts must be at least one second".into(),
+                key: "model.max_tokens".into(),
+                message: "must be at least 1".into(),
+            });
+        }
+        if self.max_response_bytes == 0 {
+            return Err(ConfigError::Invalid {
+                key: "model.max_response_bytes".into(),
+                message: "must be at least 1".into(),
             });
         }
         Ok(())
@@ -379,6 +434,39 @@ mod tests {
             assert!(!err.contains("98765"), "{err}");
             assert!(err.contains("line 2"), "{err}");
         }
+    }
+
+    #[test]
+    fn limits_from_file_and_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(
+            &path,
+            "[model]\ntimeout_secs = 30\ntotal_timeout_secs = 900\nmax_tokens = 256\nmax_response_bytes = 1000\n",
+        )
+        .unwrap();
+        let cfg = ModelConfig::load(Some(&path), &env(&[]), &ModelOverrides::default()).unwrap();
+        assert_eq!(cfg.timeout_secs, 30);
+        assert_eq!(cfg.total_timeout_secs, Some(900));
+        assert_eq!(cfg.max_tokens, Some(256));
+        assert_eq!(cfg.max_response_bytes, 1000);
+        let o = ModelOverrides {
+            timeout_secs: Some(5),
+            max_tokens: Some(16),
+            ..Default::default()
+        };
+        let cfg = ModelConfig::load(Some(&path), &env(&[]), &o).unwrap();
+        assert_eq!((cfg.timeout_secs, cfg.max_tokens), (5, Some(16)));
+        let defaults = ModelConfig::default();
+        assert_eq!(defaults.total_timeout_secs, None);
+        assert_eq!(defaults.max_tokens, None);
+        assert_eq!(defaults.max_response_bytes, 8 * 1024 * 1024);
+
+        std::fs::write(&path, "[model]\nmax_tokens = 0\n").unwrap();
+        let err = ModelConfig::load(Some(&path), &env(&[]), &ModelOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("model.max_tokens"), "{err}");
     }
 
     #[test]

@@ -679,6 +679,11 @@ impl ModelResponse {
         }
     }
 
+    /// Whether the answer was cut off at the token limit (finish reason `length`).
+    pub fn is_cut_off(&self) -> bool {
+        self.finish_reason.as_deref() == Some("length")
+    }
+
     /// The tool calls, in order.
     pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCallPart> {
         self.parts.iter().filter_map(|p| match p {

@@ -30,6 +30,7 @@ pub fn test_config(base_url: &str) -> ModelConfig {
         max_retries: 2,
         retry_base_delay_ms: 10,
         stream: true,
+        ..ModelConfig::default()
     }
 }
 

@@ -11,6 +11,13 @@
 //! characters and tool arguments in fragments of the same size, so tests see real
 //! deltas. An exhausted script answers HTTP 500 `script exhausted`.
 //!
+//! Faults: an error status with any body ([`Reply::status_body`], e.g. llama.cpp's
+//! integer `code`), extra response headers ([`Reply::header`], e.g. `Retry-After`), a
+//! stream that closes cleanly after N events without a finish reason or `[DONE]`
+//! ([`Reply::cut_after`]), one whose connection breaks after N events
+//! ([`Reply::reset_after`]); [`silent_listener`] accepts and never answers and
+//! [`closing_listener`] accepts and closes at once.
+//!
 //! `GET /v1/models` lists one model; `POST /v1/embeddings` answers with vectors from a
 //! plug-in closure (default: a deterministic 8-dimensional hash embedding).
 //!
@@ -50,6 +57,17 @@ pub struct Reply {
     chunk_chars: usize,
     force_stream: Option<bool>,
     finish_reason: Option<String>,
+    headers: Vec<(String, String)>,
+    cut: Option<Cut>,
+}
+
+/// How a streamed answer is cut short.
+#[derive(Debug, Clone, Copy)]
+enum Cut {
+    /// Send the role chunk and N more events, then end the body cleanly.
+    Close(usize),
+    /// Send the role chunk and N more events, then break the connection.
+    Reset(usize),
 }
 
 #[derive(Debug, Clone)]
@@ -79,6 +97,8 @@ impl Reply {
             chunk_chars: 4,
             force_stream: None,
             finish_reason: None,
+            headers: Vec::new(),
+            cut: None,
         }
     }
 
@@ -138,6 +158,15 @@ impl Reply {
         })
     }
 
+    /// An HTTP error status with this exact body (JSON or not: the content type is
+    /// `application/json` when it parses, else `text/plain`).
+    pub fn status_body(status: u16, body: impl Into<String>) -> Self {
+        Reply::new(ReplyKind::Status {
+            status,
+            body: body.into(),
+        })
+    }
+
     /// A 200 answer with this exact body and content type.
     pub fn raw(content_type: impl Into<String>, body: impl Into<String>) -> Self {
         Reply::new(ReplyKind::Raw {
@@ -182,6 +211,28 @@ impl Reply {
         self
     }
 
+    /// Adds a response header (e.g. `Retry-After`).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Streams the role chunk and `n` more events, then ends the body cleanly: no
+    /// finish reason, no usage, no `[DONE]`.
+    pub fn cut_after(mut self, n: usize) -> Self {
+        self.cut = Some(Cut::Close(n));
+        self.force_stream = Some(true);
+        self
+    }
+
+    /// Streams the role chunk and `n` more events, then breaks the connection (the
+    /// chunked body is never terminated).
+    pub fn reset_after(mut self, n: usize) -> Self {
+        self.cut = Some(Cut::Reset(n));
+        self.force_stream = Some(true);
+        self
+    }
+
     /// Overrides the finish reason (default `stop`, or `tool_calls` with calls).
     pub fn finish_reason(mut self, r: impl Into<String>) -> Self {
         self.finish_reason = Some(r.into());
@@ -204,6 +255,7 @@ struct Shared {
     embed: EmbedFn,
     model_id: String,
     served: Mutex<usize>,
+    strict_tool_args: std::sync::atomic::AtomicBool,
 }
 
 /// The running server. Dropping it stops the server.
@@ -243,6 +295,7 @@ impl ScriptedServer {
             embed,
             model_id: "scripted-model".into(),
             served: Mutex::new(0),
+            strict_tool_args: std::sync::atomic::AtomicBool::new(false),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -262,6 +315,15 @@ impl ScriptedServer {
     /// `http://127.0.0.1:PORT/v1`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// Answers like llama.cpp from now on: a request whose assistant messages carry
+    /// tool-call arguments that are not a JSON object gets HTTP 500 "Failed to parse
+    /// tool call arguments as JSON" (the scripted reply is not used).
+    pub fn reject_invalid_tool_args(&self) {
+        self.shared
+            .strict_tool_args
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Queues another reply.
@@ -357,6 +419,20 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
     });
+    if shared
+        .strict_tool_args
+        .load(std::sync::atomic::Ordering::SeqCst)
+        && has_invalid_tool_args(&shared.requests.lock().unwrap().last().unwrap().body)
+    {
+        return Response::builder()
+            .status(500)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(
+                json!({"error": {"code": 500, "message": "Failed to parse tool call arguments as JSON", "type": "server_error"}})
+                    .to_string(),
+            ))
+            .unwrap();
+    }
     let reply = shared.replies.lock().unwrap().pop_front();
     let Some(reply) = reply else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "script exhausted").into_response();
@@ -370,17 +446,35 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
         tokio::time::sleep(d).await;
     }
     let stream = reply.force_stream.unwrap_or(wants_stream);
+    let mut response = answer(&shared, &reply, stream, serial);
+    for (name, value) in &reply.headers {
+        response.headers_mut().insert(
+            header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            header::HeaderValue::from_str(value).unwrap(),
+        );
+    }
+    response
+}
+
+fn answer(shared: &Shared, reply: &Reply, stream: bool, serial: usize) -> Response {
     match reply.kind.clone() {
         ReplyKind::Status { status, body } => Response::builder()
             .status(status)
-            .header(header::CONTENT_TYPE, "application/json")
+            .header(
+                header::CONTENT_TYPE,
+                if serde_json::from_str::<Value>(&body).is_ok() {
+                    "application/json"
+                } else {
+                    "text/plain"
+                },
+            )
             .body(Body::from(body))
             .unwrap(),
         ReplyKind::Raw { content_type, body } => Response::builder()
             .header(header::CONTENT_TYPE, content_type)
             .body(Body::from(body))
             .unwrap(),
-        ReplyKind::SseRaw(events) => sse_response(events, reply.chunk_delay),
+        ReplyKind::SseRaw(events) => sse_response(events, reply.chunk_delay, reply.cut),
         ReplyKind::Answer {
             thinking,
             text,
@@ -407,7 +501,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
                     reply.chunk_chars,
                     serial,
                 );
-                sse_response(events, reply.chunk_delay)
+                sse_response(events, reply.chunk_delay, reply.cut)
             } else {
                 let tool_calls: Vec<Value> = calls
                     .iter()
@@ -433,6 +527,19 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             }
         }
     }
+}
+
+fn has_invalid_tool_args(body: &Value) -> bool {
+    wire_messages(body).iter().any(|m| {
+        m["tool_calls"].as_array().into_iter().flatten().any(|c| {
+            !matches!(
+                c["function"]["arguments"]
+                    .as_str()
+                    .map(serde_json::from_str::<Value>),
+                Some(Ok(Value::Object(_)))
+            )
+        })
+    })
 }
 
 fn chunks(s: &str, n: usize) -> Vec<String> {
@@ -493,22 +600,95 @@ fn sse_answer(
     events
 }
 
-fn sse_response(events: Vec<String>, chunk_delay: Option<Duration>) -> Response {
+fn sse_response(
+    mut events: Vec<String>,
+    chunk_delay: Option<Duration>,
+    cut: Option<Cut>,
+) -> Response {
+    let reset = match cut {
+        Some(Cut::Close(n)) => {
+            events.truncate(n + 1);
+            false
+        }
+        Some(Cut::Reset(n)) => {
+            events.truncate(n + 1);
+            true
+        }
+        None => false,
+    };
+    let mut items: Vec<Option<String>> = events.into_iter().map(Some).collect();
+    if reset {
+        items.push(None);
+    }
     let stream =
-        futures::stream::iter(events.into_iter().enumerate()).then(move |(i, e)| async move {
+        futures::stream::iter(items.into_iter().enumerate()).then(move |(i, e)| async move {
             // The role chunk and the first content chunk go out at once.
             if i > 1
                 && let Some(d) = chunk_delay
             {
                 tokio::time::sleep(d).await;
             }
-            Ok::<_, std::convert::Infallible>(Bytes::from(format!("data: {e}\n\n")))
+            match e {
+                Some(e) => Ok(Bytes::from(format!("data: {e}\n\n"))),
+                None => {
+                    // Let the events before the break reach the client first.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    Err(std::io::Error::other("scripted connection reset"))
+                }
+            }
         });
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
         .body(Body::from_stream(stream))
         .unwrap()
+}
+
+/// A listener on `127.0.0.1:0` that accepts connections and never answers (it reads
+/// and discards what is sent). Returns `http://127.0.0.1:PORT/v1` and how many
+/// connections it accepted.
+pub async fn silent_listener() -> (
+    String,
+    Arc<std::sync::atomic::AtomicUsize>,
+    tokio::task::JoinHandle<()>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut socket, _)) = listener.accept().await {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(tokio::spawn(async move {
+                use tokio::io::AsyncReadExt as _;
+                let mut buf = [0u8; 4096];
+                while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {}
+                std::future::pending::<()>().await;
+            }));
+        }
+    });
+    (url, count, task)
+}
+
+/// A listener on `127.0.0.1:0` that accepts each connection and closes it at once,
+/// before any response. Returns the base URL and how many connections it accepted.
+pub async fn closing_listener() -> (
+    String,
+    Arc<std::sync::atomic::AtomicUsize>,
+    tokio::task::JoinHandle<()>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    let task = tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(socket);
+        }
+    });
+    (url, count, task)
 }
 
 use futures::StreamExt as _;

@@ -1,0 +1,696 @@
+//! Model client: our messages in, a [`ModelResponse`] out, over any OpenAI-compatible
+//! chat-completions endpoint, through async-openai (its `byot` methods with our own
+//! lenient response types, and its `middleware` hook for our own transport).
+//!
+//! One job per file: [`wire`] builds the request body and holds the response types,
+//! [`stream`] folds chunks into a response, [`error`] says what failed (and reads the
+//! server's message from any error body), `transport` is the HTTP layer under
+//! async-openai; this file is the client and its retry policy.
+//!
+//! * Streaming (SSE) text, thinking and tool-call deltas go to a callback as they
+//!   arrive. A stream is complete when it carried a finish reason or ended with
+//!   `[DONE]`; one that closes before that is a failed attempt ("the connection closed
+//!   mid-answer"; before any event: "the connection closed before the server
+//!   answered"), never a shorter answer.
+//! * Limits (`[model]` keys): `connect_timeout_secs` for the TCP/TLS connection;
+//!   `timeout_secs`, the idle timeout: the longest wait for the response headers and
+//!   between body bytes (so a long answer that keeps streaming is never cut);
+//!   `total_timeout_secs` (unset: none) for the whole request, retries included;
+//!   `max_response_bytes` for the answer (text, reasoning and tool calls; a
+//!   non-streamed body is also cut at four times that plus 1 MiB). `max_tokens` is
+//!   sent when set; an answer that ended on it has finish reason `length`
+//!   ([`ModelResponse::is_cut_off`]).
+//! * Retries (see [`ModelError::retry_limit`]): connection failures and HTTP 408, 429,
+//!   502, 503, 504 up to `max_retries` times, with exponential backoff (base delay
+//!   doubling, capped at 8 s) or the server's `Retry-After` (seconds or an HTTP date)
+//!   when that is longer; a `Retry-After` over 60 s is not waited for. An idle timeout
+//!   and a stream cut before it finished are retried once. Nothing else is retried
+//!   (other 4xx and 500 answers repeat), and no attempt is repeated once its deltas
+//!   were handed out. Waits are cancellable.
+//! * The API key is sent as a bearer token and appears nowhere else.
+
+mod error;
+mod stream;
+mod transport;
+mod wire;
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_openai::Client;
+use async_openai::config::OpenAIConfig;
+use async_openai::error::{OpenAIError, StreamError};
+use futures::{Future, StreamExt};
+use serde_json::{Value, json};
+
+use super::cancel::CancelToken;
+use super::capability::ToolDef;
+use super::config::ModelConfig;
+use super::messages::{
+    ModelMessage, ModelRequestPart, ModelResponse, ModelResponsePart, UserContent, UserContentValue,
+};
+
+pub use error::{
+    MAX_RETRY_AFTER, ModelError, error_body_message, is_transient_status, parse_retry_after,
+};
+pub use stream::map_finish_reason;
+pub use wire::{build_request_body, wire_arguments};
+
+use error::{HttpFailure, TransportFailure, classify_reqwest, json_error_code, json_error_message};
+use stream::StreamAccumulator;
+use transport::{PROBE, Probe, Transport};
+use wire::{ChatChunk, ChatCompletion, EmbeddingList, ModelList};
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One streamed increment of a response.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamDelta {
+    /// Answer text.
+    Text(String),
+    /// Reasoning text.
+    Thinking(String),
+    /// A fragment of tool call number `index`.
+    ToolCall {
+        /// Position of the call in the response.
+        index: usize,
+        /// The call id, when this fragment carries it.
+        id: Option<String>,
+        /// The tool name, when this fragment carries it.
+        name: Option<String>,
+        /// A fragment of the JSON arguments.
+        args: Option<String>,
+    },
+}
+
+/// What one model request needs.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRequestParams<'a> {
+    /// Instructions for this request (sent as the leading system message).
+    pub instructions: &'a str,
+    /// The messages to send (already rewritten by `wrap_model_request`).
+    pub messages: &'a [ModelMessage],
+    /// The tools offered.
+    pub tools: &'a [ToolDef],
+}
+
+/// Something that answers model requests. [`OpenAiModel`] is the real one; tests may
+/// provide others.
+pub trait ChatModel: Send + Sync {
+    /// The model name (for snapshots and responses).
+    fn model_name(&self) -> &str;
+
+    /// Makes one request. Streamed increments go to `on_delta` as they arrive.
+    fn request<'a>(
+        &'a self,
+        params: ModelRequestParams<'a>,
+        on_delta: &'a (dyn Fn(StreamDelta) + Send + Sync),
+        cancel: &'a CancelToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
+}
+
+/// A client for an OpenAI-compatible chat-completions endpoint.
+#[derive(Clone)]
+pub struct OpenAiModel {
+    client: Client<OpenAIConfig>,
+    config: ModelConfig,
+}
+
+impl std::fmt::Debug for OpenAiModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiModel")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where an attempt stood when it failed.
+struct Progress<'a> {
+    acc: &'a StreamAccumulator,
+    shown: bool,
+    probe: &'a Probe,
+}
+
+impl OpenAiModel {
+    /// A client for `config`.
+    pub fn new(config: ModelConfig) -> Result<Self, ModelError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(config.connect_timeout_secs))
+            .build()
+            .map_err(|e| ModelError::Setup(e.to_string()))?;
+        let openai = OpenAIConfig::new()
+            .with_api_base(config.base_url.trim_end_matches('/'))
+            .with_api_key(config.api_key.as_ref().map_or("", |k| k.expose()));
+        let client = Client::with_config(openai).with_http_service(Transport::new(http));
+        Ok(OpenAiModel { client, config })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The model ids the endpoint lists (`GET /models`).
+    pub async fn list_models(&self) -> Result<Vec<String>, ModelError> {
+        let list: ModelList = self
+            .client
+            .models()
+            .list_byot()
+            .await
+            .map_err(|e| self.map_error(e, None))?;
+        Ok(list.data.into_iter().map(|m| m.id).collect())
+    }
+
+    /// Embeds `texts` with `model` (`POST /embeddings`), in input order.
+    pub async fn embed(&self, model: &str, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
+        let body = json!({"model": model, "input": texts});
+        let mut out: EmbeddingList = self
+            .client
+            .embeddings()
+            .create_byot(body)
+            .await
+            .map_err(|e| self.map_error(e, None))?;
+        out.data.sort_by_key(|d| d.index);
+        if out.data.len() != texts.len() {
+            return Err(self.malformed(format!(
+                "{} embeddings for {} inputs",
+                out.data.len(),
+                texts.len()
+            )));
+        }
+        Ok(out.data.into_iter().map(|d| d.embedding).collect())
+    }
+
+    fn url(&self) -> String {
+        self.config.base_url.clone()
+    }
+
+    fn malformed(&self, detail: impl Into<String>) -> ModelError {
+        ModelError::Malformed {
+            url: self.url(),
+            detail: detail.into(),
+        }
+    }
+
+    fn too_large(&self) -> ModelError {
+        ModelError::TooLarge {
+            url: self.url(),
+            limit: self.config.max_response_bytes,
+        }
+    }
+
+    /// The byte cap for a body that is not an event stream.
+    fn raw_limit(&self) -> u64 {
+        self.config
+            .max_response_bytes
+            .saturating_mul(4)
+            .saturating_add(1 << 20)
+    }
+
+    /// An error reported in the body of a 200 answer.
+    fn error_in_body(&self, error: &Value) -> ModelError {
+        let status = json_error_code(error)
+            .filter(|s| (400..600).contains(s))
+            .unwrap_or(500);
+        ModelError::Http {
+            url: self.url(),
+            status,
+            message: error::truncate(
+                &json_error_message(error).unwrap_or_else(|| error.to_string()),
+                500,
+            ),
+            retry_after: None,
+        }
+    }
+
+    /// What the connection closing means at this point of the attempt.
+    fn closed(&self, progress: Option<&Progress<'_>>, how: &str) -> ModelError {
+        match progress {
+            Some(p) if p.acc.saw_event || p.shown => ModelError::Interrupted {
+                url: self.url(),
+                detail: how.to_string(),
+                shown: p.shown,
+            },
+            _ => ModelError::Unreachable {
+                url: self.url(),
+                detail: "the connection closed before the server answered".into(),
+            },
+        }
+    }
+
+    fn map_error(&self, e: OpenAIError, progress: Option<&Progress<'_>>) -> ModelError {
+        if progress.is_some_and(|p| p.probe.too_large()) {
+            return self.too_large();
+        }
+        match e {
+            OpenAIError::Reqwest(e) => match classify_reqwest(&e) {
+                TransportFailure::Tls(detail) => ModelError::Tls {
+                    url: self.url(),
+                    detail,
+                },
+                TransportFailure::Connect(detail) => ModelError::Unreachable {
+                    url: self.url(),
+                    detail: format!("could not connect ({detail})"),
+                },
+                TransportFailure::ConnectTimeout => ModelError::Unreachable {
+                    url: self.url(),
+                    detail: format!(
+                        "could not connect within {} s (connect_timeout_secs)",
+                        self.config.connect_timeout_secs
+                    ),
+                },
+                TransportFailure::Body(_) => match progress {
+                    // A non-streamed body: nothing was shown, another attempt is fine.
+                    Some(p) => ModelError::Interrupted {
+                        url: self.url(),
+                        detail: format!("after {} bytes", p.probe.bytes()),
+                        shown: p.shown,
+                    },
+                    None => self.closed(None, "the body broke off"),
+                },
+                TransportFailure::Closed(detail) => ModelError::Unreachable {
+                    url: self.url(),
+                    detail: if detail.contains("closed") {
+                        "the connection closed before the server answered".to_string()
+                    } else {
+                        format!("the connection closed before the server answered ({detail})")
+                    },
+                },
+            },
+            OpenAIError::Boxed(b) => match b.downcast::<HttpFailure>() {
+                Ok(f) => ModelError::Http {
+                    url: self.url(),
+                    status: f.status,
+                    message: f.message,
+                    retry_after: f.retry_after,
+                },
+                Err(other) => ModelError::Unreachable {
+                    url: self.url(),
+                    detail: other.to_string(),
+                },
+            },
+            OpenAIError::ApiError(api) => ModelError::Http {
+                url: self.url(),
+                status: api.status_code.as_u16(),
+                message: error::truncate(&api.api_error.message, 500),
+                retry_after: None,
+            },
+            OpenAIError::JSONDeserialize(err, body) => self.malformed(format!(
+                "{err}; body starts with {:?}",
+                error::truncate(&body, 200)
+            )),
+            OpenAIError::StreamError(err) => match *err {
+                // eventsource-stream's wording for a body that broke off.
+                StreamError::EventStream(msg) if msg.starts_with("Transport error") => {
+                    self.closed(progress, "connection lost")
+                }
+                other => self.malformed(format!("bad event stream: {other}")),
+            },
+            other => self.malformed(other.to_string()),
+        }
+    }
+
+    /// One attempt under the idle timeout, with its own probe.
+    async fn attempt(
+        &self,
+        body: &Value,
+        on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
+        emitted: &mut bool,
+    ) -> Result<ModelResponse, ModelError> {
+        let probe = Arc::new(Probe::new(self.raw_limit()));
+        let work = PROBE.scope(probe.clone(), self.send(body, on_delta, emitted, &probe));
+        let idle = Duration::from_secs(self.config.timeout_secs);
+        tokio::pin!(work);
+        loop {
+            let deadline = probe.last_activity() + idle;
+            tokio::select! {
+                out = &mut work => return out,
+                _ = tokio::time::sleep_until(deadline) => {
+                    if probe.last_activity() + idle <= tokio::time::Instant::now() {
+                        return Err(ModelError::Timeout {
+                            url: self.url(),
+                            secs: self.config.timeout_secs,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Send, read (streaming or not), convert.
+    async fn send(
+        &self,
+        body: &Value,
+        on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
+        emitted: &mut bool,
+        probe: &Probe,
+    ) -> Result<ModelResponse, ModelError> {
+        let empty = StreamAccumulator::default();
+        if !self.config.stream {
+            let progress = Progress {
+                acc: &empty,
+                shown: false,
+                probe,
+            };
+            let out: ChatCompletion = self
+                .client
+                .chat()
+                .create_byot(body)
+                .await
+                .map_err(|e| self.map_error(e, Some(&progress)))?;
+            if let Some(e) = &out.error {
+                return Err(self.error_in_body(e));
+            }
+            let acc = stream::from_completion(out).map_err(|d| self.malformed(d))?;
+            if acc.content_bytes() > self.config.max_response_bytes {
+                return Err(self.too_large());
+            }
+            return Ok(acc.into_response(&self.config.model, &self.config.base_url));
+        }
+        let mut stream = self
+            .client
+            .chat()
+            .create_stream_byot::<_, ChatChunk>(body)
+            .await
+            .map_err(|e| {
+                let progress = Progress {
+                    acc: &empty,
+                    shown: false,
+                    probe,
+                };
+                self.map_error(e, Some(&progress))
+            })?;
+        let mut acc = StreamAccumulator::default();
+        while let Some(item) = stream.next().await {
+            let chunk = match item {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    let progress = Progress {
+                        acc: &acc,
+                        shown: *emitted,
+                        probe,
+                    };
+                    return Err(self.map_error(e, Some(&progress)));
+                }
+            };
+            if let Some(e) = &chunk.error {
+                return Err(self.error_in_body(e));
+            }
+            for delta in acc.push(chunk) {
+                *emitted = true;
+                on_delta(delta);
+            }
+            if acc.content_bytes() > self.config.max_response_bytes {
+                return Err(self.too_large());
+            }
+        }
+        if !acc.finished() && !probe.saw_done() {
+            if !acc.saw_event {
+                return Err(if probe.bytes() == 0 {
+                    self.closed(None, "")
+                } else {
+                    self.malformed(format!(
+                        "the stream carried no events; body starts with {:?}",
+                        probe.head()
+                    ))
+                });
+            }
+            return Err(ModelError::Interrupted {
+                url: self.url(),
+                detail: "the stream ended without a finish reason or [DONE]".into(),
+                shown: *emitted,
+            });
+        }
+        if !acc.saw_choice {
+            return Err(self.malformed("the stream carried no choices"));
+        }
+        Ok(acc.into_response(&self.config.model, &self.config.base_url))
+    }
+
+    /// Attempts until one succeeds or the failure allows no more (see the module docs).
+    async fn with_retries(
+        &self,
+        body: &Value,
+        on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
+    ) -> Result<ModelResponse, ModelError> {
+        let mut retries = 0u32;
+        loop {
+            let mut emitted = false;
+            let e = match self.attempt(body, on_delta, &mut emitted).await {
+                Ok(response) => return Ok(response),
+                Err(e) => e,
+            };
+            if emitted || retries >= e.retry_limit(self.config.max_retries) {
+                return Err(e);
+            }
+            let mut delay = backoff_delay(self.config.retry_base_delay_ms, retries);
+            let asked = match &e {
+                ModelError::Http {
+                    retry_after: Some(wait),
+                    ..
+                } => Some(*wait),
+                _ => None,
+            };
+            if let Some(wait) = asked {
+                if wait > MAX_RETRY_AFTER {
+                    return Err(match e {
+                        ModelError::Http {
+                            url,
+                            status,
+                            message,
+                            retry_after,
+                        } => ModelError::Http {
+                            url,
+                            status,
+                            message: format!(
+                                "{message} (the server asks to retry after {} s)",
+                                wait.as_secs()
+                            ),
+                            retry_after,
+                        },
+                        other => other,
+                    });
+                }
+                delay = delay.max(wait);
+            }
+            tracing::warn!(error = %e, attempt = retries + 1, ?delay, "model request failed; retrying");
+            retries += 1;
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
+
+impl ChatModel for OpenAiModel {
+    fn model_name(&self) -> &str {
+        &self.config.model
+    }
+
+    fn request<'a>(
+        &'a self,
+        params: ModelRequestParams<'a>,
+        on_delta: &'a (dyn Fn(StreamDelta) + Send + Sync),
+        cancel: &'a CancelToken,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(async move {
+            let body = build_request_body(&self.config, params);
+            let total = async {
+                match self.config.total_timeout_secs {
+                    Some(secs) => tokio::time::sleep(Duration::from_secs(secs)).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => Err(ModelError::Cancelled),
+                _ = total => Err(ModelError::TotalTimeout {
+                    url: self.url(),
+                    secs: self.config.total_timeout_secs.unwrap_or_default(),
+                }),
+                r = self.with_retries(&body, on_delta) => r,
+            }
+        })
+    }
+}
+
+/// Delay before retry number `attempt` (0-based): `base * 2^attempt`, capped at 8 s.
+pub fn backoff_delay(base_ms: u64, attempt: u32) -> Duration {
+    let ms = base_ms.saturating_mul(1u64 << attempt.min(20));
+    Duration::from_millis(ms.min(8_000))
+}
+
+/// Rough token estimate: a quarter of the characters, rounded up. Good enough to
+/// compare the raw and compacted request views; not a tokenizer.
+pub fn estimate_tokens(text: &str) -> usize {
+    text.chars().count().div_ceil(4)
+}
+
+/// Tokens assumed for one image (a mid-size picture in OpenAI's tiling scheme).
+pub const IMAGE_TOKEN_ESTIMATE: usize = 765;
+
+/// Estimated tokens of one message: text, tool arguments and tool results at
+/// chars/4, each image at [`IMAGE_TOKEN_ESTIMATE`], thinking not counted (not sent).
+pub fn estimate_message_tokens(message: &ModelMessage) -> usize {
+    match message {
+        ModelMessage::Request(r) => r
+            .parts
+            .iter()
+            .map(|p| match p {
+                ModelRequestPart::SystemPrompt(s) => estimate_tokens(&s.content),
+                ModelRequestPart::UserPrompt(u) => match &u.content {
+                    UserContentValue::Text(s) => estimate_tokens(s),
+                    UserContentValue::Items(items) => items
+                        .iter()
+                        .map(|i| match i {
+                            UserContent::Text(s) => estimate_tokens(s),
+                            UserContent::Binary(_) => IMAGE_TOKEN_ESTIMATE,
+                            UserContent::Other(_) => 0,
+                        })
+                        .sum(),
+                },
+                ModelRequestPart::ToolReturn(t) => estimate_tokens(&t.content_text()),
+                ModelRequestPart::RetryPrompt(rp) => estimate_tokens(&rp.content.text()),
+                ModelRequestPart::Other(_) => 0,
+            })
+            .sum(),
+        ModelMessage::Response(r) => r
+            .parts
+            .iter()
+            .map(|p| match p {
+                ModelResponsePart::Text(t) => estimate_tokens(&t.content),
+                ModelResponsePart::ToolCall(c) => {
+                    estimate_tokens(&c.tool_name) + estimate_tokens(&c.args_as_json())
+                }
+                ModelResponsePart::Thinking(_) | ModelResponsePart::Other(_) => 0,
+            })
+            .sum(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::messages::{
+        ModelRequest, RetryPromptPart, TextPart, ThinkingPart, ToolCallPart, ToolReturnPart,
+        UserPromptPart,
+    };
+
+    #[test]
+    fn body_maps_every_part_kind() {
+        let mut resp = ModelResponse::new(vec![
+            ModelResponsePart::Thinking(ThinkingPart::new("secret reasoning")),
+            ModelResponsePart::Text(TextPart::new("calling")),
+            ModelResponsePart::ToolCall(ToolCallPart::new("search", r#"{"q":"x"}"#, "c1")),
+        ]);
+        resp.model_name = Some("m".into());
+        let image = crate::engine::messages::BinaryContent::from_bytes(b"png", "image/png");
+        let messages = vec![
+            ModelMessage::Request(ModelRequest::new(vec![ModelRequestPart::UserPrompt(
+                UserPromptPart::new(vec![
+                    UserContent::Text("look".into()),
+                    UserContent::Binary(image),
+                ]),
+            )])),
+            ModelMessage::Response(resp),
+            ModelMessage::Request(ModelRequest::new(vec![
+                ModelRequestPart::ToolReturn(ToolReturnPart::new("search", json!("found"), "c1")),
+                ModelRequestPart::RetryPrompt(RetryPromptPart::for_tool("search", "c2", "bad")),
+            ])),
+        ];
+        let config = ModelConfig {
+            model: "m".into(),
+            ..ModelConfig::default()
+        };
+        let body = build_request_body(
+            &config,
+            ModelRequestParams {
+                instructions: "be brief",
+                messages: &messages,
+                tools: &[],
+            },
+        );
+        let wire = body["messages"].as_array().unwrap();
+        assert_eq!(wire[0], json!({"role": "system", "content": "be brief"}));
+        assert_eq!(
+            wire[1]["content"][1]["image_url"]["url"],
+            json!("data:image/png;base64,cG5n")
+        );
+        assert_eq!(
+            wire[2]["tool_calls"][0]["function"]["arguments"],
+            json!(r#"{"q":"x"}"#)
+        );
+        assert!(!body.to_string().contains("secret reasoning"));
+        assert_eq!(
+            wire[3],
+            json!({"role": "tool", "tool_call_id": "c1", "content": "found"})
+        );
+        assert_eq!(wire[4]["tool_call_id"], json!("c2"));
+        assert!(wire[4]["content"].as_str().unwrap().starts_with("bad"));
+        assert!(body.get("tools").is_none());
+        assert_eq!(body["stream"], json!(true));
+        assert!(body.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn max_tokens_is_sent_when_set() {
+        let config = ModelConfig {
+            max_tokens: Some(64),
+            stream: false,
+            ..ModelConfig::default()
+        };
+        let params = ModelRequestParams {
+            instructions: "",
+            messages: &[],
+            tools: &[],
+        };
+        let body = build_request_body(&config, params);
+        assert_eq!(body["max_tokens"], json!(64));
+        assert!(body.get("stream").is_none());
+    }
+
+    #[test]
+    fn broken_tool_arguments_go_out_as_an_empty_object() {
+        let call = |args: &str| ToolCallPart::new("search", args, "c1");
+        assert_eq!(wire_arguments(&call(r#"{"q": "x"}"#)), r#"{"q": "x"}"#);
+        assert_eq!(wire_arguments(&call(r#"{"q": "unterminated"#)), "{}");
+        assert_eq!(wire_arguments(&call("[1, 2]")), "{}");
+        assert_eq!(wire_arguments(&call("")), "{}");
+        let mut resp = ModelResponse::new(vec![ModelResponsePart::ToolCall(call(r#"{"q": "cut"#))]);
+        resp.finish_reason = Some("length".into());
+        let messages = vec![ModelMessage::Response(resp)];
+        let body = build_request_body(
+            &ModelConfig::default(),
+            ModelRequestParams {
+                instructions: "",
+                messages: &messages,
+                tools: &[],
+            },
+        );
+        assert_eq!(
+            body["messages"][0]["tool_calls"][0]["function"]["arguments"],
+            json!("{}")
+        );
+        // The stored call keeps what the model sent.
+        let ModelMessage::Response(r) = &messages[0] else {
+            unreachable!()
+        };
+        assert_eq!(
+            r.tool_calls().next().unwrap().args_as_json(),
+            r#"{"q": "cut"#
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        assert_eq!(backoff_delay(100, 0), Duration::from_millis(100));
+        assert_eq!(backoff_delay(100, 3), Duration::from_millis(800));
+        assert_eq!(backoff_delay(100, 30), Duration::from_secs(8));
+    }
+
+    #[test]
+    fn estimate_is_quarter_chars() {
+        assert_eq!(estimate_tokens(""), 0);
+        assert_eq!(estimate_tokens("abcde"), 2);
+    }
+}
