@@ -38,7 +38,11 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     if rows_idx.is_empty() {
-        let msg = if total == 0 {
+        let msg = if total == 0 && app.live.is_some() {
+            "No answered questions yet; the running one's row comes when it ends."
+        } else if total == 0 && app.ended.is_some() {
+            "No answered questions yet."
+        } else if total == 0 {
             "No questions yet."
         } else {
             "No question has a violation."
