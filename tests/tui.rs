@@ -849,6 +849,12 @@ async fn an_answer_cut_off_at_max_tokens_is_marked() {
     let settings = redactions();
     let _guard = settings.bind_to_scope();
     insta::assert_snapshot!("conversation_cut_off_80x24", s);
+    // The ledger row says so too.
+    let s = pane(&mut app, Pane::Ledger, 100, 12);
+    let rows: Vec<&str> = s.lines().filter(|l| l.contains("ungrounded")).collect();
+    assert_eq!(rows.len(), 2, "{s}");
+    assert!(!rows[0].contains("cut off"), "{s}");
+    assert!(rows[1].contains("cut off How much in July?"), "{s}");
 }
 
 fn is_light(c: ratatui::style::Color) -> bool {
@@ -931,6 +937,32 @@ fn the_theme_follows_the_terminal_background_and_paints_its_own() {
     assert_eq!(app.theme.name, ThemeName::Dark);
     let buf = screen_buffer(&mut app, 120, 40);
     assert!(!is_light(buf[(1, 0)].bg));
+
+    // A recorded conversation drawn in one theme is drawn in the other's colours after
+    // Alt-T (its wrapped lines are cached).
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/haiku_session");
+    let session = Session::load(&dir.join("session.json")).unwrap();
+    let mut app = App::new(session, None, host()).with_theme(ThemeName::Light);
+    app.focus = Pane::Conversation;
+    app.conversation.scroll = Some(0);
+    let you = |app: &mut App| {
+        let buf = screen_buffer(app, 160, 48);
+        let row = (0..160).map(|x| buf[(x, 2)].symbol()).collect::<String>();
+        assert_eq!(
+            row.chars().skip(1).take(4).collect::<String>(),
+            "You:",
+            "{row}"
+        );
+        buf[(1, 2)].fg
+    };
+    assert_eq!(Some(you(&mut app)), app.theme.user.fg);
+    press_mod(&rt, &mut app, KeyCode::Char('t'), KeyModifiers::ALT);
+    assert_eq!(app.theme.name, ThemeName::Dark);
+    assert_eq!(Some(you(&mut app)), app.theme.user.fg);
+    assert_ne!(
+        app.theme.user.fg,
+        groundwork::tui::theme::Theme::light().user.fg
+    );
 }
 
 /// Issue 14 item 17: the workbench without a terminal says so in one line and points to

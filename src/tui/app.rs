@@ -1124,6 +1124,8 @@ impl App {
                 };
                 self.theme_setting = next;
                 self.theme = Theme::for_terminal(next, self.terminal_background);
+                // The cached conversation lines carry the old theme's styles.
+                self.version += 1;
                 Vec::new()
             }
             Action::Grow => {
