@@ -147,6 +147,7 @@ pub async fn run(mut app: App, mut services: Services) -> Result<()> {
     // background (only when the theme follows it), then the image protocol.
     if app.theme_setting == ThemeName::Auto {
         let rgb = background::query(background::TIMEOUT);
+        tracing::info!("terminal background (OSC 11): {rgb:?}");
         app.set_terminal_background(rgb.map(background::Rgb::background));
     }
     services.picker = detect_picker();
