@@ -743,7 +743,7 @@ fn the_spinner_line_follows_the_run() {
     let effects = app.update(key_event(KeyCode::Enter, KeyModifiers::NONE));
     assert_eq!(effects.len(), 1);
     let run = app.live.as_ref().unwrap().run_id.clone();
-    let mut line = |app: &mut App, ev: Option<CoreEvent>| {
+    let line = |app: &mut App, ev: Option<CoreEvent>| {
         if let Some(ev) = ev {
             app.update(Msg::Core(ev));
         }
