@@ -390,6 +390,8 @@ async fn workbench(
 ) -> Result<ExitCode> {
     use crate::engine::session::Session;
     use crate::tui;
+    // Without a terminal, say so before any set-up (first-run ingest, model probing).
+    tui::require_terminal()?;
     // Everything that can fail on bad configuration fails here, before raw mode.
     let (theme, keymap) = tui::load_tui_config(&paths::config_file(&ctx.env))?;
     let open = open.unwrap_or_default();

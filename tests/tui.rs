@@ -275,7 +275,8 @@ async fn whole_app_keys_two_questions_inspector_ledger_and_cancel() {
         .await
     );
     let s = screen(&mut app, 160, 48);
-    assert!(s.contains("Thinking..."), "{s}");
+    assert!(s.contains("waiting for the model"), "{s}");
+    assert!(!s.contains("Executing tasks"), "{s}");
     press(&rt, &mut app, KeyCode::Esc);
     assert!(
         rt.until(&mut app, Duration::from_secs(10), |a| !a.running())
@@ -599,4 +600,411 @@ async fn injected_notices_are_marked_in_the_inspector() {
     app.inspector.selected = Some(0);
     let s = pane(&mut app, Pane::Inspector, 160, 48);
     assert!(!s.contains(" notice "), "{s}");
+}
+
+/// Issue 14 item 7: the status bar gives its fields their natural width and only cuts
+/// when the whole bar does not fit, keeping the model's name and where it was found.
+#[test]
+fn status_bar_is_laid_out_by_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    app.host.db = "/home/someone/.local/share/groundwork/demo.lancedb".into();
+    app.host.model = "smollm2 @ http://127.0.0.1:8080/v1 (found llama.cpp)".into();
+    let wide = status_bar(&mut app, 160);
+    insta::assert_snapshot!("status_bar_160", wide);
+    // Everything fits at 160: nothing is cut.
+    assert!(
+        wide.contains("model smollm2 @ http://127.0.0.1:8080/v1 (found llama.cpp)"),
+        "{wide}"
+    );
+    assert!(
+        wide.contains("db /home/someone/.local/share/groundwork/demo.lancedb"),
+        "{wide}"
+    );
+    assert!(!wide.contains('…'), "{wide}");
+    let narrow = status_bar(&mut app, 80);
+    insta::assert_snapshot!("status_bar_80", narrow);
+    // The URL goes before the model's name and where it was found.
+    assert!(
+        narrow.contains("model smollm2 (found llama.cpp) │"),
+        "{narrow}"
+    );
+    assert!(narrow.contains("searches 0/5"), "{narrow}");
+    assert!(narrow.contains("demo.lancedb"), "{narrow}");
+    assert!(narrow.trim_end().chars().count() <= 80);
+    // A URL too long for the bar is cut in its middle; the discovery note stays.
+    app.host.model =
+        "smollm2 @ http://gpu-box.lab.example.org:8080/v1/a/long/path/to/the/server (found llama.cpp)"
+            .into();
+    let s = status_bar(&mut app, 160);
+    assert!(
+        s.contains("model smollm2 @ gpu-box.lab.example.org:8080 (found llama.cpp) │"),
+        "{s}"
+    );
+    assert!(s.contains("searches 0/5"), "{s}");
+    // Between the two: the URL's host and port.
+    app.host.model = "smollm2 @ http://127.0.0.1:8080/v1 (found llama.cpp)".into();
+    let s = status_bar(&mut app, 100);
+    assert!(
+        s.contains("model smollm2 @ 127.0.0.1:8080 (found llama.cpp) │"),
+        "{s}"
+    );
+    // Very narrow: the model's name and the discovery note stay longest.
+    let tiny = status_bar(&mut app, 40);
+    assert!(tiny.contains("smollm2 (found llama.cpp)"), "{tiny}");
+    // An error takes the room of the less useful fields, not of the model.
+    app.error = Some("the model server at http://127.0.0.1:8080/v1 closed the connection".into());
+    let with_error = status_bar(&mut app, 120);
+    assert!(with_error.contains("smollm2"), "{with_error}");
+    assert!(with_error.contains("(found llama.cpp)"), "{with_error}");
+    assert!(
+        with_error.contains("the model server at http://127.0.0.1:8080/v1 closed"),
+        "{with_error}"
+    );
+    // A configured model (no discovery note) and no model at all.
+    app.error = None;
+    app.host.model = "gpt-4o-mini @ https://api.openai.com/v1".into();
+    let s = status_bar(&mut app, 80);
+    assert!(s.contains("model gpt-4o-mini @ api.openai.com │"), "{s}");
+    app.host.model = "none configured".into();
+    let s = status_bar(&mut app, 80);
+    assert!(s.contains("model none configured │"), "{s}");
+}
+
+/// Issue 14 item 7: "No questions yet" goes as soon as a question is asked (also when the
+/// conversation was drawn before, which cached it), and does not come back with the answer.
+#[tokio::test]
+async fn the_empty_hint_goes_once_a_question_is_asked() {
+    let kb = demo_kb().await;
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("rag_cite", serde_json::json!({"chunk_ids": []}))
+            .delay(Duration::from_millis(300)),
+        Reply::text("An answer."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
+    let s = screen(&mut app, 160, 48);
+    assert!(s.contains("No questions yet"), "{s}");
+    type_text(&rt, &mut app, "First question?");
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(app.running());
+    let s = screen(&mut app, 160, 48);
+    assert!(!s.contains("No questions yet"), "pending:\n{s}");
+    assert!(s.contains("First question?"), "{s}");
+    assert!(
+        rt.until(&mut app, Duration::from_secs(30), |a| !a.running())
+            .await
+    );
+    let s = screen(&mut app, 160, 48);
+    assert!(!s.contains("No questions yet"), "committed:\n{s}");
+    assert!(s.contains("An answer."), "{s}");
+    // A question that failed was asked too.
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    screen(&mut app, 80, 24);
+    type_text(&rt, &mut app, "Hello?");
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(
+        rt.until(&mut app, Duration::from_secs(30), |a| !a.running())
+            .await
+    );
+    let s = screen(&mut app, 80, 24);
+    assert!(!s.contains("No questions yet"), "failed:\n{s}");
+}
+
+fn snapshot(run_id: &str, request: usize) -> Box<groundwork::engine::events::RequestSnapshot> {
+    Box::new(groundwork::engine::events::RequestSnapshot {
+        run_id: run_id.into(),
+        request,
+        raw: vec![],
+        compacted: vec![],
+        tools: vec![],
+        instructions: String::new(),
+        raw_tokens: Default::default(),
+        compacted_tokens: Default::default(),
+    })
+}
+
+/// Issue 14 item 7: the spinner line says what the run is doing, from the engine's
+/// events: waiting for the model until something streams, running a tool only while
+/// one runs, writing while answer text streams.
+#[test]
+fn the_spinner_line_follows_the_run() {
+    use groundwork::engine::events::{CoreEvent, ToolCallStatus};
+    use groundwork::tui::app::Msg;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    // `update` alone: the Ask effect is not carried out; events are fed by hand.
+    for c in "Q?".chars() {
+        app.update(key_event(KeyCode::Char(c), KeyModifiers::SHIFT));
+    }
+    let effects = app.update(key_event(KeyCode::Enter, KeyModifiers::NONE));
+    assert_eq!(effects.len(), 1);
+    let run = app.live.as_ref().unwrap().run_id.clone();
+    let line = |app: &mut App, ev: Option<CoreEvent>| {
+        if let Some(ev) = ev {
+            app.update(Msg::Core(ev));
+        }
+        let s = pane(app, Pane::Conversation, 100, 20);
+        assert!(!s.contains("Executing tasks"), "{s}");
+        s
+    };
+    assert!(line(&mut app, None).contains("starting…"));
+    let s = line(
+        &mut app,
+        Some(CoreEvent::RequestBuilt {
+            run_id: run.clone(),
+            request: 1,
+            snapshot: snapshot(&run, 1),
+        }),
+    );
+    assert!(
+        s.contains("waiting for the model (it reads the prompt first)…"),
+        "{s}"
+    );
+    let s = line(
+        &mut app,
+        Some(CoreEvent::ToolCallStarted {
+            run_id: run.clone(),
+            request: 1,
+            name: "rag_search".into(),
+            args: r#"{"query":"x"}"#.into(),
+            call_id: "c1".into(),
+        }),
+    );
+    assert!(s.contains("running search…"), "{s}");
+    let s = line(
+        &mut app,
+        Some(CoreEvent::ToolCallFinished {
+            run_id: run.clone(),
+            request: 1,
+            call_id: "c1".into(),
+            outcome: ToolCallStatus::Ok,
+            summary: String::new(),
+        }),
+    );
+    assert!(s.contains("preparing the next request…"), "{s}");
+    assert!(!s.contains("running search"), "{s}");
+    let s = line(
+        &mut app,
+        Some(CoreEvent::RequestBuilt {
+            run_id: run.clone(),
+            request: 2,
+            snapshot: snapshot(&run, 2),
+        }),
+    );
+    assert!(s.contains("waiting for the model (request 2)…"), "{s}");
+    let s = line(
+        &mut app,
+        Some(CoreEvent::ThinkingDelta {
+            run_id: run.clone(),
+            request: 2,
+            text: "hmm".into(),
+        }),
+    );
+    assert!(s.contains("the model is thinking…"), "{s}");
+    let s = line(
+        &mut app,
+        Some(CoreEvent::TextDelta {
+            run_id: run.clone(),
+            request: 2,
+            text: "The answer so far".into(),
+        }),
+    );
+    assert!(s.contains("The answer so far"), "{s}");
+    assert!(s.contains("writing the answer…"), "{s}");
+}
+
+/// Issue 14 items 4 and 7: an answer that ended on `finish_reason: length` is marked as
+/// cut off in the conversation; a complete one is not.
+#[tokio::test]
+async fn an_answer_cut_off_at_max_tokens_is_marked() {
+    let kb = demo_kb().await;
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("rag_cite", serde_json::json!({"chunk_ids": []})),
+        Reply::text("A complete answer."),
+        Reply::tool_call("rag_cite", serde_json::json!({"chunk_ids": []})),
+        Reply::text("The array produced sixty-one megawatt hours in").finish_reason("length"),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
+    ask(&mut rt, &mut app, "Short one?").await;
+    let s = pane(&mut app, Pane::Conversation, 80, 24);
+    assert!(s.contains("A complete answer."), "{s}");
+    assert!(!s.contains("cut off"), "{s}");
+    ask(&mut rt, &mut app, "How much in July?").await;
+    assert_eq!(app.transcript.turns.len(), 2, "{:?}", app.ended);
+    app.conversation.scroll = None;
+    let s = pane(&mut app, Pane::Conversation, 80, 24);
+    assert!(s.contains("[cut off: max_tokens reached]"), "{s}");
+    assert_eq!(
+        s.matches("cut off").count(),
+        1,
+        "only the second answer: {s}"
+    );
+    let settings = redactions();
+    let _guard = settings.bind_to_scope();
+    insta::assert_snapshot!("conversation_cut_off_80x24", s);
+    // The ledger row says so too.
+    let s = pane(&mut app, Pane::Ledger, 100, 12);
+    let rows: Vec<&str> = s.lines().filter(|l| l.contains("ungrounded")).collect();
+    assert_eq!(rows.len(), 2, "{s}");
+    assert!(!rows[0].contains("cut off"), "{s}");
+    assert!(rows[1].contains("cut off How much in July?"), "{s}");
+}
+
+fn is_light(c: ratatui::style::Color) -> bool {
+    use ratatui::style::Color;
+    matches!(c, Color::White | Color::Gray)
+        || matches!(c, Color::Rgb(r, g, b) if r as u16 + g as u16 + b as u16 > 500)
+}
+
+/// Issue 14 item 7: the theme follows the terminal's background unless the config names
+/// one, and each theme paints its own background wherever the terminal's is not of its
+/// kind: the dark theme's white titles are never drawn on a white terminal.
+#[test]
+fn the_theme_follows_the_terminal_background_and_paints_its_own() {
+    use groundwork::tui::background::Background;
+    use groundwork::tui::theme::ThemeName;
+    use ratatui::style::Color;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.toml");
+    // No theme in the config: auto.
+    let (theme, _) = groundwork::tui::load_tui_config(&cfg).unwrap();
+    assert_eq!(theme, ThemeName::Auto);
+    std::fs::write(&cfg, "[tui]\ntheme = \"auto\"\n").unwrap();
+    assert_eq!(
+        groundwork::tui::load_tui_config(&cfg).unwrap().0,
+        ThemeName::Auto
+    );
+    let mut app = new_app(dir.path()).with_theme(ThemeName::Auto);
+    app.set_terminal_background(Some(Background::Light));
+    assert_eq!(app.theme.name, ThemeName::Light);
+    app.set_terminal_background(Some(Background::Dark));
+    assert_eq!(app.theme.name, ThemeName::Dark);
+    app.set_terminal_background(None);
+    assert_eq!(app.theme.name, ThemeName::Dark);
+    // A theme the user set wins over the background.
+    let mut forced = new_app(dir.path()).with_theme(ThemeName::Dark);
+    forced.set_terminal_background(Some(Background::Light));
+    assert_eq!(forced.theme.name, ThemeName::Dark);
+
+    // The dark theme on a light (or unknown) terminal paints every cell's background,
+    // dark; the header title is white on it.
+    for bg in [Some(Background::Light), None] {
+        forced.set_terminal_background(bg);
+        let buf = screen_buffer(&mut forced, 160, 48);
+        for cell in buf.content.iter() {
+            assert_ne!(cell.bg, Color::Reset, "unpainted cell {cell:?} ({bg:?})");
+        }
+        let title = &buf[(1, 0)];
+        assert_eq!(title.symbol(), "G");
+        assert_eq!(title.fg, Color::White);
+        assert!(!is_light(title.bg), "{title:?}");
+        // A pane title.
+        let row = (0..160).map(|x| buf[(x, 1)].symbol()).collect::<String>();
+        let x = row.find("Conversation").unwrap() as u16;
+        let cell = &buf[(x, 1)];
+        assert!(!is_light(cell.bg) && cell.fg != cell.bg, "{cell:?}");
+    }
+    // On a dark terminal the dark theme leaves the terminal's own background.
+    forced.set_terminal_background(Some(Background::Dark));
+    let buf = screen_buffer(&mut forced, 160, 48);
+    assert_eq!(buf[(1, 0)].bg, Color::Reset);
+    // The light theme on a dark terminal paints its own light background.
+    let mut light = new_app(dir.path()).with_theme(ThemeName::Light);
+    light.set_terminal_background(Some(Background::Dark));
+    let buf = screen_buffer(&mut light, 160, 48);
+    for cell in buf.content.iter() {
+        assert_ne!(cell.bg, Color::Reset, "unpainted cell {cell:?}");
+    }
+    assert!(is_light(buf[(1, 0)].bg));
+    assert_eq!(buf[(1, 0)].fg, Color::Black);
+    // Alt-T switches to the other theme, which then paints its own background.
+    let rt = Runtime::new(groundwork::tui::Services::new(
+        None,
+        None,
+        Default::default(),
+        vec![],
+        false,
+    ));
+    app.set_terminal_background(Some(Background::Light));
+    press_mod(&rt, &mut app, KeyCode::Char('t'), KeyModifiers::ALT);
+    assert_eq!(app.theme.name, ThemeName::Dark);
+    let buf = screen_buffer(&mut app, 120, 40);
+    assert!(!is_light(buf[(1, 0)].bg));
+
+    // A recorded conversation drawn in one theme is drawn in the other's colours after
+    // Alt-T (its wrapped lines are cached).
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/haiku_session");
+    let session = Session::load(&dir.join("session.json")).unwrap();
+    let mut app = App::new(session, None, host()).with_theme(ThemeName::Light);
+    app.focus = Pane::Conversation;
+    app.conversation.scroll = Some(0);
+    let you = |app: &mut App| {
+        let buf = screen_buffer(app, 160, 48);
+        let row = (0..160).map(|x| buf[(x, 2)].symbol()).collect::<String>();
+        assert_eq!(
+            row.chars().skip(1).take(4).collect::<String>(),
+            "You:",
+            "{row}"
+        );
+        buf[(1, 2)].fg
+    };
+    assert_eq!(Some(you(&mut app)), app.theme.user.fg);
+    press_mod(&rt, &mut app, KeyCode::Char('t'), KeyModifiers::ALT);
+    assert_eq!(app.theme.name, ThemeName::Dark);
+    assert_eq!(Some(you(&mut app)), app.theme.user.fg);
+    assert_ne!(
+        app.theme.user.fg,
+        groundwork::tui::theme::Theme::light().user.fg
+    );
+}
+
+/// Issue 14 item 17: the workbench without a terminal says so in one line and points to
+/// `inspect`, instead of "No such device or address (os error 6)".
+#[test]
+fn the_workbench_without_a_terminal_says_it_needs_one() {
+    let home = tempfile::tempdir().unwrap();
+    let session = home.path().join("s.json");
+    std::fs::write(&session, "{}").unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_groundwork"))
+            .args(args)
+            .env("HOME", home.path())
+            .env("XDG_DATA_HOME", home.path().join("data"))
+            .env("XDG_CONFIG_HOME", home.path().join("config"))
+            .env("GROUNDWORK_DISCOVER", "off")
+            .env_remove("GROUNDWORK_MODEL_URL")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap()
+    };
+    let session = session.to_string_lossy().into_owned();
+    for args in [vec!["open", session.as_str()], vec![]] {
+        let out = run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("the workbench needs a terminal"),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            stderr.contains("groundwork inspect SESSION"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("os error"), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "nothing drawn: {:?}", out.stdout);
+        // Nothing was set up: no demo database, no session file.
+        let data = home.path().join("data/groundwork");
+        assert!(!data.join("haiku.rag.lancedb").exists(), "{args:?}");
+        assert!(!data.join("sessions").exists(), "{args:?}");
+    }
 }

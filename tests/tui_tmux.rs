@@ -134,3 +134,118 @@ async fn a_panic_restores_the_terminal() {
     );
     assert!(!screen.contains("Citation ledger"), "{screen}");
 }
+
+/// The workbench over the recorded haiku.rag session (no model, no embedding), in a tmux
+/// server configured with `tmux_config`, with `config_toml` as Groundwork's config file.
+fn open_fixture_in(tmux: &Tmux, home: &std::path::Path, config_toml: Option<&str>, redirect: &str) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    if let Some(c) = config_toml {
+        std::fs::create_dir_all(home.join("config/groundwork")).unwrap();
+        std::fs::write(home.join("config/groundwork/config.toml"), c).unwrap();
+    }
+    let script = format!(
+        "env -u GROUNDWORK_MODEL_URL -u GROUNDWORK_MODEL HOME={home} XDG_DATA_HOME={home}/data \
+         XDG_CONFIG_HOME={home}/config GROUNDWORK_DISCOVER=off \
+         {bin} --db {db} open {session} {redirect}; {EXIT_SUFFIX}",
+        home = home.display(),
+        bin = env!("CARGO_BIN_EXE_groundwork"),
+        db = root.join("tests/fixtures/haiku/db.lancedb").display(),
+        session = root
+            .join("tests/fixtures/haiku_session/session.json")
+            .display(),
+    );
+    tmux.start(&script, 160, 48);
+}
+
+/// The light theme's status bar background, and the dark theme's, as `capture-pane -e`
+/// shows them (the themes' `Color::Rgb` values).
+const LIGHT_STATUS: &str = "48;2;225;225;232";
+const DARK_STATUS: &str = "48;2;30;30;40";
+
+/// Issue 14 item 7: tmux (3.3) answers the OSC 11 query with the pane's configured
+/// background; on a light one the workbench picks the light theme, on a dark one the
+/// dark theme, and a theme set in the config wins. Without an answer (tmux knows no
+/// background here) the dark theme paints its own black background.
+#[tokio::test]
+async fn the_theme_follows_the_background_the_terminal_reports() {
+    let cases = [
+        (
+            "light",
+            "set -g window-style bg=colour231\n",
+            None,
+            LIGHT_STATUS,
+        ),
+        (
+            "dark",
+            "set -g window-style bg=colour16\n",
+            None,
+            DARK_STATUS,
+        ),
+        (
+            "forced",
+            "set -g window-style bg=colour231\n",
+            Some("[tui]\ntheme = \"dark\"\n"),
+            DARK_STATUS,
+        ),
+        ("unknown", "", None, DARK_STATUS),
+    ];
+    for (name, tmux_config, config_toml, status_bg) in cases {
+        let home = tempfile::tempdir().unwrap();
+        let tmux = Tmux::with_config(&format!("bg-{name}"), tmux_config);
+        open_fixture_in(&tmux, home.path(), config_toml, "");
+        tmux.wait_for("the first frame", 60, |s| {
+            s.contains("Citation ledger") && s.contains("model none configured")
+        })
+        .await;
+        let styled = tmux.capture_styled();
+        assert!(
+            styled.contains(status_bg),
+            "{name}: the status bar should have {status_bg}:\n{styled}"
+        );
+        let other = if status_bg == LIGHT_STATUS {
+            DARK_STATUS
+        } else {
+            LIGHT_STATUS
+        };
+        assert!(!styled.contains(other), "{name}:\n{styled}");
+        if name == "forced" || name == "unknown" {
+            // The dark theme on a light or unknown background paints black under the
+            // header and the panes (ANSI colour 0).
+            let header = styled.lines().next().unwrap_or_default();
+            assert!(
+                header.contains("[40m") || header.contains("48;5;0m"),
+                "{name}: header not on the theme's background: {header:?}"
+            );
+        }
+        // The query's answer did not leak into the input as typed text.
+        let screen = tmux.capture();
+        assert!(!screen.contains("rgb:"), "{name}:\n{screen}");
+        assert!(!screen.contains("11;"), "{name}:\n{screen}");
+        tmux.send(&["C-q"]);
+        let screen = tmux.wait_exit().await;
+        assert_restored(&screen, "Citation ledger");
+    }
+}
+
+/// Issue 14 item 17: with stdin a terminal but stdout redirected to a file, the workbench
+/// refuses in one line (on stderr) and exits non-zero, drawing nothing into the file.
+#[tokio::test]
+async fn the_workbench_with_stdout_redirected_refuses_in_one_line() {
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("out.txt");
+    let tmux = Tmux::new("redirect");
+    open_fixture_in(&tmux, home.path(), None, &format!("> {}", out.display()));
+    let screen = tmux.wait_exit().await;
+    assert!(screen.contains("GW_EXIT=1"), "{screen}");
+    assert!(
+        screen.contains("error: the workbench needs a terminal"),
+        "{screen}"
+    );
+    assert!(screen.contains("groundwork inspect SESSION"), "{screen}");
+    assert!(!screen.contains("os error"), "{screen}");
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        b"",
+        "nothing drawn into the file"
+    );
+}

@@ -22,6 +22,7 @@ use crate::engine::session::{RunTiming, Session};
 use crate::inspect::InspectedRequest;
 use crate::transcript::{StepStatus, ToolStep, Transcript, Turn, tool_summary};
 
+use super::background::Background;
 use super::keymap::{Action, Keymap};
 use super::theme::{Theme, ThemeName};
 
@@ -158,14 +159,61 @@ pub struct ImageItem {
     pub state: ImageState,
 }
 
+/// What a running question is doing, from the engine's events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Asked; the first request is not built yet.
+    Starting,
+    /// Request N was sent; nothing has come back yet (the model reads the prompt, or
+    /// writes a tool call, which streams no event).
+    Waiting(usize),
+    /// Reasoning text streams.
+    Thinking,
+    /// Answer text streams.
+    Writing,
+    /// These tools run.
+    Tools(Vec<String>),
+    /// The tool calls ended; the next request is being built.
+    NextRequest,
+}
+
+impl Phase {
+    /// The label next to the spinner.
+    pub fn label(&self) -> String {
+        match self {
+            Phase::Starting => "starting…".into(),
+            Phase::Waiting(1) => "waiting for the model (it reads the prompt first)…".into(),
+            Phase::Waiting(n) => format!("waiting for the model (request {n})…"),
+            Phase::Thinking => "the model is thinking…".into(),
+            Phase::Writing => "writing the answer…".into(),
+            Phase::Tools(names) => {
+                let mut what: Vec<&str> = names.iter().map(|n| tool_activity(n)).collect();
+                what.dedup();
+                format!("{}…", what.join(", "))
+            }
+            Phase::NextRequest => "preparing the next request…".into(),
+        }
+    }
+}
+
+/// What a running tool is doing, for the spinner line.
+fn tool_activity(name: &str) -> &'static str {
+    match name {
+        "rag_search" | "analysis_search" => "running search",
+        "rag_cite" | "analysis_cite" => "checking citations",
+        "analysis_execute_code" => "running the program",
+        _ => "running a tool",
+    }
+}
+
 /// A question being answered.
 pub struct LiveRun {
     pub run_id: String,
     pub cancel: CancelToken,
     pub turn: Turn,
     pub requests: Vec<RequestSnapshot>,
-    /// `Thinking...` before anything arrives, `Executing tasks...` after a tool call.
-    pub executing: bool,
+    /// What it is doing now.
+    pub phase: Phase,
     pub started: std::time::Instant,
 }
 
@@ -313,6 +361,10 @@ pub struct App {
     pub options: AskOptions,
     pub keymap: Keymap,
     pub theme: Theme,
+    /// The theme the configuration asked for (`auto` follows `terminal_background`).
+    pub theme_setting: ThemeName,
+    /// The terminal's background, when it answered the start-up query.
+    pub terminal_background: Option<Background>,
     pub host: HostInfo,
     pub areas: Areas,
     /// Width of the conversation column in percent (wide layout).
@@ -364,6 +416,8 @@ impl App {
             options: AskOptions::default(),
             keymap: Keymap::default(),
             theme: Theme::dark(),
+            theme_setting: ThemeName::Auto,
+            terminal_background: None,
             host,
             areas: Areas::default(),
             split: 50,
@@ -386,8 +440,18 @@ impl App {
     }
 
     pub fn with_theme(mut self, theme: ThemeName) -> Self {
-        self.theme = Theme::by_name(theme);
+        self.theme_setting = theme;
+        self.theme = Theme::for_terminal(theme, self.terminal_background);
         self
+    }
+
+    /// What the terminal said about its background (`None`: it did not answer).
+    pub fn set_terminal_background(&mut self, bg: Option<Background>) {
+        self.terminal_background = bg;
+        self.theme = Theme::for_terminal(self.theme_setting, bg);
+        *self.inspector_cache.borrow_mut() = None;
+        self.version += 1;
+        self.dirty = true;
     }
 
     /// Rebuilds everything derived from the committed session.
@@ -628,7 +692,10 @@ impl App {
             return Vec::new();
         }
         match ev {
-            CoreEvent::RequestBuilt { snapshot, .. } => {
+            CoreEvent::RequestBuilt {
+                snapshot, request, ..
+            } => {
+                live.phase = Phase::Waiting(request);
                 live.turn.requests += 1;
                 live.requests.push(*snapshot);
                 // The answer is the last request's text.
@@ -637,17 +704,28 @@ impl App {
             }
             CoreEvent::TextDelta { text, .. } => {
                 live.turn.answer.push_str(&text);
-                live.executing = false;
+                live.phase = Phase::Writing;
                 self.bump();
             }
-            CoreEvent::ThinkingDelta { .. } | CoreEvent::StateChanged { .. } => {}
+            CoreEvent::ThinkingDelta { .. } => {
+                if live.phase != Phase::Thinking {
+                    live.phase = Phase::Thinking;
+                    self.bump();
+                } else {
+                    self.dirty = false;
+                }
+            }
+            CoreEvent::StateChanged { .. } => {}
             CoreEvent::ToolCallStarted {
                 name,
                 args,
                 call_id,
                 ..
             } => {
-                live.executing = true;
+                match &mut live.phase {
+                    Phase::Tools(names) => names.push(name.clone()),
+                    phase => *phase = Phase::Tools(vec![name.clone()]),
+                }
                 live.turn.steps.push(ToolStep {
                     summary: tool_summary(&name, &args),
                     call_id,
@@ -665,6 +743,14 @@ impl App {
                         ToolCallStatus::Ok | ToolCallStatus::Deferred => StepStatus::Ok,
                         ToolCallStatus::Failed | ToolCallStatus::Retry => StepStatus::Failed,
                     };
+                    if let Phase::Tools(names) = &mut live.phase
+                        && let Some(i) = names.iter().position(|n| *n == step.name)
+                    {
+                        names.remove(i);
+                        if names.is_empty() {
+                            live.phase = Phase::NextRequest;
+                        }
+                    }
                 }
                 self.bump();
             }
@@ -865,7 +951,7 @@ impl App {
             cancel: cancel.clone(),
             turn: Turn::new(self.session.messages.len() as u64, text),
             requests: Vec::new(),
-            executing: false,
+            phase: Phase::Starting,
             started: std::time::Instant::now(),
         });
         self.inspector.selected = None;
@@ -1033,10 +1119,13 @@ impl App {
             }
             Action::ToggleTheme => {
                 let next = match self.theme.name {
-                    ThemeName::Dark => ThemeName::Light,
                     ThemeName::Light => ThemeName::Dark,
+                    ThemeName::Dark | ThemeName::Auto => ThemeName::Light,
                 };
-                self.theme = Theme::by_name(next);
+                self.theme_setting = next;
+                self.theme = Theme::for_terminal(next, self.terminal_background);
+                // The cached conversation lines carry the old theme's styles.
+                self.version += 1;
                 Vec::new()
             }
             Action::Grow => {

@@ -6,6 +6,7 @@
 //! state with the engine.
 
 pub mod app;
+pub mod background;
 pub mod keymap;
 pub mod terminal;
 pub mod theme;
@@ -93,7 +94,7 @@ pub fn load_tui_config(path: &Path) -> Result<(ThemeName, Keymap)> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok((ThemeName::Dark, Keymap::default()));
+            return Ok((ThemeName::default(), Keymap::default()));
         }
         Err(e) => anyhow::bail!("cannot read config file {}: {e}", path.display()),
     };
@@ -122,11 +123,33 @@ pub fn detect_picker() -> Picker {
     picker
 }
 
+/// The workbench's one-line refusal when stdin or stdout is not a terminal.
+pub const NEEDS_TERMINAL: &str = "the workbench needs a terminal (stdin and stdout); use \
+     `groundwork inspect SESSION` to read a session without one";
+
+/// Fails with [`NEEDS_TERMINAL`] unless stdin and stdout are both terminals. Call before
+/// any set-up, so `groundwork open X </dev/null >out` stops at once with one line.
+pub fn require_terminal() -> Result<()> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+        Ok(())
+    } else {
+        anyhow::bail!(NEEDS_TERMINAL)
+    }
+}
+
 /// Runs the app in the real terminal until it quits. The terminal is restored on every
 /// path out, panics included.
 pub async fn run(mut app: App, mut services: Services) -> Result<()> {
+    require_terminal()?;
     let guard = terminal::TerminalGuard::enter()?;
-    // Queried after raw mode, before the event stream starts (STYLE §2.5).
+    // Queried after raw mode, before the event stream starts (STYLE §2.5): the
+    // background (only when the theme follows it), then the image protocol.
+    if app.theme_setting == ThemeName::Auto {
+        let rgb = background::query(background::TIMEOUT);
+        tracing::info!("terminal background (OSC 11): {rgb:?}");
+        app.set_terminal_background(rgb.map(background::Rgb::background));
+    }
     services.picker = detect_picker();
     let backend = ratatui::backend::CrosstermBackend::new(std::io::stdout());
     let mut term = Terminal::new(backend)?;

@@ -1,21 +1,44 @@
 //! Colours: a dark and a light theme. Every style the views use comes from here.
+//!
+//! Each theme's colours assume a background of its kind, so each paints its own
+//! (`base`) everywhere the views leave the background unset, unless the terminal's own
+//! background is known to be of the same kind ([`Theme::for_terminal`]).
 
+use ratatui::buffer::Buffer;
 use ratatui::style::{Color, Modifier, Style};
 use serde::{Deserialize, Serialize};
 
-/// Which theme.
+use super::background::Background;
+
+/// Which theme. `auto` (the default) follows the terminal's background: light on a
+/// light background, dark otherwise.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ThemeName {
     #[default]
+    Auto,
     Dark,
     Light,
+}
+
+impl ThemeName {
+    /// The theme for a terminal with background `bg` (`auto` resolved; dark when unknown).
+    pub fn resolve(self, bg: Option<Background>) -> ThemeName {
+        match (self, bg) {
+            (ThemeName::Auto, Some(Background::Light)) => ThemeName::Light,
+            (ThemeName::Auto, _) => ThemeName::Dark,
+            (named, _) => named,
+        }
+    }
 }
 
 /// The styles of one theme.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Theme {
+    /// `Dark` or `Light` (never `Auto`).
     pub name: ThemeName,
+    /// Foreground and background of every cell the views leave unstyled.
+    pub base: Style,
     pub text: Style,
     pub dim: Style,
     pub title: Style,
@@ -41,10 +64,42 @@ pub struct Theme {
 }
 
 impl Theme {
+    /// The theme `name` painting its own background (`auto` is dark here).
     pub fn by_name(name: ThemeName) -> Self {
         match name {
-            ThemeName::Dark => Self::dark(),
+            ThemeName::Auto | ThemeName::Dark => Self::dark(),
             ThemeName::Light => Self::light(),
+        }
+    }
+
+    /// The theme `name` resolves to on a terminal with background `bg`. On a background
+    /// of the theme's own kind the terminal's background shows (its exact colour,
+    /// transparency included); on any other, or an unknown one, the theme paints its own.
+    pub fn for_terminal(name: ThemeName, bg: Option<Background>) -> Self {
+        let mut theme = Self::by_name(name.resolve(bg));
+        let kind = match theme.name {
+            ThemeName::Light => Background::Light,
+            _ => Background::Dark,
+        };
+        if bg == Some(kind) {
+            theme.base = theme.base.bg(Color::Reset);
+        }
+        theme
+    }
+
+    /// Gives every cell of `buf` without a foreground or background the base's.
+    pub fn paint_base(&self, buf: &mut Buffer) {
+        let (fg, bg) = (
+            self.base.fg.unwrap_or(Color::Reset),
+            self.base.bg.unwrap_or(Color::Reset),
+        );
+        for cell in buf.content.iter_mut() {
+            if cell.fg == Color::Reset {
+                cell.fg = fg;
+            }
+            if cell.bg == Color::Reset {
+                cell.bg = bg;
+            }
         }
     }
 
@@ -52,6 +107,7 @@ impl Theme {
         let fg = Style::default().fg(Color::Gray);
         Theme {
             name: ThemeName::Dark,
+            base: Style::default().fg(Color::Gray).bg(Color::Black),
             text: fg,
             dim: Style::default().fg(Color::DarkGray),
             title: Style::default()
@@ -92,12 +148,14 @@ impl Theme {
     pub fn light() -> Self {
         Theme {
             name: ThemeName::Light,
+            base: Style::default().fg(Color::Black).bg(Color::White),
             text: Style::default().fg(Color::Black),
-            dim: Style::default().fg(Color::Gray),
+            // Not `Gray`: that is ANSI white, barely visible on a white background.
+            dim: Style::default().fg(Color::DarkGray),
             title: Style::default()
                 .fg(Color::Black)
                 .add_modifier(Modifier::BOLD),
-            border: Style::default().fg(Color::Gray),
+            border: Style::default().fg(Color::DarkGray),
             border_focus: Style::default().fg(Color::Blue),
             user: Style::default()
                 .fg(Color::Blue)

@@ -124,6 +124,48 @@ pub fn truncate(s: &str, width: usize) -> String {
     out
 }
 
+/// Columns `s` takes.
+pub fn width(s: &str) -> usize {
+    s.chars().map(|c| c.width().unwrap_or(0)).sum()
+}
+
+/// Cuts `s` to `width` columns from the front, starting with `…` when cut (keeps the
+/// end: a path's file name).
+pub fn truncate_start(s: &str, width: usize) -> String {
+    if self::width(s) <= width {
+        return s.to_string();
+    }
+    let mut tail: Vec<char> = Vec::new();
+    let mut w = 0;
+    for ch in s.chars().rev() {
+        let cw = ch.width().unwrap_or(0);
+        if w + cw + 1 > width {
+            break;
+        }
+        tail.push(ch);
+        w += cw;
+    }
+    let mut out = String::from("…");
+    out.extend(tail.into_iter().rev());
+    out
+}
+
+/// Cuts `s` to `width` columns in the middle (keeps both ends: a URL's scheme and
+/// host, and its port and path).
+pub fn truncate_middle(s: &str, width: usize) -> String {
+    if self::width(s) <= width {
+        return s.to_string();
+    }
+    if width <= 1 {
+        return truncate(s, width);
+    }
+    let head_w = (width - 1).div_ceil(2);
+    let head = truncate(s, head_w + 1);
+    let head = head.trim_end_matches('…');
+    let tail = truncate_start(s, width - self::width(head));
+    format!("{head}{tail}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,5 +206,16 @@ mod tests {
     fn truncates_with_ellipsis() {
         assert_eq!(truncate("hello world", 6), "hello…");
         assert_eq!(truncate("hi", 6), "hi");
+        assert_eq!(truncate_start("/a/b/demo.lancedb", 13), "…demo.lancedb");
+        assert_eq!(truncate_start("/a/b/demo.lancedb", 15), "…b/demo.lancedb");
+        assert_eq!(truncate_start("hi", 6), "hi");
+        let m = truncate_middle("http://127.0.0.1:8080/v1", 15);
+        assert_eq!(m, "http://…8080/v1");
+        assert_eq!(width(&m), 15);
+        assert!(
+            m.starts_with("http://") && m.ends_with("/v1") && m.contains('…'),
+            "{m}"
+        );
+        assert_eq!(truncate_middle("short", 15), "short");
     }
 }

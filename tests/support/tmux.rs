@@ -6,24 +6,35 @@ use std::time::{Duration, Instant};
 pub struct Tmux {
     socket: String,
     session: String,
+    /// The server's configuration file (`-f`); none reads no file at all.
+    config: tempfile::NamedTempFile,
 }
 
 impl Tmux {
     /// A tmux server of its own (`-L`), so tests never touch the user's sessions.
     pub fn new(name: &str) -> Self {
+        Self::with_config(name, "")
+    }
+
+    /// A tmux server of its own whose configuration file holds `config` (tmux commands,
+    /// e.g. `set -g window-style bg=colour231`), not the user's `~/.tmux.conf`.
+    pub fn with_config(name: &str, config: &str) -> Self {
         assert!(
             Command::new("tmux").arg("-V").output().is_ok(),
             "tmux is required for this test (.ci/setup installs it)"
         );
+        let file = tempfile::NamedTempFile::new().expect("tmux config file");
+        std::fs::write(file.path(), config).expect("write tmux config");
         Tmux {
             socket: format!("gw-{name}-{}", std::process::id()),
             session: "gw".into(),
+            config: file,
         }
     }
 
     pub fn cmd(&self) -> Command {
         let mut c = Command::new("tmux");
-        c.args(["-L", &self.socket]);
+        c.args(["-L", &self.socket, "-f"]).arg(self.config.path());
         c
     }
 
@@ -45,6 +56,16 @@ impl Tmux {
         let o = self
             .cmd()
             .args(["capture-pane", "-p", "-t", &self.session])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// The screen with its colours and attributes as escape sequences (`capture-pane -e`).
+    pub fn capture_styled(&self) -> String {
+        let o = self
+            .cmd()
+            .args(["capture-pane", "-p", "-e", "-t", &self.session])
             .output()
             .expect("tmux capture-pane");
         String::from_utf8_lossy(&o.stdout).into_owned()

@@ -172,6 +172,21 @@ fn buffer_text(term: &Terminal<TestBackend>) -> String {
     out
 }
 
+/// The whole app at `w`×`h`, as cells (for styles).
+pub fn screen_buffer(app: &mut App, w: u16, h: u16) -> ratatui::buffer::Buffer {
+    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+    groundwork::tui::draw(&mut term, app).unwrap();
+    term.backend().buffer().clone()
+}
+
+/// The status bar alone, `w` columns wide.
+pub fn status_bar(app: &mut App, w: u16) -> String {
+    let mut term = Terminal::new(TestBackend::new(w, 1)).unwrap();
+    term.draw(|f| groundwork::tui::view::status::status_bar(app, f, f.area()))
+        .unwrap();
+    buffer_text(&term)
+}
+
 /// The whole app at `w`×`h`.
 pub fn screen(app: &mut App, w: u16, h: u16) -> String {
     let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();

@@ -51,6 +51,12 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
     }
     out.push(Line::styled("Assistant:", t.assistant));
     out.extend(markdown(&turn.answer));
+    if cut_off(app, index) {
+        out.push(Line::styled(
+            CUT_OFF,
+            t.ungrounded.add_modifier(Modifier::BOLD),
+        ));
+    }
     if let Some(row) = app.transcript.ledger.get(index) {
         let mut spans = vec![Span::styled("  ledger: ", t.dim), status_span(t, row)];
         if row.redirected {
@@ -131,6 +137,26 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
     out.push(Line::raw(""));
 }
 
+/// The marker under an answer that ended on `finish_reason: length`.
+pub const CUT_OFF: &str = "[cut off: max_tokens reached]";
+
+/// Whether question `index`'s answer (its last response) was cut off at the token limit.
+pub fn cut_off(app: &App, index: usize) -> bool {
+    let turns = &app.transcript.turns;
+    let messages = &app.session.messages;
+    let Some(turn) = turns.get(index) else {
+        return false;
+    };
+    let end = turns
+        .get(index + 1)
+        .map_or(messages.len(), |t| t.question as usize)
+        .min(messages.len());
+    messages
+        .get(turn.question as usize..end)
+        .and_then(|m| m.iter().rev().find_map(|m| m.as_response()))
+        .is_some_and(|r| r.finish_reason.as_deref() == Some("length"))
+}
+
 /// The committed conversation, wrapped to `width`, cached by (width, version).
 pub fn committed_lines(app: &App, width: u16) -> Rc<Vec<Line<'static>>> {
     if let Some((w, v, lines)) = app.wrap_cache.borrow().as_ref()
@@ -147,12 +173,6 @@ pub fn committed_lines(app: &App, width: u16) -> Rc<Vec<Line<'static>>> {
         ));
         out.push(Line::raw(""));
     }
-    if app.transcript.turns.is_empty() && app.live.is_none() {
-        out.push(Line::styled(
-            "No questions yet. Type one below and press Enter.",
-            app.theme.dim,
-        ));
-    }
     for (i, turn) in app.transcript.turns.iter().enumerate() {
         turn_lines(app, turn, i, &mut out);
     }
@@ -165,6 +185,13 @@ pub fn committed_lines(app: &App, width: u16) -> Rc<Vec<Line<'static>>> {
 pub fn live_lines(app: &App, width: u16) -> Vec<Line<'static>> {
     let t = &app.theme;
     let mut out = Vec::new();
+    // Not cached with the committed lines: it goes as soon as a question is asked.
+    if app.transcript.turns.is_empty() && app.live.is_none() && app.ended.is_none() {
+        out.push(Line::styled(
+            "No questions yet. Type one below and press Enter.",
+            t.dim,
+        ));
+    }
     if let Some(live) = &app.live {
         out.push(Line::styled("You:", t.user));
         out.extend(plain(&live.turn.prompt, t.text));
@@ -175,17 +202,15 @@ pub fn live_lines(app: &App, width: u16) -> Vec<Line<'static>> {
         if !live.turn.answer.is_empty() {
             out.push(Line::styled("Assistant:", t.assistant));
             out.extend(markdown(&live.turn.answer));
-        } else {
-            let label = if live.executing {
-                "Executing tasks..."
-            } else {
-                "Thinking..."
-            };
-            out.push(Line::styled(
-                format!("{} {label}", SPINNER[app.spinner % SPINNER.len()]),
-                t.running,
-            ));
         }
+        out.push(Line::styled(
+            format!(
+                "{} {}",
+                SPINNER[app.spinner % SPINNER.len()],
+                live.phase.label()
+            ),
+            t.running,
+        ));
     } else if let Some(ended) = &app.ended {
         match ended {
             Ended::Cancelled(prompt) => {

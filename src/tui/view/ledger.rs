@@ -38,7 +38,11 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     if rows_idx.is_empty() {
-        let msg = if total == 0 {
+        let msg = if total == 0 && app.live.is_some() {
+            "No answered questions yet; the running one's row comes when it ends."
+        } else if total == 0 && app.ended.is_some() {
+            "No answered questions yet."
+        } else if total == 0 {
             "No questions yet."
         } else {
             "No question has a violation."
@@ -67,7 +71,18 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
             let r = &app.transcript.ledger[i];
             Row::new(vec![
                 Cell::from((i + 1).to_string()),
-                Cell::from(truncate(r.prompt.lines().next().unwrap_or(""), q_width)),
+                if crate::tui::view::conversation::cut_off(app, i) {
+                    // The answer ended at the token limit (`finish_reason: length`).
+                    Cell::from(Line::from(vec![
+                        Span::styled("cut off ", t.ungrounded),
+                        Span::raw(truncate(
+                            r.prompt.lines().next().unwrap_or(""),
+                            q_width.saturating_sub(8).max(4),
+                        )),
+                    ]))
+                } else {
+                    Cell::from(truncate(r.prompt.lines().next().unwrap_or(""), q_width))
+                },
                 status_cell(app, r.status),
                 Cell::from(if r.redirected { "yes" } else { "-" }),
                 Cell::from(Span::styled(

@@ -85,6 +85,8 @@ pub fn render(app: &App, frame: &mut Frame) {
     status::input(app, frame, areas.input);
     status::status_bar(app, frame, status_area);
     popups::render(app, frame);
+    // The theme's colours assume its own background: paint it wherever none is set.
+    app.theme.paint_base(frame.buffer_mut());
 }
 
 /// A pane's block: rounded border, highlighted when focused, title with a key hint.

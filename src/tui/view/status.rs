@@ -7,7 +7,7 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 
 use crate::tui::app::{App, Pane};
 use crate::tui::keymap::Action;
-use crate::tui::wrap::truncate;
+use crate::tui::wrap::{truncate, truncate_middle, truncate_start, width};
 
 pub fn header(app: &App, frame: &mut Frame, area: Rect, zoomed: bool) {
     let t = &app.theme;
@@ -83,9 +83,123 @@ pub fn input(app: &App, frame: &mut Frame, area: Rect) {
     }
 }
 
-pub fn status_bar(app: &App, frame: &mut Frame, area: Rect) {
+/// How a field's text is shortened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// Keep the end (a path's file name).
+    Start,
+    /// A URL: its `host:port` when the whole does not fit, cut in the middle after that.
+    Url,
+    /// Keep the start.
+    End,
+    /// Keep whole `+`-joined items from the start (`rag+…`).
+    Items,
+}
+
+/// One field of the status bar: `joiner` (the separator before it, or how it attaches
+/// to the field before), a fixed `label`, and a `body` that may be shortened.
+struct Field {
+    joiner: &'static str,
+    label: &'static str,
+    body: String,
+    style: ratatui::style::Style,
+    cut: Cut,
+    /// Columns the body gets.
+    width: usize,
+    shown: bool,
+}
+
+impl Field {
+    fn new(
+        joiner: &'static str,
+        label: &'static str,
+        body: String,
+        style: ratatui::style::Style,
+        cut: Cut,
+    ) -> Self {
+        Field {
+            width: width(&body),
+            joiner,
+            label,
+            body,
+            style,
+            cut,
+            shown: true,
+        }
+    }
+
+    fn text(&self) -> String {
+        format!("{}{}", self.label, self.cut_body())
+    }
+
+    /// The body cut to `width` (cuts may come out narrower).
+    fn cut_body(&self) -> String {
+        match self.cut {
+            Cut::Start => truncate_start(&self.body, self.width),
+            Cut::Url => {
+                let host = url_host(&self.body);
+                if width(&self.body) <= self.width || width(host) > self.width {
+                    truncate_middle(&self.body, self.width)
+                } else {
+                    host.to_string()
+                }
+            }
+            Cut::End => truncate(&self.body, self.width),
+            Cut::Items => cut_items(&self.body, self.width),
+        }
+    }
+}
+
+const SEP: &str = " │ ";
+
+/// The `+`-joined items of `s` that fit `columns` with a closing `+…`.
+fn cut_items(s: &str, columns: usize) -> String {
+    if width(s) <= columns {
+        return s.to_string();
+    }
+    let mut out = String::new();
+    for item in s.split('+') {
+        let next = if out.is_empty() {
+            item.to_string()
+        } else {
+            format!("{out}+{item}")
+        };
+        if width(&next) + 2 > columns {
+            break;
+        }
+        out = next;
+    }
+    if out.is_empty() {
+        truncate(s, columns)
+    } else {
+        format!("{out}+…")
+    }
+}
+
+/// `127.0.0.1:8080` of `http://127.0.0.1:8080/v1`.
+fn url_host(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+/// `name @ url (found server)` (as `ModelChoice::describe` writes it) in its parts.
+fn model_parts(model: &str) -> (&str, Option<&str>, Option<&str>) {
+    let (rest, found) = match model.rfind(" (found ") {
+        Some(i) if model.ends_with(')') => (&model[..i], Some(&model[i + 1..])),
+        _ => (model, None),
+    };
+    match rest.split_once(" @ ") {
+        Some((name, url)) => (name, Some(url), found),
+        None => (rest, None, found),
+    }
+}
+
+/// The status bar's spans for `columns` columns. Every field gets its natural width when
+/// the bar fits; otherwise the less useful ones shrink or go first (notice, request
+/// tokens, the model's URL, the database path, ...), and the model's name and where it
+/// was found stay.
+pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
     let t = &app.theme;
-    let sep = Span::styled(" │ ", t.dim);
     let mut caps = app.host.capabilities.clone();
     if app.options.compaction {
         caps.push("compaction".into());
@@ -94,60 +208,147 @@ pub fn status_bar(app: &App, frame: &mut Frame, area: Rect) {
         caps.push("policy".into());
     }
     let (searches, execs) = app.budget_use();
-    let mut spans = vec![
-        Span::styled(format!(" db {}", truncate(&app.host.db, 28)), t.status),
-        sep.clone(),
-        Span::styled(
-            format!("model {}", truncate(&app.host.model, 30)),
-            if app.host.model_ready {
-                t.status
-            } else {
-                t.ungrounded
-            },
-        ),
-        sep.clone(),
-        Span::styled(caps.join("+"), t.status),
-        sep.clone(),
-        Span::styled(
-            format!("searches {searches}/{}", app.host.max_searches),
-            t.status,
-        ),
-    ];
+    let model_style = if app.host.model_ready {
+        t.status
+    } else {
+        t.ungrounded
+    };
+    let (name, url, found) = model_parts(&app.host.model);
+    let mut budget = format!("searches {searches}/{}", app.host.max_searches);
     if execs > 0 {
-        spans.push(Span::styled(
-            format!(" exec {execs}/{}", app.host.max_executions),
-            t.status,
-        ));
+        budget.push_str(&format!(" exec {execs}/{}", app.host.max_executions));
     }
-    if let Some(filter) = app.document_filter() {
-        spans.push(sep.clone());
-        spans.push(Span::styled(
-            format!("filter {}", truncate(&filter, 20)),
+    // Indices into `fields`, for the shrinking order below.
+    const DB: usize = 0;
+    const MODEL: usize = 1;
+    const URL: usize = 2;
+    const FOUND: usize = 3;
+    const CAPS: usize = 4;
+    const BUDGET: usize = 5;
+    const FILTER: usize = 6;
+    const REQ: usize = 7;
+    const MSG: usize = 8;
+    let mut fields = vec![
+        Field::new("", "db ", app.host.db.clone(), t.status, Cut::Start),
+        Field::new(SEP, "model ", name.to_string(), model_style, Cut::End),
+        Field::new(
+            " @ ",
+            "",
+            url.unwrap_or_default().to_string(),
+            model_style,
+            Cut::Url,
+        ),
+        Field::new(
+            " ",
+            "",
+            found.unwrap_or_default().to_string(),
+            model_style,
+            Cut::End,
+        ),
+        Field::new(SEP, "", caps.join("+"), t.status, Cut::Items),
+        Field::new(SEP, "", budget, t.status, Cut::End),
+        Field::new(
+            SEP,
+            "filter ",
+            app.document_filter().unwrap_or_default(),
             t.running,
-        ));
-    }
+            Cut::End,
+        ),
+        Field::new(SEP, "", String::new(), t.status, Cut::End),
+        Field::new(SEP, "", String::new(), t.error, Cut::End),
+    ];
+    fields[URL].shown = url.is_some();
+    fields[FOUND].shown = found.is_some();
+    fields[FILTER].shown = !fields[FILTER].body.is_empty();
     if let Some(i) = app
         .selected_request()
         .or(app.request_count().checked_sub(1))
         && let Some((_, s)) = app.request_at(i)
     {
-        spans.push(sep.clone());
-        spans.push(Span::styled(
-            format!(
-                "req {} tok {}→{}",
-                i + 1,
-                s.raw_tokens.total,
-                s.compacted_tokens.total
-            ),
-            t.status,
-        ));
+        fields[REQ].body = format!(
+            "req {} tok {}→{}",
+            i + 1,
+            s.raw_tokens.total,
+            s.compacted_tokens.total
+        );
     }
-    if let Some(e) = &app.error {
-        spans.push(sep.clone());
-        spans.push(Span::styled(e.replace('\n', " "), t.error));
-    } else if let Some(n) = &app.notice {
-        spans.push(sep);
-        spans.push(Span::styled(n.clone(), t.running));
+    fields[REQ].width = width(&fields[REQ].body);
+    fields[REQ].shown = !fields[REQ].body.is_empty();
+    let is_error = app.error.is_some();
+    if let Some(m) = app.error.clone().or(app.notice.clone()) {
+        fields[MSG].body = m.replace('\n', " ");
+        fields[MSG].width = width(&fields[MSG].body);
+        if !is_error {
+            fields[MSG].style = t.running;
+        }
+    } else {
+        fields[MSG].shown = false;
     }
-    frame.render_widget(Paragraph::new(Line::from(spans)).style(t.status), area);
+
+    enum Step {
+        /// Shorten the body down to this many columns (never below).
+        Shrink(usize, usize),
+        Drop(usize),
+    }
+    let mut steps = Vec::new();
+    if !is_error {
+        steps.extend([Step::Shrink(MSG, 12), Step::Drop(MSG)]);
+    }
+    steps.extend([
+        Step::Drop(REQ),
+        Step::Shrink(URL, 14),
+        Step::Shrink(DB, 14),
+        Step::Shrink(FILTER, 10),
+        Step::Shrink(CAPS, 5),
+        Step::Drop(URL),
+        Step::Drop(BUDGET),
+        Step::Drop(FILTER),
+        Step::Drop(CAPS),
+        Step::Shrink(MSG, 16),
+        Step::Drop(DB),
+        Step::Shrink(MODEL, 8),
+    ]);
+    // The bar starts with one space.
+    let total = |fields: &[Field]| -> usize {
+        1 + fields
+            .iter()
+            .filter(|f| f.shown)
+            .map(|f| width(f.joiner) + width(f.label) + f.width)
+            .sum::<usize>()
+    };
+    for step in steps {
+        let used = total(&fields);
+        if used <= columns {
+            break;
+        }
+        match step {
+            Step::Shrink(i, min) => {
+                let f = &mut fields[i];
+                f.width = f.width.saturating_sub(used - columns).max(min.min(f.width));
+                f.width = width(&f.cut_body());
+            }
+            Step::Drop(i) => fields[i].shown = false,
+        }
+    }
+    let mut spans = vec![Span::styled(" ", t.status)];
+    let mut first = true;
+    for f in fields.iter().filter(|f| f.shown) {
+        if !first {
+            spans.push(Span::styled(
+                f.joiner,
+                if f.joiner == SEP { t.dim } else { f.style },
+            ));
+        }
+        first = false;
+        spans.push(Span::styled(f.text(), f.style));
+    }
+    spans
+}
+
+pub fn status_bar(app: &App, frame: &mut Frame, area: Rect) {
+    let spans = status_spans(app, area.width as usize);
+    frame.render_widget(
+        Paragraph::new(Line::from(spans)).style(app.theme.status),
+        area,
+    );
 }
