@@ -140,21 +140,10 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
 /// The marker under an answer that ended on `finish_reason: length`.
 pub const CUT_OFF: &str = "[cut off: max_tokens reached]";
 
-/// Whether question `index`'s answer (its last response) was cut off at the token limit.
+/// Whether question `index`'s answer (its last response) was cut off at the token limit
+/// (the transcript's flag, from the response's `finish_reason`).
 pub fn cut_off(app: &App, index: usize) -> bool {
-    let turns = &app.transcript.turns;
-    let messages = &app.session.messages;
-    let Some(turn) = turns.get(index) else {
-        return false;
-    };
-    let end = turns
-        .get(index + 1)
-        .map_or(messages.len(), |t| t.question as usize)
-        .min(messages.len());
-    messages
-        .get(turn.question as usize..end)
-        .and_then(|m| m.iter().rev().find_map(|m| m.as_response()))
-        .is_some_and(|r| r.finish_reason.as_deref() == Some("length"))
+    app.transcript.turns.get(index).is_some_and(|t| t.cut_off)
 }
 
 /// The committed conversation, wrapped to `width`, cached by (width, version).
