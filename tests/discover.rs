@@ -135,9 +135,15 @@ async fn a_loading_server_is_waited_for_and_then_used() {
         "GROUNDWORK_DISCOVER_WAIT".to_string(),
         "20".to_string(),
     )]);
-    match choose_model_with(None, &env, &ModelOverrides::default(), &candidates, &on_wait)
-        .await
-        .unwrap()
+    match choose_model_with(
+        None,
+        &env,
+        &ModelOverrides::default(),
+        &candidates,
+        &on_wait,
+    )
+    .await
+    .unwrap()
     {
         ModelChoice::Discovered(c, f) => {
             assert_eq!(c.base_url, server.base_url());
@@ -178,7 +184,11 @@ async fn a_server_still_loading_after_the_wait_is_named_as_loading() {
     }
     assert!(server.hits() >= 2, "asked again while waiting");
     // Without waiting, a loading server is not taken for a ready one.
-    assert!(discover(&candidates, Duration::from_millis(400)).await.is_none());
+    assert!(
+        discover(&candidates, Duration::from_millis(400))
+            .await
+            .is_none()
+    );
     // A ready server elsewhere wins at once over one that is loading.
     let ready = ScriptedServer::start(vec![]).await;
     let both = vec![
@@ -186,8 +196,13 @@ async fn a_server_still_loading_after_the_wait_is_named_as_loading() {
         ("Scripted".to_string(), ready.base_url()),
     ];
     let before = server.hits();
-    match discover_waiting(&both, Duration::from_millis(400), Duration::from_secs(30), &|_| {})
-        .await
+    match discover_waiting(
+        &both,
+        Duration::from_millis(400),
+        Duration::from_secs(30),
+        &|_| {},
+    )
+    .await
     {
         Discovery::Found(f) => assert_eq!(f.server, "Scripted"),
         other => panic!("expected the ready server, got {other:?}"),
@@ -226,10 +241,15 @@ async fn ask_says_which_server_is_loading() {
         )),
         "{stderr}"
     );
-    assert!(last.contains("GROUNDWORK_DISCOVER_WAIT=SECONDS"), "{stderr}");
+    assert!(
+        last.contains("GROUNDWORK_DISCOVER_WAIT=SECONDS"),
+        "{stderr}"
+    );
     // The wait was announced once, before the error.
     assert_eq!(
-        stderr.matches("is loading the model; waiting up to").count(),
+        stderr
+            .matches("is loading the model; waiting up to")
+            .count(),
         1,
         "{stderr}"
     );
@@ -241,7 +261,11 @@ async fn the_no_model_message_names_the_servers_probed() {
     let home = tempfile::tempdir().unwrap();
     let (list, h) = (format!("{a},{b}"), home.path().to_path_buf());
     let o = tokio::task::spawn_blocking(move || {
-        run(&h, &["--db", &h.join("kb").to_string_lossy(), "ask", "Q?"], &list)
+        run(
+            &h,
+            &["--db", &h.join("kb").to_string_lossy(), "ask", "Q?"],
+            &list,
+        )
     })
     .await
     .unwrap();
@@ -253,7 +277,10 @@ async fn the_no_model_message_names_the_servers_probed() {
         "{stderr}"
     );
     for default in ["11434", ":8080", ":1234", ":8000"] {
-        assert!(!stderr.contains(default), "default {default} named: {stderr}");
+        assert!(
+            !stderr.contains(default),
+            "default {default} named: {stderr}"
+        );
     }
 }
 

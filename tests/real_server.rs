@@ -124,7 +124,10 @@ async fn the_stored_usage_is_the_servers() {
         .rfind(|m| m["kind"] == "response")
         .unwrap();
     assert_eq!(response["usage"]["input_tokens"], usage["prompt_tokens"]);
-    assert_eq!(response["usage"]["output_tokens"], usage["completion_tokens"]);
+    assert_eq!(
+        response["usage"]["output_tokens"],
+        usage["completion_tokens"]
+    );
     assert!(usage["completion_tokens"].as_u64().unwrap() > 0, "{usage}");
 }
 
@@ -212,7 +215,10 @@ async fn cancel_closes_the_connection_and_commits_nothing() {
     })
     .await
     .unwrap();
-    assert!(log.contains("cancel task"), "the server never saw the cancel:\n{log}");
+    assert!(
+        log.contains("cancel task"),
+        "the server never saw the cancel:\n{log}"
+    );
 }
 
 /// Depends on the client's lenient error parsing (branch `model`): llama.cpp's error body
@@ -248,7 +254,10 @@ async fn a_wrong_base_path_reads_404_file_not_found() {
         .await
         .unwrap_err();
     let msg = err.to_string();
-    assert!(msg.contains(&format!("model endpoint {url} returned HTTP 404")), "{msg}");
+    assert!(
+        msg.contains(&format!("model endpoint {url} returned HTTP 404")),
+        "{msg}"
+    );
     assert!(msg.contains("File Not Found"), "{msg}");
 }
 
@@ -261,9 +270,15 @@ async fn discovery_waits_for_a_server_that_is_still_loading() {
     let notes = StdMutex::new(Vec::<String>::new());
     let on_wait = |n: &str| notes.lock().unwrap().push(n.to_string());
     let env = std::collections::HashMap::new();
-    let choice = choose_model_with(None, &env, &ModelOverrides::default(), &candidates, &on_wait)
-        .await
-        .unwrap();
+    let choice = choose_model_with(
+        None,
+        &env,
+        &ModelOverrides::default(),
+        &candidates,
+        &on_wait,
+    )
+    .await
+    .unwrap();
     let notes = notes.into_inner().unwrap();
     assert_eq!(
         notes,
@@ -389,7 +404,11 @@ async fn a_server_killed_mid_answer_leaves_the_session_unchanged() {
     assert!(!o.status.success(), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     assert!(err.contains("closed mid-answer"), "{err}");
-    assert_eq!(std::fs::read(&session).unwrap(), before, "session unchanged");
+    assert_eq!(
+        std::fs::read(&session).unwrap(),
+        before,
+        "session unchanged"
+    );
     let leftovers: Vec<_> = std::fs::read_dir(home.path())
         .unwrap()
         .filter_map(|e| e.ok())

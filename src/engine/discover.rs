@@ -70,9 +70,18 @@ fn who(name: &str, url: &str) -> String {
     }
 }
 
+/// The one-line hint shown when no model can be reached, naming the usual local servers.
+pub fn configure_hint() -> String {
+    let defaults: Vec<(String, String)> = LOCAL_SERVERS
+        .iter()
+        .map(|(n, u)| (n.to_string(), u.to_string()))
+        .collect();
+    configure_hint_for(&defaults)
+}
+
 /// The one-line hint shown when no model can be reached; it names the servers that were
 /// probed (`candidates`), or says that discovery is off when there were none.
-pub fn configure_hint(candidates: &[(String, String)]) -> String {
+pub fn configure_hint_for(candidates: &[(String, String)]) -> String {
     let probed = if candidates.is_empty() {
         format!("model discovery is off ({ENV_DISCOVER})")
     } else {
@@ -257,11 +266,7 @@ fn unavailable_message(body: &[u8]) -> String {
             .unwrap_or("")
             .to_string()
     });
-    let text: String = text
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(80)
-        .collect();
+    let text: String = text.chars().filter(|c| !c.is_control()).take(80).collect();
     if text.trim().is_empty() {
         "Service Unavailable".into()
     } else {
@@ -300,14 +305,17 @@ pub async fn discover_waiting(
         futures::future::join_all(candidates.iter().map(|(_, url)| probe(&client, url))).await;
     let mut announced = false;
     loop {
-        let ready = candidates.iter().zip(answers.iter()).find_map(|((n, u), a)| match a {
-            Probe::Ready(models) => Some(Found {
-                server: n.clone(),
-                base_url: u.clone(),
-                models: models.clone(),
-            }),
-            _ => None,
-        });
+        let ready = candidates
+            .iter()
+            .zip(answers.iter())
+            .find_map(|((n, u), a)| match a {
+                Probe::Ready(models) => Some(Found {
+                    server: n.clone(),
+                    base_url: u.clone(),
+                    models: models.clone(),
+                }),
+                _ => None,
+            });
         if let Some(found) = ready {
             return Discovery::Found(found);
         }
@@ -386,12 +394,12 @@ pub async fn choose_model_with(
         return Ok(ModelChoice::Configured(config));
     }
     let wait = wait_budget(env);
-    let found =
-        match discover_waiting(candidates, Duration::from_millis(400), wait, on_wait).await {
-            Discovery::Found(f) => f,
-            Discovery::Loading(l) => return Ok(ModelChoice::None(loading_message(&l, wait))),
-            Discovery::Nothing => return Ok(ModelChoice::None(configure_hint(candidates))),
-        };
+    let found = match discover_waiting(candidates, Duration::from_millis(400), wait, on_wait).await
+    {
+        Discovery::Found(f) => f,
+        Discovery::Loading(l) => return Ok(ModelChoice::None(loading_message(&l, wait))),
+        Discovery::Nothing => return Ok(ModelChoice::None(configure_hint_for(candidates))),
+    };
     let name_given = overrides.model.is_some()
         || env.get(ENV_MODEL).is_some_and(|v| !v.trim().is_empty())
         || config.model != super::config::DEFAULT_MODEL;
@@ -425,7 +433,8 @@ mod tests {
 
     #[test]
     fn the_hint_says_how_in_one_line() {
-        let h = configure_hint(&candidates(&HashMap::new()));
+        let h = configure_hint();
+        assert_eq!(h, configure_hint_for(&candidates(&HashMap::new())));
         assert!(!h.contains('\n'));
         assert!(h.contains(ENV_MODEL_URL) && h.contains("11434"), "{h}");
         assert!(h.contains("Ollama 127.0.0.1:11434/v1"), "{h}");
@@ -437,7 +446,7 @@ mod tests {
             ENV_DISCOVER.to_string(),
             "http://127.0.0.1:5001/v1,http://127.0.0.1:5002/v1".to_string(),
         )]);
-        let h = configure_hint(&candidates(&env));
+        let h = configure_hint_for(&candidates(&env));
         assert!(
             h.contains("none found at 127.0.0.1:5001/v1, 127.0.0.1:5002/v1."),
             "{h}"
@@ -447,8 +456,11 @@ mod tests {
             assert!(!h.contains(port), "{h}");
         }
         let off = HashMap::from([(ENV_DISCOVER.to_string(), "off".to_string())]);
-        let h = configure_hint(&candidates(&off));
-        assert!(h.contains("model discovery is off (GROUNDWORK_DISCOVER)"), "{h}");
+        let h = configure_hint_for(&candidates(&off));
+        assert!(
+            h.contains("model discovery is off (GROUNDWORK_DISCOVER)"),
+            "{h}"
+        );
         assert!(!h.contains("11434"), "{h}");
     }
 
@@ -482,6 +494,9 @@ mod tests {
         assert!(!m.contains('\n'));
         assert_eq!(unavailable_message(b"busy\nmore"), "busy");
         assert_eq!(unavailable_message(b""), "Service Unavailable");
-        assert_eq!(unavailable_message(br#"{"error":"warming up"}"#), "warming up");
+        assert_eq!(
+            unavailable_message(br#"{"error":"warming up"}"#),
+            "warming up"
+        );
     }
 }

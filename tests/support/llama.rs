@@ -121,7 +121,9 @@ impl LlamaServer {
             .args(["--alias", ALIAS])
             .args(["-n", &opts.n_predict.map_or(-1, i64::from).to_string()]);
         if opts.tool_template {
-            cmd.arg("--jinja").arg("--chat-template-file").arg(&files.template);
+            cmd.arg("--jinja")
+                .arg("--chat-template-file")
+                .arg(&files.template);
         }
         let child = cmd
             .stdin(Stdio::null())
@@ -205,7 +207,11 @@ impl LlamaServer {
     pub fn wait_idle(&self) {
         let deadline = Instant::now() + Duration::from_secs(300);
         while self.slot()["is_processing"] == serde_json::Value::Bool(true) {
-            assert!(Instant::now() < deadline, "slot still busy:\n{}", self.log_text());
+            assert!(
+                Instant::now() < deadline,
+                "slot still busy:\n{}",
+                self.log_text()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -278,7 +284,10 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     s.read_to_end(&mut raw).ok()?;
     let text = String::from_utf8_lossy(&raw);
     let status = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
     Some((status, body))
 }
 
@@ -368,7 +377,7 @@ pub fn server_usage(body: &[u8]) -> Option<serde_json::Value> {
         .filter_map(|l| l.strip_prefix("data: "))
         .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
         .filter_map(|v| v.get("usage").filter(|u| !u.is_null()).cloned())
-        .last()
+        .next_back()
 }
 
 /// The text deltas of an SSE chat-completion body, in order.
