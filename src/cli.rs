@@ -367,7 +367,7 @@ pub async fn choose_model(
     global: &GlobalArgs,
 ) -> Result<crate::engine::discover::ModelChoice> {
     use crate::engine::config::ModelOverrides;
-    Ok(crate::engine::discover::choose_model(
+    Ok(crate::engine::discover::choose_model_with(
         Some(&paths::config_file(&ctx.env)),
         &ctx.env,
         &ModelOverrides {
@@ -378,6 +378,7 @@ pub async fn choose_model(
             ..Default::default()
         },
         &crate::engine::discover::candidates(&ctx.env),
+        &|note| eprintln!("{note}"),
     )
     .await?)
 }
