@@ -65,9 +65,7 @@ pub fn describe_toml_error(text: &str, e: &toml::de::Error) -> TomlErrorInfo {
         .filter(|k| !k.is_empty())
         .or_else(|| key_at_line(text, line));
     let mut message = e.message().trim().replace('\n', "; ");
-    if key
-        .as_deref()
-        .is_some_and(|k| crate::errors::is_secret_key(k))
+    if key.as_deref().is_some_and(crate::errors::is_secret_key)
         || text
             .lines()
             .nth(line.saturating_sub(1))

@@ -393,7 +393,7 @@ pub fn section_number_depth(text: &str) -> Option<i64> {
 fn looks_like_heading(b: &Block, body: f64) -> bool {
     let text = b.text();
     let n = text.chars().count();
-    if b.lines.len() > 3 || n > 200 || n < 2 || is_page_number(&text) {
+    if b.lines.len() > 3 || !(2..=200).contains(&n) || is_page_number(&text) {
         return false;
     }
     if !text.chars().any(char::is_alphabetic) {
