@@ -337,13 +337,13 @@ async fn a_retry_after_wait_is_cancellable() {
 
 #[tokio::test]
 async fn a_stream_cut_mid_answer_is_a_failure_not_an_answer() {
-    let server = ScriptedServer::start(vec![
+    // Cut twice: the one retry breaks off too, and the run fails saying both.
+    let cut = || {
         Reply::text("The answer is 42, as everyone knows.")
             .chunk_chars(5)
-            .cut_after(3),
-        Reply::text("never reached"),
-    ])
-    .await;
+            .cut_after(3)
+    };
+    let server = ScriptedServer::start(vec![cut(), cut(), Reply::text("never reached")]).await;
     let (tx, mut rx) = events();
     let err = agent_for(test_config(&server.base_url()))
         .build()
@@ -360,16 +360,50 @@ async fn a_stream_cut_mid_answer_is_a_failure_not_an_answer() {
         "{text}"
     );
     assert!(text.contains("the connection closed mid-answer"), "{text}");
-    // The deltas were shown, so the attempt is not repeated.
-    assert_eq!(server.requests().len(), 1);
-    let shown: String = drain(&mut rx)
-        .into_iter()
-        .filter_map(|e| match e {
-            CoreEvent::TextDelta { text, .. } => Some(text),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(shown, "The answer is 4");
+    assert!(text.contains("tried once more"), "{text}");
+    // Retried once, not more.
+    assert_eq!(server.requests().len(), 2);
+    let events = drain(&mut rx);
+    let restarts = events
+        .iter()
+        .filter(|e| matches!(e, CoreEvent::ResponseRestarted { .. }))
+        .count();
+    assert_eq!(restarts, 1, "the shown deltas are declared void once");
+}
+
+/// A stream cut mid-answer is asked for once more; the second, whole answer is the one
+/// committed, and the deltas shown before the cut are declared void first.
+#[tokio::test]
+async fn a_stream_cut_mid_answer_is_retried_once_and_the_whole_answer_kept() {
+    let server = ScriptedServer::start(vec![
+        Reply::text("The answer is 42, as everyone knows.")
+            .chunk_chars(5)
+            .cut_after(3),
+        Reply::text("The answer is 42.").chunk_chars(5),
+    ])
+    .await;
+    let (tx, mut rx) = events();
+    let result = agent_for(test_config(&server.base_url()))
+        .build()
+        .unwrap()
+        .run(RunInput::prompt("hi"), tx, CancelToken::new())
+        .await
+        .unwrap();
+    match &result.output {
+        groundwork::engine::agent::RunOutput::Text(t) => assert_eq!(t, "The answer is 42."),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(server.requests().len(), 2);
+    // What a viewer shows: the text after the last restart is the answer.
+    let mut shown = String::new();
+    for e in drain(&mut rx) {
+        match e {
+            CoreEvent::ResponseRestarted { .. } => shown.clear(),
+            CoreEvent::TextDelta { text, .. } => shown.push_str(&text),
+            _ => {}
+        }
+    }
+    assert_eq!(shown, "The answer is 42.");
 }
 
 #[tokio::test]
@@ -386,7 +420,9 @@ async fn a_connection_reset_mid_answer_says_so() {
     for internal in ["EventStream", "Transport error", "decoding"] {
         assert!(!text.contains(internal), "{text}");
     }
-    assert_eq!(server.requests().len(), 1);
+    // Asked once more (the script has nothing left: the second failure is named too).
+    assert_eq!(server.requests().len(), 2);
+    assert!(text.contains("tried once more"), "{text}");
 }
 
 #[tokio::test]

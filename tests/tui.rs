@@ -815,6 +815,25 @@ fn the_spinner_line_follows_the_run() {
     );
     assert!(s.contains("The answer so far"), "{s}");
     assert!(s.contains("writing the answer…"), "{s}");
+    // The stream broke off and is asked for again: what it showed goes.
+    let s = line(
+        &mut app,
+        Some(CoreEvent::ResponseRestarted {
+            run_id: run.clone(),
+            request: 2,
+        }),
+    );
+    assert!(!s.contains("The answer so far"), "{s}");
+    assert!(s.contains("waiting for the model"), "{s}");
+    let s = line(
+        &mut app,
+        Some(CoreEvent::TextDelta {
+            run_id: run.clone(),
+            request: 2,
+            text: "The whole answer".into(),
+        }),
+    );
+    assert!(s.contains("The whole answer"), "{s}");
 }
 
 /// Issue 14 items 4 and 7: an answer that ended on `finish_reason: length` is marked as

@@ -871,6 +871,10 @@ impl Agent {
                 text,
             }),
             StreamDelta::ToolCall { .. } => {}
+            StreamDelta::Restart => events.emit(CoreEvent::ResponseRestarted {
+                run_id: run_id.clone(),
+                request,
+            }),
         };
         let params = ModelRequestParams {
             instructions: &instructions,

@@ -121,6 +121,14 @@ pub enum CoreEvent {
         /// Raw vs. sent messages, tools, instructions and token estimates.
         snapshot: Box<RequestSnapshot>,
     },
+    /// The response being streamed broke off and is asked for again: the text and
+    /// reasoning streamed so far for this request are void.
+    ResponseRestarted {
+        /// The run.
+        run_id: String,
+        /// Request index.
+        request: usize,
+    },
     /// Streamed answer text.
     TextDelta {
         /// The run.
@@ -214,6 +222,7 @@ impl CoreEvent {
         match self {
             CoreEvent::RequestBuilt { run_id, .. }
             | CoreEvent::TextDelta { run_id, .. }
+            | CoreEvent::ResponseRestarted { run_id, .. }
             | CoreEvent::ThinkingDelta { run_id, .. }
             | CoreEvent::ToolCallStarted { run_id, .. }
             | CoreEvent::ToolCallFinished { run_id, .. }
@@ -229,6 +238,7 @@ impl CoreEvent {
         match self {
             CoreEvent::RequestBuilt { request, .. }
             | CoreEvent::TextDelta { request, .. }
+            | CoreEvent::ResponseRestarted { request, .. }
             | CoreEvent::ThinkingDelta { request, .. }
             | CoreEvent::ToolCallStarted { request, .. }
             | CoreEvent::ToolCallFinished { request, .. }

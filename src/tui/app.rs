@@ -702,6 +702,12 @@ impl App {
                 live.turn.answer.clear();
                 self.bump();
             }
+            CoreEvent::ResponseRestarted { request, .. } => {
+                // The broken-off stream is asked for again: what it showed is void.
+                live.turn.answer.clear();
+                live.phase = Phase::Waiting(request);
+                self.bump();
+            }
             CoreEvent::TextDelta { text, .. } => {
                 live.turn.answer.push_str(&text);
                 live.phase = Phase::Writing;

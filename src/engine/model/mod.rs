@@ -83,6 +83,9 @@ pub enum StreamDelta {
         /// A fragment of the JSON arguments.
         args: Option<String>,
     },
+    /// Everything streamed so far is void: the stream broke off and the request is being
+    /// made again (once), so its deltas will come anew.
+    Restart,
 }
 
 /// What one model request needs.
@@ -436,13 +439,36 @@ impl OpenAiModel {
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
         let mut retries = 0u32;
+        // A stream that broke off after its deltas were shown is made again once; if that
+        // fails too, the error says both.
+        let mut broke_off: Option<ModelError> = None;
         loop {
             let mut emitted = false;
             let e = match self.attempt(body, on_delta, &mut emitted).await {
                 Ok(response) => return Ok(response),
                 Err(e) => e,
             };
-            if emitted || retries >= e.retry_limit(self.config.max_retries) {
+            let e = match broke_off.take() {
+                Some(ModelError::Interrupted { url, detail, .. }) => {
+                    return Err(ModelError::Interrupted {
+                        url,
+                        detail: format!("{detail}; tried once more: {e}"),
+                        shown: true,
+                    });
+                }
+                _ => e,
+            };
+            if emitted {
+                if matches!(e, ModelError::Interrupted { shown: true, .. }) && retries == 0 {
+                    on_delta(StreamDelta::Restart);
+                    tracing::warn!(error = %e, "the answer broke off mid-stream; asking again once");
+                    broke_off = Some(e);
+                    retries += 1;
+                    continue;
+                }
+                return Err(e);
+            }
+            if retries >= e.retry_limit(self.config.max_retries) {
                 return Err(e);
             }
             let mut delay = backoff_delay(self.config.retry_base_delay_ms, retries);
