@@ -368,12 +368,7 @@ async fn workbench(
         None => None,
     };
     let sessions_dir = paths::data_dir(&ctx.env).join("sessions");
-    let new_path = || {
-        sessions_dir.join(format!(
-            "{}.json",
-            chrono::Local::now().format("%Y%m%d-%H%M%S")
-        ))
-    };
+    let new_path = || crate::engine::session::new_session_path(&sessions_dir);
     let (session, path) = if open.session == "demo"
         || (open.session.is_empty() && global.session.is_none() && fresh_demo)
     {
@@ -725,11 +720,12 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
     let agent = crate::ask::build_agent(model, store, &ctx.config, &options)?;
     let path = match &global.session {
         Some(p) => p.clone(),
-        None => paths::data_dir(&ctx.env).join("sessions").join(format!(
-            "{}.json",
-            chrono::Local::now().format("%Y%m%d-%H%M%S")
-        )),
+        None => {
+            crate::engine::session::new_session_path(&paths::data_dir(&ctx.env).join("sessions"))
+        }
     };
+    // One writer from loading to committing: a second `ask` on this session is refused.
+    let _lock = crate::engine::session::SessionLock::acquire(&path)?;
     let mut session = if path.exists() {
         Session::load(&path)?
     } else {
@@ -743,10 +739,9 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
         crate::engine::cancel::CancelToken::new(),
     )
     .await?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    session.save(&path)?;
+    // Never over another writer's work: then the answer is printed and kept beside.
+    let saved = session.save_or_keep(&path, false);
+    let path = saved.as_ref().map_or(path.clone(), |s| s.path.clone());
     let mut out = std::io::stdout().lock();
     if a.json {
         let mut v = serde_json::to_value(&outcome)?;
@@ -784,9 +779,16 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
                 writeln!(out, "  [{}] {source}{pages}", c["index"])?;
             }
         }
-        eprintln!("({}; session saved to {})", outcome.status, path.display());
+        if matches!(&saved, Ok(s) if s.note.is_none()) {
+            eprintln!("({}; session saved to {})", outcome.status, path.display());
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    match saved? {
+        crate::engine::session::Saved {
+            note: Some(note), ..
+        } => bail!("{note}"),
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }
 
 fn inspect(a: InspectArgs) -> Result<ExitCode> {

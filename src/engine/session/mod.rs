@@ -6,10 +6,17 @@
 //! needs: request snapshots (raw vs. compacted), timings and labels. Nothing here
 //! holds an API key.
 //!
-//! Saving is atomic: a temporary file in the same directory is written, synced and
-//! renamed over the target.
+//! Saving is atomic ([`disk::write_atomic`]): a temporary file named after the writer's
+//! pid is written, synced and renamed over the target; temporaries of killed writers are
+//! removed on the next save or load. One writer at a time: `ask` holds the session's lock
+//! ([`lock::SessionLock`]) from loading to committing, the workbench while saving, and a
+//! save refuses to overwrite a file that another writer changed since this process read
+//! or wrote it ([`Session::save_or_keep`] then keeps the conversation beside it).
 
-use std::io::Write as _;
+mod disk;
+mod lock;
+
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -19,6 +26,9 @@ use serde_json::{Map, Value};
 use super::agent::{RunError, RunResult};
 use super::events::RequestSnapshot;
 use super::messages::ModelMessage;
+
+pub use disk::{kept_path, new_session_path, remove_stale_temps, write_atomic};
+pub use lock::{SessionLock, lock_path};
 
 /// Current `groundwork.version`.
 pub const SESSION_FORMAT_VERSION: u32 = 1;
@@ -122,6 +132,29 @@ pub enum SessionError {
     /// Serializing failed.
     #[error("cannot serialize session: {0}")]
     Serialize(#[from] serde_json::Error),
+    /// Another Groundwork process holds the session's lock.
+    #[error("session {} is being written by another groundwork process{}", path.display(), pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    Busy {
+        /// The session file.
+        path: PathBuf,
+        /// The holder's pid, when it could be read.
+        pid: Option<u32>,
+    },
+    /// The file changed on disk since this process read or wrote it.
+    #[error("{} changed on disk since this process read it (another program wrote it)", path.display())]
+    Changed {
+        /// The session file.
+        path: PathBuf,
+    },
+}
+
+/// Where [`Session::save_or_keep`] put the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Saved {
+    /// The file written.
+    pub path: PathBuf,
+    /// Why it is not the file asked for (one line), when it is not.
+    pub note: Option<String>,
 }
 
 impl Session {
@@ -170,53 +203,96 @@ impl Session {
         })
     }
 
-    /// Loads a session file.
+    /// Loads a session file (and removes temporaries killed writers left beside it).
     pub fn load(path: &Path) -> Result<Self, SessionError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SessionError::Io {
+        let io = |source| SessionError::Io {
             action: "read",
             path: path.to_path_buf(),
             source,
-        })?;
-        Session::from_json(&text, path)
+        };
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let stamp = file.metadata().map(|m| disk::Stamp::of(&m)).map_err(io)?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(io)?;
+        let session = Session::from_json(&text, path)?;
+        disk::remember(path, stamp);
+        disk::remove_stale_temps(path);
+        Ok(session)
     }
 
-    /// Saves atomically (temp file in the same directory, fsync, rename).
-    pub fn save(&self, path: &Path) -> Result<(), SessionError> {
+    /// The file's JSON.
+    pub fn to_json(&self) -> Result<Vec<u8>, SessionError> {
         let mut json = serde_json::to_vec_pretty(self)?;
         json.push(b'\n');
-        write_atomic(path, &json).map_err(|source| SessionError::Io {
+        Ok(json)
+    }
+
+    /// Saves atomically (temp file in the same directory, fsync, rename). Refuses with
+    /// [`SessionError::Changed`] when another writer replaced the file since this process
+    /// last read or wrote it.
+    pub fn save(&self, path: &Path) -> Result<(), SessionError> {
+        let json = self.to_json()?;
+        if !disk::unchanged(path) {
+            return Err(SessionError::Changed {
+                path: path.to_path_buf(),
+            });
+        }
+        let stamp = disk::write_atomic_stamped(path, &json).map_err(|source| SessionError::Io {
             action: "write",
             path: path.to_path_buf(),
             source,
+        })?;
+        disk::remember(path, stamp);
+        Ok(())
+    }
+
+    /// Saves to `path`, never over another writer's work: when another Groundwork process
+    /// holds its lock (only checked with `take_lock`; `ask` holds the lock itself) or the
+    /// file changed since this process read it, the session is saved to a new file beside
+    /// it ([`kept_path`]) and later saves of `path` in this process go there too.
+    pub fn save_or_keep(&self, path: &Path, take_lock: bool) -> Result<Saved, SessionError> {
+        let target = disk::moved(path).unwrap_or_else(|| path.to_path_buf());
+        let lock = if take_lock {
+            match SessionLock::acquire(&target) {
+                Ok(l) => Some(l),
+                Err(e @ SessionError::Busy { .. }) => return self.keep_beside(path, &e),
+                Err(e) => return Err(e),
+            }
+        } else {
+            None
+        };
+        let saved = self.save(&target);
+        drop(lock);
+        match saved {
+            Ok(()) => Ok(Saved {
+                note: (target != path).then(|| {
+                    format!(
+                        "saved to {} ({} was changed by another writer)",
+                        target.display(),
+                        path.display()
+                    )
+                }),
+                path: target,
+            }),
+            Err(e @ SessionError::Changed { .. }) => self.keep_beside(path, &e),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn keep_beside(&self, path: &Path, why: &SessionError) -> Result<Saved, SessionError> {
+        let kept = kept_path(path);
+        self.save(&kept)?;
+        disk::remember_move(path, &kept);
+        let why = match why {
+            SessionError::Changed { path } => format!(
+                "{} changed on disk since this question started (another program wrote it)",
+                path.display()
+            ),
+            other => other.to_string(),
+        };
+        Ok(Saved {
+            note: Some(format!("{why}; your answer is kept in {}", kept.display())),
+            path: kept,
         })
     }
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file in the same directory is
-/// written, synced and renamed over the target (and removed on failure).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "session.json".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        // Make the rename durable; not every platform allows syncing a directory.
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    };
-    write().inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
 }
