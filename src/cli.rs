@@ -793,19 +793,21 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
 
 fn inspect(a: InspectArgs) -> Result<ExitCode> {
     let session = crate::engine::session::Session::load(&a.session)?;
-    let reqs = crate::inspect::requests(&session);
+    // Only what is shown is rebuilt: one request, or the overview's figures.
+    let reqs = crate::inspect::SessionRequests::of(&session);
     let selected: Vec<_> = match a.request {
         Some(n) => {
-            let Some(r) = reqs.iter().find(|r| r.number == n) else {
+            let Some(r) = reqs.get(n) else {
                 bail!(
                     "{} has {} request(s); there is no request {n}",
                     a.session.display(),
                     reqs.len()
                 );
             };
-            vec![r.clone()]
+            vec![r]
         }
-        None => reqs.clone(),
+        None if a.json => reqs.all(),
+        None => Vec::new(),
     };
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -826,7 +828,11 @@ fn inspect(a: InspectArgs) -> Result<ExitCode> {
                 session.messages.len(),
                 reqs.len()
             )?;
-            write!(out, "{}", crate::inspect::render_overview(&reqs))?;
+            write!(
+                out,
+                "{}",
+                crate::inspect::render_overview_rows(&reqs.overview())
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -406,3 +406,265 @@ fn a_save_killed_midway_leaves_a_whole_file_and_no_temp() {
     );
     assert_eq!(Session::load(&path).unwrap().state["n"], json!(0));
 }
+
+// ---------------------------------------------------------------------------------
+// The linear format: every request shows exactly what a full copy showed.
+
+use groundwork::engine::events::RequestSnapshot;
+use groundwork::engine::messages::ModelMessage;
+
+fn demo_v1() -> String {
+    let zst = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sessions/demo_v1.json.zst"),
+    )
+    .unwrap();
+    String::from_utf8(zstd::decode_all(zst.as_slice()).unwrap()).unwrap()
+}
+
+/// Everything `inspect` and the inspector show of a request.
+fn shown(number: usize, s: &RequestSnapshot) -> String {
+    let r = groundwork::inspect::InspectedRequest {
+        number,
+        recorded: true,
+        snapshot: s.clone(),
+    };
+    format!(
+        "{}\n{:?}\n{}",
+        groundwork::inspect::render_request(&r, 120),
+        groundwork::inspect::align(s),
+        groundwork::inspect::unified_diff(s)
+    )
+}
+
+fn assert_same_requests(session: &Session, full: &[RequestSnapshot], what: &str) {
+    assert_eq!(session.request_count(), full.len(), "{what}: request count");
+    let all: Vec<RequestSnapshot> = session.requests().collect();
+    for (i, want) in full.iter().enumerate() {
+        let one = session.request(i).unwrap();
+        assert!(one == *want, "{what}: request {} differs", i + 1);
+        assert!(
+            all[i] == *want,
+            "{what}: request {} differs (all at once)",
+            i + 1
+        );
+        assert_eq!(
+            shown(i + 1, &one),
+            shown(i + 1, want),
+            "{what}: request {}",
+            i + 1
+        );
+    }
+    // The overview's figures, computed without rebuilding requests.
+    let inspected = groundwork::inspect::requests(session);
+    assert_eq!(
+        groundwork::inspect::render_overview_rows(
+            &groundwork::inspect::SessionRequests::of(session).overview()
+        ),
+        groundwork::inspect::render_overview(&inspected),
+        "{what}: overview"
+    );
+}
+
+#[test]
+fn the_version_1_demo_session_converts_to_linear_form_with_every_request_unchanged() {
+    let text = demo_v1();
+    let v1: Value = serde_json::from_str(&text).unwrap();
+    let full: Vec<RequestSnapshot> =
+        serde_json::from_value(v1["groundwork"]["requests"].clone()).unwrap();
+    assert_eq!(full.len(), 15);
+    let session = Session::from_json(&text, Path::new("demo.json")).unwrap();
+    assert_same_requests(&session, &full, "converted");
+
+    // Written in the new form and read back: the same again, and linear in size.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("demo.json");
+    session.save(&path).unwrap();
+    let written = std::fs::read_to_string(&path).unwrap();
+    let v2: Value = serde_json::from_str(&written).unwrap();
+    assert_eq!(v2["groundwork"]["version"], 2);
+    assert_eq!(
+        v2["messages"], v1["messages"],
+        "messages as pydantic-ai wrote them"
+    );
+    assert_eq!(v2["state"], v1["state"]);
+    let reloaded = Session::load(&path).unwrap();
+    assert_same_requests(&reloaded, &full, "written and read back");
+    let base = serde_json::to_vec(&json!({"messages": v1["messages"], "state": v1["state"]}))
+        .unwrap()
+        .len();
+    assert!(
+        written.len() * 2 <= base * 3,
+        "{} bytes for {base} bytes of messages and state",
+        written.len()
+    );
+}
+
+fn msg(v: Value) -> ModelMessage {
+    serde_json::from_value(v).unwrap()
+}
+
+fn request(parts: Vec<Value>, instructions: &str) -> ModelMessage {
+    msg(
+        json!({"kind": "request", "parts": parts, "instructions": instructions,
+               "timestamp": "2026-01-01T00:00:00Z"}),
+    )
+}
+
+fn response(parts: Vec<Value>) -> ModelMessage {
+    msg(json!({"kind": "response", "parts": parts, "timestamp": "2026-01-01T00:00:00Z"}))
+}
+
+fn tool(name: &str) -> groundwork::engine::capability::ToolDef {
+    serde_json::from_value(json!({"name": name, "description": "d", "parameters": {},
+                                  "capability_id": null}))
+    .unwrap()
+}
+
+/// What compaction does, by hand: earlier search results become receipts, a capsule
+/// rides on the question, a redirect is added, a picture is stripped.
+fn sent_for(raw: &[ModelMessage], question_start: usize, q: usize) -> Vec<ModelMessage> {
+    let mut sent = Vec::new();
+    for (i, m) in raw.iter().enumerate() {
+        let v = serde_json::to_value(m).unwrap();
+        let is_search_return = v["parts"][0]["part_kind"] == "tool-return"
+            && v["parts"][0]["tool_name"] == "rag_search";
+        if is_search_return && i < question_start {
+            let mut r = v.clone();
+            r["parts"][0]["content"] = json!("[receipt: evidence no longer needed]");
+            sent.push(msg(r));
+        } else if i == question_start && q > 0 {
+            let mut c = v.clone();
+            c["parts"].as_array_mut().unwrap().insert(
+                0,
+                json!({"part_kind": "user-prompt", "content": format!("[capsule of {q} questions]"),
+                                   "timestamp": "2026-01-01T00:00:00Z"}),
+            );
+            sent.push(msg(c));
+        } else {
+            sent.push(m.clone());
+        }
+    }
+    if q % 3 == 2 {
+        sent.push(request(
+            vec![
+                json!({"part_kind": "user-prompt", "content": "[redirect] cite your sources",
+                        "timestamp": "2026-01-01T00:00:00Z"}),
+            ],
+            "i",
+        ));
+    }
+    sent
+}
+
+#[test]
+fn requests_committed_question_by_question_read_back_exactly_and_the_file_stays_linear() {
+    let mut session = Session::new("m");
+    let mut full: Vec<RequestSnapshot> = Vec::new();
+    let big = "result text ".repeat(200);
+    for q in 0..40 {
+        let instructions = if q < 20 {
+            "instructions A"
+        } else {
+            "instructions B"
+        };
+        let tools = if q % 10 == 9 {
+            vec![tool("rag_search")]
+        } else {
+            vec![tool("rag_search"), tool("rag_cite")]
+        };
+        let mut messages = session.messages.clone();
+        let start = messages.len();
+        let mut snaps = Vec::new();
+        messages.push(request(
+            vec![
+                json!({"part_kind": "user-prompt", "content": format!("Question {q}?"),
+                        "timestamp": "2026-01-01T00:00:00Z"}),
+            ],
+            instructions,
+        ));
+        let steps = [
+            ("rag_search", format!("{big} {q}")),
+            ("rag_cite", format!("cited {q}")),
+        ];
+        for (k, (name, content)) in steps.iter().enumerate() {
+            let raw = messages.clone();
+            snaps.push(snapshot(
+                &raw,
+                sent_for(&raw, start, q),
+                instructions,
+                &tools,
+                k + 1,
+            ));
+            messages.push(response(vec![
+                json!({"part_kind": "tool-call", "tool_name": name,
+                "args": "{}", "tool_call_id": format!("c{q}{k}")}),
+            ]));
+            messages.push(request(
+                vec![json!({"part_kind": "tool-return", "tool_name": name, "content": content,
+                            "tool_call_id": format!("c{q}{k}"), "timestamp": "2026-01-01T00:00:00Z"})],
+                instructions,
+            ));
+        }
+        let raw = messages.clone();
+        snaps.push(snapshot(
+            &raw,
+            sent_for(&raw, start, q),
+            instructions,
+            &tools,
+            3,
+        ));
+        messages.push(response(vec![
+            json!({"part_kind": "text", "content": format!("Answer {q}.")}),
+        ]));
+        if q == 30 {
+            // A host that rewrote an early message (the history is not an extension).
+            let mut v = serde_json::to_value(&messages[1]).unwrap();
+            v["parts"][0]["args"] = json!("{\"rewritten\": true}");
+            messages[1] = msg(v);
+        }
+        full.extend(snaps.iter().cloned());
+        session.commit(messages, Map::new(), snaps);
+    }
+    assert_same_requests(&session, &full, "committed");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    session.save(&path).unwrap();
+    let reloaded = Session::load(&path).unwrap();
+    assert_same_requests(&reloaded, &full, "written and read back");
+
+    // Linear: the requests of the second 20 questions take about as much room as those
+    // of the first 20 (full copies take three times as much), and far less than copies.
+    let size =
+        |r: &[groundwork::engine::session::LinearRequest]| serde_json::to_vec(r).unwrap().len();
+    let reqs = &session.groundwork.requests;
+    let (first, second) = (size(&reqs[..60]), size(&reqs[60..]));
+    assert!(second * 2 < first * 3, "{first} bytes, then {second}");
+    let written = std::fs::metadata(&path).unwrap().len() as usize;
+    let v1 = serde_json::to_vec(&full).unwrap().len();
+    assert!(
+        written * 10 < v1,
+        "{written} bytes against {v1} for full copies"
+    );
+}
+
+use serde_json::Map;
+
+fn snapshot(
+    raw: &[ModelMessage],
+    sent: Vec<ModelMessage>,
+    instructions: &str,
+    tools: &[groundwork::engine::capability::ToolDef],
+    request: usize,
+) -> RequestSnapshot {
+    use groundwork::engine::events::TokenCounts;
+    RequestSnapshot {
+        run_id: "run".into(),
+        request,
+        raw_tokens: TokenCounts::estimate(instructions, raw),
+        compacted_tokens: TokenCounts::estimate(instructions, &sent),
+        raw: raw.to_vec(),
+        compacted: sent,
+        tools: tools.to_vec(),
+        instructions: instructions.into(),
+    }
+}

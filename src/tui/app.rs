@@ -676,9 +676,7 @@ impl App {
                 ..
             } => {
                 let live = self.live.take().expect("checked above");
-                self.session.messages = messages;
-                self.session.state = state;
-                self.session.groundwork.requests.extend(live.requests);
+                self.session.commit(messages, state, live.requests);
                 self.session.groundwork.timings.push(RunTiming {
                     run_id: live.run_id,
                     started_at: chrono::Utc::now()

@@ -14,6 +14,7 @@
 //! or wrote it ([`Session::save_or_keep`] then keeps the conversation beside it).
 
 mod disk;
+pub mod linear;
 mod lock;
 
 use std::io::Read as _;
@@ -28,13 +29,21 @@ use super::events::RequestSnapshot;
 use super::messages::ModelMessage;
 
 pub use disk::{kept_path, new_session_path, remove_stale_temps, write_atomic};
+pub use linear::{LinearRequest, RequestTotals, Tables};
 pub use lock::{SessionLock, lock_path};
 
-/// Current `groundwork.version`.
-pub const SESSION_FORMAT_VERSION: u32 = 1;
+use linear::StoredRequest;
+
+/// Current `groundwork.version`: 2 keeps requests in linear form ([`linear`]); version 1
+/// kept full copies of every request's history, and is converted when read.
+pub const SESSION_FORMAT_VERSION: u32 = 2;
 
 /// A conversation with its state and Groundwork's metadata.
+///
+/// `groundwork.requests` refers into `messages`: replace the history through
+/// [`Session::commit`] or [`Session::set_messages`], which keep the references right.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SessionFile")]
 pub struct Session {
     /// Committed history.
     pub messages: Vec<ModelMessage>,
@@ -59,9 +68,13 @@ pub struct GroundworkMeta {
     pub model: Option<String>,
     /// When the session was created.
     pub created_at: DateTime<Utc>,
-    /// One snapshot per model request, across runs.
+    /// One entry per model request, across runs, in linear form (see
+    /// [`Session::request`] for the whole snapshot).
     #[serde(default)]
-    pub requests: Vec<RequestSnapshot>,
+    pub requests: Vec<LinearRequest>,
+    /// The distinct instructions and tool lists the requests refer to.
+    #[serde(default, skip_serializing_if = "tables_empty")]
+    pub tables: Tables,
     /// One entry per committed run.
     #[serde(default)]
     pub timings: Vec<RunTiming>,
@@ -83,11 +96,97 @@ impl Default for GroundworkMeta {
             model: None,
             created_at: Utc::now(),
             requests: Vec::new(),
+            tables: Tables::default(),
             timings: Vec::new(),
             scripted_demo: false,
             labels: Map::new(),
             extra: Map::new(),
         }
+    }
+}
+
+fn tables_empty(t: &Tables) -> bool {
+    t.instructions.is_empty() && t.tool_sets.is_empty()
+}
+
+/// A session file as read, before version-1 requests are converted.
+#[derive(Deserialize)]
+struct SessionFile {
+    messages: Vec<ModelMessage>,
+    #[serde(default)]
+    state: Map<String, Value>,
+    #[serde(default)]
+    groundwork: Option<GroundworkFile>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct GroundworkFile {
+    #[serde(default)]
+    model: Option<String>,
+    created_at: DateTime<Utc>,
+    #[serde(default)]
+    requests: Vec<StoredRequest>,
+    #[serde(default)]
+    tables: Tables,
+    #[serde(default)]
+    timings: Vec<RunTiming>,
+    #[serde(default)]
+    scripted_demo: bool,
+    #[serde(default)]
+    labels: Map<String, Value>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+impl From<SessionFile> for Session {
+    fn from(f: SessionFile) -> Session {
+        let mut session = Session {
+            messages: f.messages,
+            state: f.state,
+            groundwork: GroundworkMeta::default(),
+            extra: f.extra,
+        };
+        let Some(g) = f.groundwork else {
+            return session;
+        };
+        let mut extra = g.extra;
+        extra.remove("version");
+        session.groundwork = GroundworkMeta {
+            version: SESSION_FORMAT_VERSION,
+            model: g.model,
+            created_at: g.created_at,
+            requests: Vec::new(),
+            tables: g.tables,
+            timings: g.timings,
+            scripted_demo: g.scripted_demo,
+            labels: g.labels,
+            extra,
+        };
+        // Version 1 (full copies) is converted against the history, in order.
+        let mut encoder = None;
+        for r in g.requests {
+            match r {
+                StoredRequest::Linear(l) => {
+                    encoder = None;
+                    session.groundwork.requests.push(l);
+                }
+                StoredRequest::Full(snap) => {
+                    let enc = encoder.get_or_insert_with(|| {
+                        linear::Encoder::after(&session.groundwork.requests)
+                    });
+                    let l = enc.encode(
+                        &session.groundwork.requests,
+                        &snap,
+                        &session.messages,
+                        &mut session.groundwork.tables,
+                    );
+                    session.groundwork.requests.push(l);
+                }
+            }
+        }
+        session
     }
 }
 
@@ -176,11 +275,11 @@ impl Session {
     pub fn commit_run(&mut self, outcome: &Result<RunResult, RunError>) -> bool {
         match outcome {
             Ok(result) => {
-                self.messages = result.messages.clone();
-                self.state = result.state.clone();
-                self.groundwork
-                    .requests
-                    .extend(result.requests.iter().cloned());
+                self.commit(
+                    result.messages.clone(),
+                    result.state.clone(),
+                    result.requests.iter().cloned(),
+                );
                 self.groundwork.timings.push(RunTiming {
                     run_id: result.run_id.clone(),
                     started_at: result.started_at,
@@ -191,6 +290,83 @@ impl Session {
             }
             Err(_) => false,
         }
+    }
+
+    /// Commits a history, a state and the requests that produced them.
+    pub fn commit(
+        &mut self,
+        messages: Vec<ModelMessage>,
+        state: Map<String, Value>,
+        requests: impl IntoIterator<Item = RequestSnapshot>,
+    ) {
+        self.set_messages(messages);
+        self.state = state;
+        self.push_requests(requests);
+    }
+
+    /// Replaces the history, keeping earlier requests' references into it right.
+    pub fn set_messages(&mut self, messages: Vec<ModelMessage>) {
+        let changed: Vec<usize> = self
+            .messages
+            .iter()
+            .zip(&messages)
+            .enumerate()
+            .filter(|(_, (a, b))| a != b)
+            .map(|(j, _)| j)
+            .collect();
+        if !changed.is_empty() || messages.len() < self.messages.len() {
+            for r in &mut self.groundwork.requests {
+                r.rebase(&self.messages, messages.len(), &changed);
+            }
+        }
+        self.messages = messages;
+    }
+
+    /// Records requests made over the current history (after [`Session::set_messages`]).
+    pub fn push_requests(&mut self, requests: impl IntoIterator<Item = RequestSnapshot>) {
+        let mut encoder = linear::Encoder::after(&self.groundwork.requests);
+        for snap in requests {
+            let l = encoder.encode(
+                &self.groundwork.requests,
+                &snap,
+                &self.messages,
+                &mut self.groundwork.tables,
+            );
+            self.groundwork.requests.push(l);
+        }
+    }
+
+    /// How many requests the session recorded.
+    pub fn request_count(&self) -> usize {
+        self.groundwork.requests.len()
+    }
+
+    /// Recorded request `i` (0-based) in full.
+    pub fn request(&self, i: usize) -> Option<RequestSnapshot> {
+        linear::snapshot(
+            &self.groundwork.requests,
+            i,
+            &self.messages,
+            &self.groundwork.tables,
+        )
+    }
+
+    /// Every recorded request in full, in order (one pass).
+    pub fn requests(&self) -> impl Iterator<Item = RequestSnapshot> + '_ {
+        linear::snapshots(
+            &self.groundwork.requests,
+            &self.messages,
+            &self.groundwork.tables,
+        )
+    }
+
+    /// The overview figures of every recorded request, without rebuilding any.
+    pub fn request_totals(&self) -> Vec<RequestTotals> {
+        linear::totals(
+            &self.groundwork.requests,
+            &self.messages,
+            &self.groundwork.tables,
+        )
     }
 
     /// Parses a session from JSON text; `path` is only used in errors.
@@ -220,9 +396,9 @@ impl Session {
         Ok(session)
     }
 
-    /// The file's JSON.
+    /// The file's JSON (compact: long sessions are read and written often).
     pub fn to_json(&self) -> Result<Vec<u8>, SessionError> {
-        let mut json = serde_json::to_vec_pretty(self)?;
+        let mut json = serde_json::to_vec(self)?;
         json.push(b'\n');
         Ok(json)
     }
