@@ -377,6 +377,8 @@ fn pieces(raw: &[ModelMessage], sent: &[ModelMessage], mut cursor: usize) -> Vec
 /// Appends requests in linear form, remembering the previous request's sent list.
 pub struct Encoder {
     list: SentList,
+    /// Token estimates of the committed messages, computed once per encoder.
+    estimates: Option<Vec<usize>>,
 }
 
 impl Encoder {
@@ -387,6 +389,7 @@ impl Encoder {
                 0 => SentList::default(),
                 n => sent_list(requests, n - 1),
             },
+            estimates: None,
         }
     }
 
@@ -429,8 +432,6 @@ impl Encoder {
             }
             keep += 1;
         }
-        let raw_tokens = TokenCounts::estimate(&snap.instructions, &snap.raw);
-        let sent_tokens = TokenCounts::estimate(&snap.instructions, &snap.compacted);
         let r = LinearRequest {
             run_id: snap.run_id.clone(),
             request: snap.request,
@@ -443,11 +444,47 @@ impl Encoder {
             tail: pieces(&snap.raw, &snap.compacted[keep..], cursor),
             instructions: index_of(&mut tables.instructions, &snap.instructions),
             tools: index_of(&mut tables.tool_sets, &snap.tools),
-            raw_tokens: (raw_tokens != snap.raw_tokens).then(|| snap.raw_tokens.clone()),
-            sent_tokens: (sent_tokens != snap.compacted_tokens)
-                .then(|| snap.compacted_tokens.clone()),
+            raw_tokens: None,
+            sent_tokens: None,
         };
         self.list.apply(index, &r);
+        // The estimates are recomputed when read; kept only if the recorded ones differ.
+        // The committed messages' estimates are shared by every request of the commit.
+        let estimates = self
+            .estimates
+            .get_or_insert_with(|| messages.iter().map(estimate_message_tokens).collect());
+        let patched: std::collections::HashSet<usize> =
+            r.raw.patches.iter().map(|(j, _)| *j).collect();
+        let raw_per: Vec<usize> = snap
+            .raw
+            .iter()
+            .enumerate()
+            .map(|(j, m)| match estimates.get(j) {
+                Some(e) if j < upto && !patched.contains(&j) => *e,
+                _ => estimate_message_tokens(m),
+            })
+            .collect();
+        let mut sent_per = Vec::with_capacity(snap.compacted.len());
+        for (i, src) in self.list.each().enumerate() {
+            sent_per.push(match src {
+                Src::Raw(j, _) => raw_per.get(j).copied().unwrap_or(0),
+                _ => snap.compacted.get(i).map_or(0, estimate_message_tokens),
+            });
+        }
+        let instructions = estimate_tokens(&snap.instructions);
+        let counts = |per_message: Vec<usize>| TokenCounts {
+            total: instructions + per_message.iter().sum::<usize>(),
+            instructions,
+            per_message,
+        };
+        let mut r = r;
+        let (raw_tokens, sent_tokens) = (counts(raw_per), counts(sent_per));
+        if raw_tokens != snap.raw_tokens {
+            r.raw_tokens = Some(snap.raw_tokens.clone());
+        }
+        if sent_tokens != snap.compacted_tokens {
+            r.sent_tokens = Some(snap.compacted_tokens.clone());
+        }
         r
     }
 }

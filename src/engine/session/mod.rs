@@ -440,14 +440,9 @@ impl Session {
         let saved = self.save(&target);
         drop(lock);
         match saved {
+            // After a move the note was given once; the path says where it went.
             Ok(()) => Ok(Saved {
-                note: (target != path).then(|| {
-                    format!(
-                        "saved to {} ({} was changed by another writer)",
-                        target.display(),
-                        path.display()
-                    )
-                }),
+                note: None,
                 path: target,
             }),
             Err(e @ SessionError::Changed { .. }) => self.keep_beside(path, &e),
@@ -470,5 +465,71 @@ impl Session {
             note: Some(format!("{why}; your answer is kept in {}", kept.display())),
             path: kept,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_save_while_another_process_writes_is_kept_beside_and_later_saves_follow_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        let mut s = Session::new("m");
+        s.save_or_keep(&path, true).unwrap();
+        // Another writer holds the lock (an `ask` running on the file).
+        let held = SessionLock::acquire(&path).unwrap();
+        s.state.insert("q".into(), Value::from(1));
+        let saved = s.save_or_keep(&path, true).unwrap();
+        assert_ne!(saved.path, path);
+        assert_eq!(
+            saved.note.as_deref(),
+            Some(
+                format!(
+                    "session {} is being written by another groundwork process (pid {}); \
+                     your answer is kept in {}",
+                    path.display(),
+                    std::process::id(),
+                    saved.path.display()
+                )
+                .as_str()
+            )
+        );
+        assert_eq!(Session::load(&saved.path).unwrap().state["q"], 1);
+        drop(held);
+        // Later saves go to the kept file, not over the other writer's.
+        s.state.insert("q".into(), Value::from(2));
+        let again = s.save_or_keep(&path, true).unwrap();
+        assert_eq!(
+            (again.path.as_path(), again.note),
+            (saved.path.as_path(), None)
+        );
+        assert!(Session::load(&path).unwrap().state.get("q").is_none());
+    }
+
+    #[test]
+    fn a_file_changed_since_it_was_read_is_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        Session::new("m").save(&path).unwrap();
+        let mut s = Session::load(&path).unwrap();
+        // Another program rewrites it.
+        let mut other = Session::load(&path).unwrap();
+        other.state.insert("theirs".into(), Value::from(true));
+        std::fs::write(&path, other.to_json().unwrap()).unwrap();
+        s.state.insert("ours".into(), Value::from(true));
+        assert!(matches!(s.save(&path), Err(SessionError::Changed { .. })));
+        let saved = s.save_or_keep(&path, false).unwrap();
+        let note = saved.note.unwrap();
+        assert!(
+            note.starts_with(&format!(
+                "{} changed on disk since this question started",
+                path.display()
+            )),
+            "{note}"
+        );
+        assert_eq!(Session::load(&path).unwrap().state["theirs"], true);
+        assert_eq!(Session::load(&saved.path).unwrap().state["ours"], true);
     }
 }
