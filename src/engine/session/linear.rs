@@ -70,18 +70,29 @@ pub struct Edit {
 
 /// One part of an edited message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(rename_all = "snake_case")]
 pub enum PartSrc {
     /// The stored message's part at this index.
     Same(usize),
     /// A new part.
     New(Value),
+    /// A new part whose long `content` is text `.0` of the text table (a capsule is
+    /// sent again with every request of a question, in a new part each time).
+    Text(usize, Value),
 }
+
+/// Contents at least this long are kept once, in the text table.
+const SHARED_TEXT: usize = 256;
 
 impl Edit {
     /// `sent` as a change to `base` (message `index` of the raw history), if that is
     /// smaller than writing it out.
-    fn of(index: usize, base: &ModelMessage, sent: &ModelMessage) -> Option<Edit> {
+    fn of(
+        index: usize,
+        base: &ModelMessage,
+        sent: &ModelMessage,
+        tables: &mut Tables,
+    ) -> Option<Edit> {
         let (Ok(Value::Object(b)), Ok(Value::Object(s))) =
             (serde_json::to_value(base), serde_json::to_value(sent))
         else {
@@ -95,7 +106,14 @@ impl Edit {
             .iter()
             .map(|p| match base_parts.iter().position(|q| q == p) {
                 Some(k) => PartSrc::Same(k),
-                None => PartSrc::New(p.clone()),
+                None => match p.get("content") {
+                    Some(Value::String(text)) if text.len() >= SHARED_TEXT => {
+                        let mut rest = p.clone();
+                        rest["content"] = Value::Null;
+                        PartSrc::Text(index_of(&mut tables.texts, text), rest)
+                    }
+                    _ => PartSrc::New(p.clone()),
+                },
             })
             .collect();
         let set = s
@@ -111,13 +129,13 @@ impl Edit {
             unset,
         };
         // Only when it is the same message again and smaller.
-        (edit.apply(base).as_ref() == Some(sent)
+        (edit.apply(base, tables).as_ref() == Some(sent)
             && serde_json::to_vec(&edit).ok()?.len() < serde_json::to_vec(sent).ok()?.len())
         .then_some(edit)
     }
 
     /// The message, given the stored one it replaced.
-    fn apply(&self, base: &ModelMessage) -> Option<ModelMessage> {
+    fn apply(&self, base: &ModelMessage, tables: &Tables) -> Option<ModelMessage> {
         let Ok(Value::Object(b)) = serde_json::to_value(base) else {
             return None;
         };
@@ -129,6 +147,11 @@ impl Edit {
             .map(|p| match p {
                 PartSrc::Same(k) => base_parts.get(*k).cloned().unwrap_or(Value::Null),
                 PartSrc::New(v) => v.clone(),
+                PartSrc::Text(t, rest) => {
+                    let mut p = rest.clone();
+                    p["content"] = Value::String(tables.texts.get(*t).cloned().unwrap_or_default());
+                    p
+                }
             })
             .collect();
         // Keys in the order the message has them.
@@ -228,6 +251,9 @@ pub struct Tables {
     /// Distinct tool lists.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_sets: Vec<Vec<ToolDef>>,
+    /// Long texts of rewritten parts (capsules), each once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub texts: Vec<String>,
 }
 
 fn index_of<T: PartialEq + Clone>(table: &mut Vec<T>, value: &T) -> usize {
@@ -320,6 +346,7 @@ impl SentList {
 fn sent_message<'a>(
     requests: &'a [LinearRequest],
     raw: &'a [ModelMessage],
+    tables: &Tables,
     src: Src,
 ) -> Option<std::borrow::Cow<'a, ModelMessage>> {
     use std::borrow::Cow;
@@ -328,7 +355,10 @@ fn sent_message<'a>(
         Src::Sent { request, piece } => match requests.get(request)?.tail.get(piece)? {
             Piece::Sent(m) => Some(Cow::Borrowed(m)),
             // An edit applies to the raw message of this request's own history.
-            Piece::Edit(e) => raw.get(e.base).and_then(|b| e.apply(b)).map(Cow::Owned),
+            Piece::Edit(e) => raw
+                .get(e.base)
+                .and_then(|b| e.apply(b, tables))
+                .map(Cow::Owned),
             Piece::Raw(..) => None,
         },
     }
@@ -345,7 +375,12 @@ fn sent_list(requests: &[LinearRequest], n: usize) -> SentList {
 
 /// `sent` as pieces of `raw`, each sent message looked for near where the last one was
 /// found (compaction rewrites or inserts a few messages in place).
-fn pieces(raw: &[ModelMessage], sent: &[ModelMessage], mut cursor: usize) -> Vec<Piece> {
+fn pieces(
+    raw: &[ModelMessage],
+    sent: &[ModelMessage],
+    mut cursor: usize,
+    tables: &mut Tables,
+) -> Vec<Piece> {
     let mut out: Vec<Piece> = Vec::new();
     for m in sent {
         let found = if raw.get(cursor) == Some(m) {
@@ -362,7 +397,7 @@ fn pieces(raw: &[ModelMessage], sent: &[ModelMessage], mut cursor: usize) -> Vec
                 cursor = j + 1;
             }
             None => {
-                let edit = raw.get(cursor).and_then(|b| Edit::of(cursor, b, m));
+                let edit = raw.get(cursor).and_then(|b| Edit::of(cursor, b, m, tables));
                 out.push(match edit {
                     Some(e) => Piece::Edit(Box::new(e)),
                     None => Piece::Sent(Box::new(m.clone())),
@@ -422,7 +457,7 @@ impl Encoder {
             };
             let same = match src {
                 Src::Raw(j, _) => snap.raw.get(j) == Some(sent),
-                other => sent_message(requests, &snap.raw, other).as_deref() == Some(sent),
+                other => sent_message(requests, &snap.raw, tables, other).as_deref() == Some(sent),
             };
             if !same {
                 break;
@@ -441,7 +476,7 @@ impl Encoder {
                 extra: snap.raw[upto..].to_vec(),
             },
             keep,
-            tail: pieces(&snap.raw, &snap.compacted[keep..], cursor),
+            tail: pieces(&snap.raw, &snap.compacted[keep..], cursor, tables),
             instructions: index_of(&mut tables.instructions, &snap.instructions),
             tools: index_of(&mut tables.tool_sets, &snap.tools),
             raw_tokens: None,
@@ -553,7 +588,7 @@ fn build(
     for src in &list.runs {
         match *src {
             Src::Raw(a, b) => compacted.extend_from_slice(&raw[a.min(raw.len())..b.min(raw.len())]),
-            other => compacted.extend(sent_message(requests, &raw, other).map(|m| m.into_owned())),
+            other => compacted.extend(sent_message(requests, &raw, tables, other).map(|m| m.into_owned())),
         }
     }
     let instructions = tables
@@ -674,7 +709,7 @@ pub fn totals(
             .iter()
             .map(|src| match *src {
                 Src::Raw(a, b) => raw_range(a, b),
-                other => sent_tokens_of(requests, messages, r, other),
+                other => sent_tokens_of(requests, messages, tables, r, other),
             })
             .sum();
         out.push(RequestTotals {
@@ -698,6 +733,7 @@ pub fn totals(
 fn sent_tokens_of(
     requests: &[LinearRequest],
     messages: &[ModelMessage],
+    tables: &Tables,
     r: &LinearRequest,
     src: Src,
 ) -> usize {
@@ -708,7 +744,7 @@ fn sent_tokens_of(
         Some(Piece::Sent(m)) => estimate_message_tokens(m),
         Some(Piece::Edit(e)) => r
             .raw_message(messages, e.base)
-            .and_then(|b| e.apply(&b))
+            .and_then(|b| e.apply(&b, tables))
             .map_or(0, |m| estimate_message_tokens(&m)),
         _ => 0,
     }

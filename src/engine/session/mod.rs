@@ -106,7 +106,7 @@ impl Default for GroundworkMeta {
 }
 
 fn tables_empty(t: &Tables) -> bool {
-    t.instructions.is_empty() && t.tool_sets.is_empty()
+    t.instructions.is_empty() && t.tool_sets.is_empty() && t.texts.is_empty()
 }
 
 /// A session file as read, before version-1 requests are converted.
