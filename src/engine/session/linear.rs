@@ -588,7 +588,8 @@ fn build(
     for src in &list.runs {
         match *src {
             Src::Raw(a, b) => compacted.extend_from_slice(&raw[a.min(raw.len())..b.min(raw.len())]),
-            other => compacted.extend(sent_message(requests, &raw, tables, other).map(|m| m.into_owned())),
+            other => compacted
+                .extend(sent_message(requests, &raw, tables, other).map(|m| m.into_owned())),
         }
     }
     let instructions = tables
@@ -672,6 +673,8 @@ pub fn totals(
     let prefix = TokenPrefix::new(messages);
     let mut list = SentList::default();
     let mut out = Vec::with_capacity(requests.len());
+    // A rewritten message is sent by many requests; each is estimated once.
+    let mut rewritten: std::collections::HashMap<(usize, usize), usize> = Default::default();
     for (i, r) in requests.iter().enumerate() {
         list.apply(i, r);
         let instructions = tables
@@ -709,7 +712,9 @@ pub fn totals(
             .iter()
             .map(|src| match *src {
                 Src::Raw(a, b) => raw_range(a, b),
-                other => sent_tokens_of(requests, messages, tables, r, other),
+                Src::Sent { request, piece } => *rewritten
+                    .entry((request, piece))
+                    .or_insert_with(|| sent_tokens_of(requests, messages, tables, r, *src)),
             })
             .sum();
         out.push(RequestTotals {
