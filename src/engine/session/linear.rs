@@ -209,19 +209,20 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-/// A request as a session holds it.
+/// A request as a session file holds it: linear (version 2) or a full copy (version 1,
+/// converted as the session is read).
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoredRequest {
     /// Linear form.
-    Linear(LinearRequest),
-    /// A version-1 snapshot not converted yet (read by plain serde, not `Session::load`).
+    Linear(Box<LinearRequest>),
+    /// A version-1 snapshot.
     Full(Box<RequestSnapshot>),
 }
 
 impl Serialize for StoredRequest {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            StoredRequest::Linear(l) => l.serialize(s),
+            StoredRequest::Linear(l) => l.as_ref().serialize(s),
             StoredRequest::Full(f) => f.serialize(s),
         }
     }
@@ -236,7 +237,7 @@ impl<'de> Deserialize<'de> for StoredRequest {
                 .map_err(D::Error::custom)
         } else {
             serde_json::from_value(v)
-                .map(StoredRequest::Linear)
+                .map(|l| StoredRequest::Linear(Box::new(l)))
                 .map_err(D::Error::custom)
         }
     }

@@ -170,7 +170,7 @@ impl From<SessionFile> for Session {
             match r {
                 StoredRequest::Linear(l) => {
                     encoder = None;
-                    session.groundwork.requests.push(l);
+                    session.groundwork.requests.push(*l);
                 }
                 StoredRequest::Full(snap) => {
                     let enc = encoder.get_or_insert_with(|| {
