@@ -420,12 +420,7 @@ async fn workbench(
         None => None,
     };
     let sessions_dir = paths::data_dir(&ctx.env).join("sessions");
-    let new_path = || {
-        sessions_dir.join(format!(
-            "{}.json",
-            chrono::Local::now().format("%Y%m%d-%H%M%S")
-        ))
-    };
+    let new_path = || crate::engine::session::new_session_path(&sessions_dir);
     let (session, path) = if open.session == "demo"
         || (open.session.is_empty() && global.session.is_none() && fresh_demo)
     {
@@ -780,11 +775,12 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
     let agent = crate::ask::build_agent(model, store, &ctx.config, &options)?;
     let path = match &global.session {
         Some(p) => p.clone(),
-        None => paths::data_dir(&ctx.env).join("sessions").join(format!(
-            "{}.json",
-            chrono::Local::now().format("%Y%m%d-%H%M%S")
-        )),
+        None => {
+            crate::engine::session::new_session_path(&paths::data_dir(&ctx.env).join("sessions"))
+        }
     };
+    // One writer from loading to committing: a second `ask` on this session is refused.
+    let _lock = crate::engine::session::SessionLock::acquire(&path)?;
     let mut session = if path.exists() {
         Session::load(&path)?
     } else {
@@ -799,8 +795,10 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
     )
     .await?;
     // The answer is printed before the session is saved: a full disk or a read-only
-    // folder must not cost the user the answer.
+    // folder must not cost the user the answer. Never over another writer's work: then
+    // the answer is kept beside.
     let saved = save_session(&session, &path);
+    let path = saved.as_ref().map_or(path.clone(), |s| s.path.clone());
     let mut out = std::io::stdout().lock();
     let to_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let clean = |s: &str| -> String {
@@ -851,7 +849,7 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
         } else {
             ""
         };
-        if saved.is_ok() {
+        if matches!(&saved, Ok(s) if s.note.is_none()) {
             eprintln!(
                 "({}{cut}; session saved to {})",
                 outcome.status,
@@ -861,41 +859,51 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
     }
     out.flush()?;
     drop(out);
-    if let Err(e) = saved {
-        eprintln!(
-            "error: the answer above was not saved: the session could not be written to {}: {}",
-            path.display(),
-            crate::errors::render(&e)
-        );
-        return Ok(ExitCode::FAILURE);
+    match saved {
+        Err(e) => {
+            eprintln!(
+                "error: the answer above was not saved: the session could not be written to {}: {}",
+                path.display(),
+                crate::errors::render(&e)
+            );
+            Ok(ExitCode::FAILURE)
+        }
+        Ok(crate::engine::session::Saved {
+            note: Some(note), ..
+        }) => bail!("{note}"),
+        Ok(_) => Ok(ExitCode::SUCCESS),
     }
-    Ok(ExitCode::SUCCESS)
 }
 
-/// Writes `session` to `path`, creating its folder.
-fn save_session(session: &crate::engine::session::Session, path: &std::path::Path) -> Result<()> {
+/// Writes `session` to `path` (creating its folder), or beside it when another writer
+/// changed it meanwhile.
+fn save_session(
+    session: &crate::engine::session::Session,
+    path: &std::path::Path,
+) -> Result<crate::engine::session::Saved> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    session.save(path)?;
-    Ok(())
+    Ok(session.save_or_keep(path, false)?)
 }
 
 fn inspect(a: InspectArgs) -> Result<ExitCode> {
     let session = crate::engine::session::Session::load(&a.session)?;
-    let reqs = crate::inspect::requests(&session);
+    // Only what is shown is rebuilt: one request, or the overview's figures.
+    let reqs = crate::inspect::SessionRequests::of(&session);
     let selected: Vec<_> = match a.request {
         Some(n) => {
-            let Some(r) = reqs.iter().find(|r| r.number == n) else {
+            let Some(r) = reqs.get(n) else {
                 bail!(
                     "{} has {} request(s); there is no request {n}",
                     a.session.display(),
                     reqs.len()
                 );
             };
-            vec![r.clone()]
+            vec![r]
         }
-        None => reqs.clone(),
+        None if a.json => reqs.all(),
+        None => Vec::new(),
     };
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -916,7 +924,11 @@ fn inspect(a: InspectArgs) -> Result<ExitCode> {
                 session.messages.len(),
                 reqs.len()
             )?;
-            write!(out, "{}", crate::inspect::render_overview(&reqs))?;
+            write!(
+                out,
+                "{}",
+                crate::inspect::render_overview_rows(&reqs.overview())
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)

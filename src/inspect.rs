@@ -9,9 +9,10 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::engine::events::{RequestSnapshot, TokenCounts};
+use crate::engine::events::RequestSnapshot;
 use crate::engine::messages::ModelMessage;
 use crate::engine::session::Session;
+use crate::engine::session::linear::{self, LinearRequest, Piece, RawRef, Tables};
 
 /// One request as `inspect` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -24,54 +25,174 @@ pub struct InspectedRequest {
     pub snapshot: RequestSnapshot,
 }
 
-/// The requests of a session, recorded or reconstructed.
-pub fn requests(session: &Session) -> Vec<InspectedRequest> {
-    if !session.groundwork.requests.is_empty() {
-        return session
-            .groundwork
-            .requests
-            .iter()
-            .enumerate()
-            .map(|(i, s)| InspectedRequest {
-                number: i + 1,
-                recorded: true,
-                snapshot: s.clone(),
-            })
-            .collect();
-    }
-    let mut out = Vec::new();
-    let msgs = &session.messages;
-    for (i, m) in msgs.iter().enumerate() {
-        let ModelMessage::Request(req) = m else {
-            continue;
-        };
-        // A request the model answered is followed by a response.
-        if !matches!(msgs.get(i + 1), Some(ModelMessage::Response(_))) {
-            continue;
+/// The requests of a session as `inspect` and the inspector see them: the recorded ones,
+/// or for a session without (a haiku.rag host's) one per request message the model
+/// answered. Each is rebuilt on demand, in time proportional to the session file.
+pub struct SessionRequests<'a> {
+    session: &'a Session,
+    reconstructed: Option<(Vec<LinearRequest>, Tables)>,
+}
+
+impl<'a> SessionRequests<'a> {
+    /// The requests of `session`.
+    pub fn of(session: &'a Session) -> Self {
+        if session.request_count() > 0 {
+            return SessionRequests {
+                session,
+                reconstructed: None,
+            };
         }
-        let history = msgs[..=i].to_vec();
-        let instructions = req.instructions.clone().unwrap_or_default();
-        let tokens = TokenCounts::estimate(&instructions, &history);
-        let run_id = serde_json::to_value(req)
-            .ok()
-            .and_then(|v| v.get("run_id").and_then(Value::as_str).map(String::from))
-            .unwrap_or_default();
-        out.push(InspectedRequest {
-            number: out.len() + 1,
-            recorded: false,
-            snapshot: RequestSnapshot {
+        let mut tables = Tables::default();
+        let mut out = Vec::new();
+        let msgs = &session.messages;
+        for (i, m) in msgs.iter().enumerate() {
+            let ModelMessage::Request(req) = m else {
+                continue;
+            };
+            // A request the model answered is followed by a response.
+            if !matches!(msgs.get(i + 1), Some(ModelMessage::Response(_))) {
+                continue;
+            }
+            let instructions = req.instructions.clone().unwrap_or_default();
+            let run_id = serde_json::to_value(req)
+                .ok()
+                .and_then(|v| v.get("run_id").and_then(Value::as_str).map(String::from))
+                .unwrap_or_default();
+            let index = |t: &mut Vec<String>| match t.iter().rposition(|x| *x == instructions) {
+                Some(k) => k,
+                None => {
+                    t.push(instructions.clone());
+                    t.len() - 1
+                }
+            };
+            if tables.tool_sets.is_empty() {
+                tables.tool_sets.push(Vec::new());
+            }
+            out.push(LinearRequest {
                 run_id,
                 request: out.len() + 1,
-                raw: history.clone(),
-                compacted: history,
-                tools: Vec::new(),
-                instructions,
-                raw_tokens: tokens.clone(),
-                compacted_tokens: tokens,
-            },
-        });
+                raw: RawRef {
+                    upto: i + 1,
+                    patches: Vec::new(),
+                    extra: Vec::new(),
+                },
+                keep: 0,
+                tail: vec![Piece::Raw(0, i + 1)],
+                instructions: index(&mut tables.instructions),
+                tools: 0,
+                raw_tokens: None,
+                sent_tokens: None,
+            });
+        }
+        SessionRequests {
+            session,
+            reconstructed: Some((out, tables)),
+        }
     }
-    out
+
+    fn parts(&self) -> (&[LinearRequest], &Tables) {
+        match &self.reconstructed {
+            Some((r, t)) => (r, t),
+            None => (
+                &self.session.groundwork.requests,
+                &self.session.groundwork.tables,
+            ),
+        }
+    }
+
+    /// Whether the session recorded what was sent.
+    pub fn recorded(&self) -> bool {
+        self.reconstructed.is_none()
+    }
+
+    /// How many requests there are.
+    pub fn len(&self) -> usize {
+        self.parts().0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Request `number` (1-based over the session).
+    pub fn get(&self, number: usize) -> Option<InspectedRequest> {
+        let (reqs, tables) = self.parts();
+        let snapshot =
+            linear::snapshot(reqs, number.checked_sub(1)?, &self.session.messages, tables)?;
+        Some(InspectedRequest {
+            number,
+            recorded: self.recorded(),
+            snapshot,
+        })
+    }
+
+    /// Every request, in one pass.
+    pub fn all(&self) -> Vec<InspectedRequest> {
+        let (reqs, tables) = self.parts();
+        let recorded = self.recorded();
+        linear::snapshots(reqs, &self.session.messages, tables)
+            .enumerate()
+            .map(|(i, snapshot)| InspectedRequest {
+                number: i + 1,
+                recorded,
+                snapshot,
+            })
+            .collect()
+    }
+
+    /// One overview row per request, without rebuilding any.
+    pub fn overview(&self) -> Vec<OverviewRow> {
+        let (reqs, tables) = self.parts();
+        let recorded = self.recorded();
+        linear::totals(reqs, &self.session.messages, tables)
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| OverviewRow {
+                number: i + 1,
+                recorded,
+                messages: t.raw_messages,
+                raw_tokens: t.raw_tokens,
+                sent_tokens: t.sent_tokens,
+                tools: t.tools,
+            })
+            .collect()
+    }
+}
+
+/// The requests of a session, recorded or reconstructed, each in full.
+pub fn requests(session: &Session) -> Vec<InspectedRequest> {
+    SessionRequests::of(session).all()
+}
+
+/// One line of the overview.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OverviewRow {
+    /// 1-based, over the whole session.
+    pub number: usize,
+    /// Whether the session recorded what was sent.
+    pub recorded: bool,
+    /// Messages in the stored history.
+    pub messages: usize,
+    /// Raw token estimate.
+    pub raw_tokens: usize,
+    /// Sent token estimate.
+    pub sent_tokens: usize,
+    /// Tools offered.
+    pub tools: usize,
+}
+
+impl From<&InspectedRequest> for OverviewRow {
+    fn from(r: &InspectedRequest) -> Self {
+        OverviewRow {
+            number: r.number,
+            recorded: r.recorded,
+            messages: r.snapshot.raw.len(),
+            raw_tokens: r.snapshot.raw_tokens.total,
+            sent_tokens: r.snapshot.compacted_tokens.total,
+            tools: r.snapshot.tools.len(),
+        }
+    }
 }
 
 /// A one-line description of every part of a message, e.g.
@@ -141,21 +262,25 @@ fn describe_part(p: &Value) -> String {
 
 /// The session overview: one line per request.
 pub fn render_overview(reqs: &[InspectedRequest]) -> String {
+    render_overview_rows(&reqs.iter().map(OverviewRow::from).collect::<Vec<_>>())
+}
+
+/// [`render_overview`] from overview rows.
+pub fn render_overview_rows(rows: &[OverviewRow]) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "{:>4}  {:>8}  {:>9}  {:>9}  {:>7}  {:>5}\n",
         "req", "messages", "raw tok", "sent tok", "saved", "tools"
     ));
-    for r in reqs {
-        let s = &r.snapshot;
-        let saved = s.raw_tokens.total as i64 - s.compacted_tokens.total as i64;
+    for r in rows {
+        let saved = r.raw_tokens as i64 - r.sent_tokens as i64;
         out.push_str(&format!(
             "{:>4}  {:>8}  {:>9}  {:>9}  {:>7}  {:>5}{}\n",
             r.number,
-            s.raw.len(),
-            s.raw_tokens.total,
+            r.messages,
+            r.raw_tokens,
             if r.recorded {
-                s.compacted_tokens.total.to_string()
+                r.sent_tokens.to_string()
             } else {
                 "-".into()
             },
@@ -164,7 +289,7 @@ pub fn render_overview(reqs: &[InspectedRequest]) -> String {
             } else {
                 "-".into()
             },
-            s.tools.len(),
+            r.tools,
             if r.recorded {
                 ""
             } else {

@@ -322,7 +322,7 @@ async fn the_same_conversation_has_the_same_structure_on_the_wire_as_haiku_rag()
     assert!(two_groups, "a capsule with two groups");
 
     // Request by request: tools offered, then every message's structure.
-    let requests = &session.groundwork.requests;
+    let requests: Vec<_> = session.requests().collect();
     let wire = wire.as_array().unwrap();
     assert_eq!(requests.len(), wire.len(), "number of model requests");
     for (ours, theirs) in requests.iter().zip(wire) {

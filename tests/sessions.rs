@@ -164,7 +164,10 @@ fn a_haiku_rag_host_session_loads() {
         fixture_text()
     );
     let session = Session::from_json(&text, Path::new("host.json")).unwrap();
-    assert_eq!(session.groundwork.version, 1);
+    assert_eq!(
+        session.groundwork.version,
+        groundwork::engine::session::SESSION_FORMAT_VERSION
+    );
     assert!(!session.groundwork.scripted_demo);
     let original: Value = serde_json::from_str(&text).unwrap();
     let back = serde_json::to_value(&session).unwrap();

@@ -343,7 +343,8 @@ pub struct App {
     pub session_path: Option<PathBuf>,
     pub transcript: Transcript,
     /// Committed request snapshots (or reconstructed for sessions without them).
-    pub committed_requests: Vec<InspectedRequest>,
+    /// The committed requests, each rebuilt from the session when first shown.
+    pub committed_requests: Vec<std::cell::OnceCell<InspectedRequest>>,
     pub live: Option<LiveRun>,
     pub ended: Option<Ended>,
     pub focus: Pane,
@@ -457,7 +458,9 @@ impl App {
     /// Rebuilds everything derived from the committed session.
     fn rebuild(&mut self) {
         self.transcript = Transcript::build(&self.session.messages, &self.session.state);
-        self.committed_requests = crate::inspect::requests(&self.session);
+        self.committed_requests = (0..crate::inspect::SessionRequests::of(&self.session).len())
+            .map(|_| std::cell::OnceCell::new())
+            .collect();
         *self.inspector_cache.borrow_mut() = None;
         self.history = self
             .transcript
@@ -488,7 +491,7 @@ impl App {
 
     /// Committed and live requests, in order.
     pub fn requests(&self) -> Vec<InspectedRequest> {
-        let mut out = self.committed_requests.clone();
+        let mut out = crate::inspect::requests(&self.session);
         if let Some(live) = &self.live {
             for s in &live.requests {
                 out.push(InspectedRequest {
@@ -519,7 +522,11 @@ impl App {
     pub fn request_at(&self, i: usize) -> Option<(bool, &RequestSnapshot)> {
         let c = self.committed_requests.len();
         if i < c {
-            let r = &self.committed_requests[i];
+            let r = self.committed_requests[i].get_or_init(|| {
+                crate::inspect::SessionRequests::of(&self.session)
+                    .get(i + 1)
+                    .expect("counted in rebuild")
+            });
             Some((r.recorded, &r.snapshot))
         } else {
             self.live
@@ -768,9 +775,7 @@ impl App {
                 ..
             } => {
                 let live = self.live.take().expect("checked above");
-                self.session.messages = messages;
-                self.session.state = state;
-                self.session.groundwork.requests.extend(live.requests);
+                self.session.commit(messages, state, live.requests);
                 self.session.groundwork.timings.push(RunTiming {
                     run_id: live.run_id,
                     started_at: chrono::Utc::now()

@@ -361,13 +361,15 @@ fn execute(
             let session = app.session.clone();
             let tx = msg_tx.clone();
             tokio::task::spawn_blocking(move || {
-                if let Some(dir) = path.parent() {
-                    let _ = std::fs::create_dir_all(dir);
-                }
-                let msg = match session.save(&path) {
-                    Ok(()) => Msg::Notice(format!(
+                // Never over another writer's work (an `ask` on the same file): then the
+                // conversation is kept beside it, and the error says where.
+                let msg = match session.save_or_keep(&path, true) {
+                    Ok(saved) if saved.note.is_some() => Msg::Error(saved.note.unwrap_or_default()),
+                    Ok(saved) => Msg::Notice(format!(
                         "saved {}",
-                        path.file_name()
+                        saved
+                            .path
+                            .file_name()
                             .map(|f| f.to_string_lossy())
                             .unwrap_or_default()
                     )),

@@ -1,0 +1,275 @@
+//! Long sessions: a generated 500-question conversation (search → cite → answer, three
+//! model requests a question) with the request snapshots the engine records, compacted
+//! as Groundwork compacts (earlier search results sent as receipts, a capsule of the cited
+//! evidence riding on the question with a fresh part every request). Figures:
+//!
+//! - the session file's size against its `messages` + `state` alone (printed);
+//! - committing and saving question 500 (the whole atomic save, fsync included);
+//! - opening it: load, then the workbench's model (`App::new`: transcript, ledger,
+//!   request index), up to the first frame's data;
+//! - `inspect --request N`: load, rebuild request N, render it.
+//!
+//! `cargo bench --bench sessions`
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use groundwork::engine::capability::ToolDef;
+use groundwork::engine::events::{RequestSnapshot, TokenCounts};
+use groundwork::engine::messages::ModelMessage;
+use groundwork::engine::session::Session;
+use groundwork::inspect::SessionRequests;
+use groundwork::tui::app::{App, HostInfo};
+use serde_json::{Map, Value, json};
+
+/// 500, or `GROUNDWORK_BENCH_QUESTIONS`.
+fn questions() -> usize {
+    std::env::var("GROUNDWORK_BENCH_QUESTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500)
+}
+
+fn msg(v: Value) -> ModelMessage {
+    serde_json::from_value(v).unwrap()
+}
+
+fn ts(q: usize, k: usize) -> String {
+    format!(
+        "2026-01-01T{:02}:{:02}:{:02}.{:06}Z",
+        q / 60 % 24,
+        q % 60,
+        k,
+        q * 7 + k
+    )
+}
+
+fn tools() -> Vec<ToolDef> {
+    ["rag_search", "rag_cite", "rag_read"]
+        .iter()
+        .map(|n| {
+            serde_json::from_value(
+                json!({"name": n, "description": format!("{n}: ").repeat(20),
+                "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+                "capability_id": "rag"}),
+            )
+            .unwrap()
+        })
+        .collect()
+}
+
+/// About what the engine sends: the preamble and the RAG instructions.
+fn instructions() -> String {
+    "You answer from the knowledge base and cite what you use. ".repeat(100)
+}
+
+/// The receipt form of a message once its question is over (earlier search results are
+/// sent as receipts), or the message itself.
+fn settled(m: &ModelMessage) -> ModelMessage {
+    let v = serde_json::to_value(m).unwrap();
+    let p0 = &v["parts"][0];
+    if p0["part_kind"] == "tool-return" && p0["tool_name"] == "rag_search" {
+        let mut r = v.clone();
+        r["parts"][0]["content"] = json!("[evidence receipt: see the capsule]");
+        msg(r)
+    } else {
+        m.clone()
+    }
+}
+
+/// The sent form of `raw` at request `k` of question `q`: the settled earlier questions,
+/// the question's first message with the capsule of cited evidence (a fresh part each
+/// request), the rest as stored.
+fn sent_for(
+    settled: &[ModelMessage],
+    raw: &[ModelMessage],
+    q: usize,
+    k: usize,
+) -> Vec<ModelMessage> {
+    let start = settled.len();
+    let mut sent = settled.to_vec();
+    for (i, m) in raw.iter().enumerate().skip(start) {
+        if i == start && q > 0 {
+            let mut c = serde_json::to_value(m).unwrap();
+            let cited = q.min(20);
+            let capsule: String = (0..cited)
+                .map(|c| {
+                    format!(
+                        "[{}] chunk {} of document {}: {}\n",
+                        c + 1,
+                        q - c,
+                        (q - c) % 17,
+                        "cited passage text ".repeat(12)
+                    )
+                })
+                .collect();
+            c["parts"].as_array_mut().unwrap().insert(0, json!({"part_kind": "user-prompt",
+                "content": format!("Evidence cited so far:\n{capsule}"), "timestamp": ts(q, 50 + k)}));
+            sent.push(msg(c));
+        } else {
+            sent.push(m.clone());
+        }
+    }
+    sent
+}
+
+fn snapshot(raw: &[ModelMessage], sent: Vec<ModelMessage>, k: usize, q: usize) -> RequestSnapshot {
+    let instructions = instructions();
+    RequestSnapshot {
+        run_id: format!("run-{q}"),
+        request: k,
+        raw_tokens: TokenCounts::estimate(&instructions, raw),
+        compacted_tokens: TokenCounts::estimate(&instructions, &sent),
+        raw: raw.to_vec(),
+        compacted: sent,
+        tools: tools(),
+        instructions,
+    }
+}
+
+type Question = (Vec<ModelMessage>, Map<String, Value>, Vec<RequestSnapshot>);
+
+/// Question `q` over `session` (whose earlier messages are sent as `settled`): its
+/// messages, state and snapshots.
+fn question(session: &Session, settled: &[ModelMessage], q: usize) -> Question {
+    let instructions = instructions();
+    let mut messages = session.messages.clone();
+    let mut snaps = Vec::new();
+    messages.push(msg(
+        json!({"kind": "request", "instructions": instructions, "run_id": format!("run-{q}"),
+        "timestamp": ts(q, 0), "parts": [{"part_kind": "user-prompt",
+        "content": format!("Question {q}: what does the operator log say about unit {}?", q % 31),
+        "timestamp": ts(q, 0)}]}),
+    ));
+    let results: String = (0..5)
+        .map(|c| {
+            format!(
+                "<chunk id=\"c{q}-{c}\" document=\"doc {}\">{}</chunk>\n",
+                (q + c) % 17,
+                "a retrieved passage of the knowledge base ".repeat(14)
+            )
+        })
+        .collect();
+    let steps = [
+        (
+            "rag_search",
+            json!({"query": format!("unit {}", q % 31)}),
+            results,
+        ),
+        (
+            "rag_cite",
+            json!({"chunk_ids": [format!("c{q}-0")]}),
+            "Cited 1 chunk.".to_string(),
+        ),
+    ];
+    for (k, (name, args, content)) in steps.into_iter().enumerate() {
+        let raw = messages.clone();
+        snaps.push(snapshot(&raw, sent_for(settled, &raw, q, k), k + 1, q));
+        let id = format!("call-{q}-{k}");
+        messages.push(msg(json!({"kind": "response", "model_name": "bench", "timestamp": ts(q, 2 * k + 1),
+            "usage": {"input_tokens": 4000 + q, "output_tokens": 30},
+            "parts": [{"part_kind": "tool-call", "tool_name": name, "args": args.to_string(), "tool_call_id": id}]})));
+        messages.push(msg(
+            json!({"kind": "request", "instructions": instructions, "run_id": format!("run-{q}"),
+            "timestamp": ts(q, 2 * k + 2), "parts": [{"part_kind": "tool-return", "tool_name": name,
+            "content": content, "tool_call_id": id, "timestamp": ts(q, 2 * k + 2)}]}),
+        ));
+    }
+    let raw = messages.clone();
+    snaps.push(snapshot(&raw, sent_for(settled, &raw, q, 2), 3, q));
+    messages.push(msg(json!({"kind": "response", "model_name": "bench", "timestamp": ts(q, 9),
+        "usage": {"input_tokens": 4200 + q, "output_tokens": 120},
+        "parts": [{"part_kind": "text", "content": format!("The log records {} entries for unit {} [1]. {}",
+            q % 7, q % 31, "More of the answer. ".repeat(20))}]})));
+    let mut state = session.state.clone();
+    let index = state
+        .entry("citation_index")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .unwrap();
+    index.insert(format!("c{q}-0"), json!({"document_title": format!("doc {}", q % 17),
+        "content": "a retrieved passage of the knowledge base ".repeat(6), "page_numbers": [q % 40]}));
+    (messages, state, snaps)
+}
+
+/// A session of `questions` questions, and the settled sent form of its messages.
+fn build(questions: usize) -> (Session, Vec<ModelMessage>) {
+    let mut s = Session::new("bench");
+    let mut settled_msgs = Vec::new();
+    for q in 0..questions {
+        let (m, st, snaps) = question(&s, &settled_msgs, q);
+        settled_msgs.extend(m[s.messages.len()..].iter().map(settled));
+        s.commit(m, st, snaps);
+    }
+    (s, settled_msgs)
+}
+
+fn host() -> HostInfo {
+    HostInfo {
+        db: "bench.lancedb".into(),
+        model: "bench".into(),
+        model_ready: true,
+        model_help: String::new(),
+        capabilities: vec!["rag".into()],
+        max_searches: 5,
+        max_executions: 15,
+    }
+}
+
+fn sessions(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.json");
+    let questions = questions();
+    let (before, settled_msgs) = build(questions - 1);
+    let mut full = before.clone();
+    let (m, st, snaps) = question(&full, &settled_msgs, questions - 1);
+    full.commit(m.clone(), st.clone(), snaps.clone());
+    full.save(&path).unwrap();
+    let file = std::fs::metadata(&path).unwrap().len();
+    let base = serde_json::to_vec(&json!({"messages": full.messages, "state": full.state}))
+        .unwrap()
+        .len();
+    println!(
+        "{questions} questions, {} messages, {} requests: session file {file} bytes, messages + state {base} bytes, ratio {:.3}",
+        full.messages.len(),
+        full.request_count(),
+        file as f64 / base as f64
+    );
+
+    let mut g = c.benchmark_group(format!("long session ({questions} questions)"));
+    g.sample_size(10);
+    g.bench_function("commit and save the last question", |b| {
+        b.iter_batched(
+            || (before.clone(), m.clone(), st.clone(), snaps.clone()),
+            |(mut s, m, st, snaps)| {
+                s.commit(m, st, snaps);
+                let p = dir.path().join("save.json");
+                s.save(&p).unwrap();
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.bench_function("open: load and the workbench's model", |b| {
+        b.iter(|| {
+            let s = Session::load(&path).unwrap();
+            App::new(s, Some(path.clone()), host())
+        })
+    });
+    for n in [1, full.request_count() / 2, full.request_count()] {
+        g.bench_function(format!("inspect --request {n}"), |b| {
+            b.iter(|| {
+                let s = Session::load(&path).unwrap();
+                let r = SessionRequests::of(&s).get(n).unwrap();
+                groundwork::inspect::render_request(&r, 120)
+            })
+        });
+    }
+    g.bench_function("inspect (overview)", |b| {
+        b.iter(|| {
+            let s = Session::load(&path).unwrap();
+            groundwork::inspect::render_overview_rows(&SessionRequests::of(&s).overview())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, sessions);
+criterion_main!(benches);

@@ -1,0 +1,772 @@
+//! Request snapshots in linear form (format version 2).
+//!
+//! A request's stored history is almost always a prefix of the session's committed
+//! `messages`, and what was sent is that history with a few messages rewritten (the
+//! capsule, receipts, stripped pictures, a redirect or notice). So a request is kept as
+//! a reference into `messages` plus only what differs: `raw` is `messages[..upto]`
+//! followed by `extra` (messages the committed history no longer holds in that form).
+//! What was sent is a list of sources (a message of the raw history, or a rewritten
+//! message written out once) stored as a change to the previous request's list: the
+//! first `keep` sources of the previous request, then `tail`, pieces that are either a
+//! range of the raw history or one rewritten message. A rewritten message (a receipt,
+//! say) is therefore written once, in the request that first sent it, and the file
+//! grows with what each request added. Instructions and tool lists are kept once per
+//! distinct value, in tables
+//! beside the requests, and the token estimates are recomputed (they are a function of
+//! the messages and instructions; kept only if one ever differs). A version-1 snapshot
+//! (full copies) is read as [`StoredRequest::Full`] and converted against the history.
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::engine::capability::ToolDef;
+use crate::engine::events::{RequestSnapshot, TokenCounts};
+use crate::engine::messages::ModelMessage;
+use crate::engine::model::{estimate_message_tokens, estimate_tokens};
+
+/// A request's stored history: `messages[..upto]` with `patches` in place of the
+/// messages the committed history no longer holds in that form, then `extra`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawRef {
+    /// How many leading messages of the committed history it covers.
+    pub upto: usize,
+    /// Messages at those positions that differ from the committed ones, by position.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<(usize, ModelMessage)>,
+    /// What follows them at this request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra: Vec<ModelMessage>,
+}
+
+/// One piece of the tail of what was sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Piece {
+    /// The raw history's messages `start..end`, sent as stored.
+    Raw(usize, usize),
+    /// A message sent in place of (or beside) the stored ones.
+    Sent(Box<ModelMessage>),
+    /// A message sent in place of raw message `base`, as a change to it.
+    Edit(Box<Edit>),
+}
+
+/// A rewritten message as a change to the stored one it replaced: its parts (each a
+/// part of the stored message, by index, or a new part) and the other fields that
+/// differ.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Edit {
+    /// The raw message it replaced.
+    pub base: usize,
+    /// Its parts.
+    pub parts: Vec<PartSrc>,
+    /// Fields (other than `parts`) set to another value.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub set: serde_json::Map<String, Value>,
+    /// Fields of the stored message it does not have.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unset: Vec<String>,
+}
+
+/// One part of an edited message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartSrc {
+    /// The stored message's part at this index.
+    Same(usize),
+    /// A new part.
+    New(Value),
+    /// A new part whose long `content` is text `.0` of the text table (a capsule is
+    /// sent again with every request of a question, in a new part each time).
+    Text(usize, Value),
+}
+
+/// Contents at least this long are kept once, in the text table.
+const SHARED_TEXT: usize = 256;
+
+impl Edit {
+    /// `sent` as a change to `base` (message `index` of the raw history), if that is
+    /// smaller than writing it out.
+    fn of(
+        index: usize,
+        base: &ModelMessage,
+        sent: &ModelMessage,
+        tables: &mut Tables,
+    ) -> Option<Edit> {
+        let (Ok(Value::Object(b)), Ok(Value::Object(s))) =
+            (serde_json::to_value(base), serde_json::to_value(sent))
+        else {
+            return None;
+        };
+        let empty = Vec::new();
+        let base_parts = b.get("parts").and_then(Value::as_array).unwrap_or(&empty);
+        let parts = s
+            .get("parts")
+            .and_then(Value::as_array)?
+            .iter()
+            .map(|p| match base_parts.iter().position(|q| q == p) {
+                Some(k) => PartSrc::Same(k),
+                None => match p.get("content") {
+                    Some(Value::String(text)) if text.len() >= SHARED_TEXT => {
+                        let mut rest = p.clone();
+                        rest["content"] = Value::Null;
+                        PartSrc::Text(index_of(&mut tables.texts, text), rest)
+                    }
+                    _ => PartSrc::New(p.clone()),
+                },
+            })
+            .collect();
+        let set = s
+            .iter()
+            .filter(|(k, v)| k.as_str() != "parts" && b.get(*k) != Some(v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let unset = b.keys().filter(|k| !s.contains_key(*k)).cloned().collect();
+        let edit = Edit {
+            base: index,
+            parts,
+            set,
+            unset,
+        };
+        // Only when it is the same message again and smaller.
+        (edit.apply(base, tables).as_ref() == Some(sent)
+            && serde_json::to_vec(&edit).ok()?.len() < serde_json::to_vec(sent).ok()?.len())
+        .then_some(edit)
+    }
+
+    /// The message, given the stored one it replaced.
+    fn apply(&self, base: &ModelMessage, tables: &Tables) -> Option<ModelMessage> {
+        let Ok(Value::Object(b)) = serde_json::to_value(base) else {
+            return None;
+        };
+        let empty = Vec::new();
+        let base_parts = b.get("parts").and_then(Value::as_array).unwrap_or(&empty);
+        let parts: Vec<Value> = self
+            .parts
+            .iter()
+            .map(|p| match p {
+                PartSrc::Same(k) => base_parts.get(*k).cloned().unwrap_or(Value::Null),
+                PartSrc::New(v) => v.clone(),
+                PartSrc::Text(t, rest) => {
+                    let mut p = rest.clone();
+                    p["content"] = Value::String(tables.texts.get(*t).cloned().unwrap_or_default());
+                    p
+                }
+            })
+            .collect();
+        // Keys in the order the message has them.
+        let mut out = serde_json::Map::new();
+        for (k, v) in &b {
+            if self.unset.contains(k) {
+                continue;
+            }
+            let v = if k == "parts" {
+                Value::Array(parts.clone())
+            } else {
+                self.set.get(k).cloned().unwrap_or_else(|| v.clone())
+            };
+            out.insert(k.clone(), v);
+        }
+        for (k, v) in &self.set {
+            if !out.contains_key(k) {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        if !out.contains_key("parts") {
+            out.insert("parts".into(), Value::Array(parts));
+        }
+        serde_json::from_value(Value::Object(out)).ok()
+    }
+}
+
+/// One model request in linear form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinearRequest {
+    /// The run.
+    pub run_id: String,
+    /// 1-based request index within the run.
+    pub request: usize,
+    /// The stored history at this request.
+    pub raw: RawRef,
+    /// How many leading sources of the previous request's sent list this one shares.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub keep: usize,
+    /// The rest of what was sent.
+    pub tail: Vec<Piece>,
+    /// Index into the instructions table.
+    pub instructions: usize,
+    /// Index into the tool-list table.
+    pub tools: usize,
+    /// The raw estimate, only when it is not the recomputed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_tokens: Option<TokenCounts>,
+    /// The sent estimate, only when it is not the recomputed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_tokens: Option<TokenCounts>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A request as a session file holds it: linear (version 2) or a full copy (version 1,
+/// converted as the session is read).
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredRequest {
+    /// Linear form.
+    Linear(Box<LinearRequest>),
+    /// A version-1 snapshot.
+    Full(Box<RequestSnapshot>),
+}
+
+impl Serialize for StoredRequest {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            StoredRequest::Linear(l) => l.as_ref().serialize(s),
+            StoredRequest::Full(f) => f.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for StoredRequest {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        if v.get("compacted").is_some() {
+            serde_json::from_value(v)
+                .map(|f| StoredRequest::Full(Box::new(f)))
+                .map_err(D::Error::custom)
+        } else {
+            serde_json::from_value(v)
+                .map(|l| StoredRequest::Linear(Box::new(l)))
+                .map_err(D::Error::custom)
+        }
+    }
+}
+
+/// The distinct instructions and tool lists of a session's requests.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tables {
+    /// Distinct instructions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instructions: Vec<String>,
+    /// Distinct tool lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_sets: Vec<Vec<ToolDef>>,
+    /// Long texts of rewritten parts (capsules), each once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub texts: Vec<String>,
+}
+
+fn index_of<T: PartialEq + Clone>(table: &mut Vec<T>, value: &T) -> usize {
+    // The newest entries are the likeliest.
+    if let Some(i) = table.iter().rposition(|x| x == value) {
+        return i;
+    }
+    table.push(value.clone());
+    table.len() - 1
+}
+
+/// Where one sent message comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Src {
+    /// Messages `a..b` of the request's own raw history.
+    Raw(usize, usize),
+    /// Tail piece `piece` of request `request` (a rewritten message).
+    Sent { request: usize, piece: usize },
+}
+
+impl Src {
+    fn len(self) -> usize {
+        match self {
+            Src::Raw(a, b) => b.saturating_sub(a),
+            Src::Sent { .. } => 1,
+        }
+    }
+}
+
+/// A request's sent list as runs of sources.
+#[derive(Debug, Clone, Default)]
+struct SentList {
+    runs: Vec<Src>,
+    len: usize,
+}
+
+impl SentList {
+    fn truncate(&mut self, n: usize) {
+        while self.len > n {
+            let Some(last) = self.runs.pop() else { break };
+            let l = last.len();
+            if self.len - l >= n {
+                self.len -= l;
+                continue;
+            }
+            // Split the last run.
+            let keep = n - (self.len - l);
+            if let Src::Raw(a, _) = last {
+                self.runs.push(Src::Raw(a, a + keep));
+            }
+            self.len = n;
+        }
+    }
+
+    fn push(&mut self, src: Src) {
+        if let (Some(Src::Raw(_, end)), Src::Raw(a, b)) = (self.runs.last_mut(), src)
+            && *end == a
+        {
+            *end = b;
+            self.len += b - a;
+            return;
+        }
+        self.len += src.len();
+        self.runs.push(src);
+    }
+
+    /// Applies request `index`'s change.
+    fn apply(&mut self, index: usize, r: &LinearRequest) {
+        self.truncate(r.keep);
+        for (k, p) in r.tail.iter().enumerate() {
+            match p {
+                Piece::Raw(a, b) => self.push(Src::Raw(*a, *b)),
+                Piece::Sent(_) | Piece::Edit(_) => self.push(Src::Sent {
+                    request: index,
+                    piece: k,
+                }),
+            }
+        }
+    }
+
+    /// The sources one by one.
+    fn each(&self) -> impl Iterator<Item = Src> + '_ {
+        self.runs.iter().flat_map(|s| match *s {
+            Src::Raw(a, b) => (a..b).map(|j| Src::Raw(j, j + 1)).collect::<Vec<_>>(),
+            other => vec![other],
+        })
+    }
+}
+
+fn sent_message<'a>(
+    requests: &'a [LinearRequest],
+    raw: &'a [ModelMessage],
+    tables: &Tables,
+    src: Src,
+) -> Option<std::borrow::Cow<'a, ModelMessage>> {
+    use std::borrow::Cow;
+    match src {
+        Src::Raw(j, _) => raw.get(j).map(Cow::Borrowed),
+        Src::Sent { request, piece } => match requests.get(request)?.tail.get(piece)? {
+            Piece::Sent(m) => Some(Cow::Borrowed(m)),
+            // An edit applies to the raw message of this request's own history.
+            Piece::Edit(e) => raw
+                .get(e.base)
+                .and_then(|b| e.apply(b, tables))
+                .map(Cow::Owned),
+            Piece::Raw(..) => None,
+        },
+    }
+}
+
+/// The sent list of request `n` (walking the changes from the first request).
+fn sent_list(requests: &[LinearRequest], n: usize) -> SentList {
+    let mut list = SentList::default();
+    for (i, r) in requests.iter().enumerate().take(n + 1) {
+        list.apply(i, r);
+    }
+    list
+}
+
+/// `sent` as pieces of `raw`, each sent message looked for near where the last one was
+/// found (compaction rewrites or inserts a few messages in place).
+fn pieces(
+    raw: &[ModelMessage],
+    sent: &[ModelMessage],
+    mut cursor: usize,
+    tables: &mut Tables,
+) -> Vec<Piece> {
+    let mut out: Vec<Piece> = Vec::new();
+    for m in sent {
+        let found = if raw.get(cursor) == Some(m) {
+            Some(cursor)
+        } else {
+            (cursor.saturating_sub(2)..(cursor + 3).min(raw.len())).find(|&j| raw[j] == *m)
+        };
+        match found {
+            Some(j) => {
+                match out.last_mut() {
+                    Some(Piece::Raw(_, end)) if *end == j => *end = j + 1,
+                    _ => out.push(Piece::Raw(j, j + 1)),
+                }
+                cursor = j + 1;
+            }
+            None => {
+                let edit = raw.get(cursor).and_then(|b| Edit::of(cursor, b, m, tables));
+                out.push(match edit {
+                    Some(e) => Piece::Edit(Box::new(e)),
+                    None => Piece::Sent(Box::new(m.clone())),
+                });
+                cursor += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Appends requests in linear form, remembering the previous request's sent list.
+pub struct Encoder {
+    list: SentList,
+    /// Token estimates of the committed messages, computed once per encoder.
+    estimates: Option<Vec<usize>>,
+}
+
+impl Encoder {
+    /// Continues after `requests`.
+    pub fn after(requests: &[LinearRequest]) -> Self {
+        Encoder {
+            list: match requests.len() {
+                0 => SentList::default(),
+                n => sent_list(requests, n - 1),
+            },
+            estimates: None,
+        }
+    }
+
+    /// `snap`, the request after those already in `requests`, against the committed
+    /// history `messages`; its instructions and tools go into `tables`.
+    pub fn encode(
+        &mut self,
+        requests: &[LinearRequest],
+        snap: &RequestSnapshot,
+        messages: &[ModelMessage],
+        tables: &mut Tables,
+    ) -> LinearRequest {
+        let index = requests.len();
+        let upto = snap.raw.len().min(messages.len());
+        let patches: Vec<(usize, ModelMessage)> = snap.raw[..upto]
+            .iter()
+            .zip(messages)
+            .enumerate()
+            .filter(|(_, (a, b))| a != b)
+            .map(|(j, (a, _))| (j, a.clone()))
+            .collect();
+        // How much of the previous request's sent list this one shares: a source is
+        // shared when it gives the same message here (raw sources index this request's
+        // own history).
+        let mut keep = 0;
+        let mut cursor = 0;
+        for src in self.list.each() {
+            let Some(sent) = snap.compacted.get(keep) else {
+                break;
+            };
+            let same = match src {
+                Src::Raw(j, _) => snap.raw.get(j) == Some(sent),
+                other => sent_message(requests, &snap.raw, tables, other).as_deref() == Some(sent),
+            };
+            if !same {
+                break;
+            }
+            if let Src::Raw(j, _) = src {
+                cursor = j + 1;
+            }
+            keep += 1;
+        }
+        let r = LinearRequest {
+            run_id: snap.run_id.clone(),
+            request: snap.request,
+            raw: RawRef {
+                upto,
+                patches,
+                extra: snap.raw[upto..].to_vec(),
+            },
+            keep,
+            tail: pieces(&snap.raw, &snap.compacted[keep..], cursor, tables),
+            instructions: index_of(&mut tables.instructions, &snap.instructions),
+            tools: index_of(&mut tables.tool_sets, &snap.tools),
+            raw_tokens: None,
+            sent_tokens: None,
+        };
+        self.list.apply(index, &r);
+        // The estimates are recomputed when read; kept only if the recorded ones differ.
+        // The committed messages' estimates are shared by every request of the commit.
+        let estimates = self
+            .estimates
+            .get_or_insert_with(|| messages.iter().map(estimate_message_tokens).collect());
+        let patched: std::collections::HashSet<usize> =
+            r.raw.patches.iter().map(|(j, _)| *j).collect();
+        let raw_per: Vec<usize> = snap
+            .raw
+            .iter()
+            .enumerate()
+            .map(|(j, m)| match estimates.get(j) {
+                Some(e) if j < upto && !patched.contains(&j) => *e,
+                _ => estimate_message_tokens(m),
+            })
+            .collect();
+        let mut sent_per = Vec::with_capacity(snap.compacted.len());
+        for (i, src) in self.list.each().enumerate() {
+            sent_per.push(match src {
+                Src::Raw(j, _) => raw_per.get(j).copied().unwrap_or(0),
+                _ => snap.compacted.get(i).map_or(0, estimate_message_tokens),
+            });
+        }
+        let instructions = estimate_tokens(&snap.instructions);
+        let counts = |per_message: Vec<usize>| TokenCounts {
+            total: instructions + per_message.iter().sum::<usize>(),
+            instructions,
+            per_message,
+        };
+        let mut r = r;
+        let (raw_tokens, sent_tokens) = (counts(raw_per), counts(sent_per));
+        if raw_tokens != snap.raw_tokens {
+            r.raw_tokens = Some(snap.raw_tokens.clone());
+        }
+        if sent_tokens != snap.compacted_tokens {
+            r.sent_tokens = Some(snap.compacted_tokens.clone());
+        }
+        r
+    }
+}
+
+impl LinearRequest {
+    /// The stored history at this request.
+    pub fn raw(&self, messages: &[ModelMessage]) -> Vec<ModelMessage> {
+        let upto = self.raw.upto.min(messages.len());
+        let mut raw = Vec::with_capacity(upto + self.raw.extra.len());
+        raw.extend_from_slice(&messages[..upto]);
+        for (j, m) in &self.raw.patches {
+            if let Some(slot) = raw.get_mut(*j) {
+                *slot = m.clone();
+            }
+        }
+        raw.extend(self.raw.extra.iter().cloned());
+        raw
+    }
+
+    /// The committed history changed from `old` to `new`, which differ at positions
+    /// `changed` (ascending, below both lengths): this request keeps its own messages.
+    pub fn rebase(&mut self, old: &[ModelMessage], new_len: usize, changed: &[usize]) {
+        let raw = &mut self.raw;
+        if raw.upto > new_len {
+            // Beyond the new history: written out in `extra`.
+            let mut tail: Vec<ModelMessage> = old[new_len..raw.upto.min(old.len())].to_vec();
+            for (j, m) in &raw.patches {
+                if *j >= new_len && *j < raw.upto {
+                    tail[*j - new_len] = m.clone();
+                }
+            }
+            raw.patches.retain(|(j, _)| *j < new_len);
+            tail.append(&mut raw.extra);
+            raw.extra = tail;
+            raw.upto = new_len;
+        }
+        for &j in changed.iter().take_while(|&&j| j < raw.upto) {
+            if let Err(at) = raw.patches.binary_search_by_key(&j, |(k, _)| *k) {
+                raw.patches.insert(at, (j, old[j].clone()));
+            }
+        }
+    }
+}
+
+/// Request `n` (0-based) of `requests` in full, as it was recorded.
+pub fn snapshot(
+    requests: &[LinearRequest],
+    n: usize,
+    messages: &[ModelMessage],
+    tables: &Tables,
+) -> Option<RequestSnapshot> {
+    let r = requests.get(n)?;
+    let list = sent_list(requests, n);
+    Some(build(requests, r, &list, messages, tables))
+}
+
+fn build(
+    requests: &[LinearRequest],
+    r: &LinearRequest,
+    list: &SentList,
+    messages: &[ModelMessage],
+    tables: &Tables,
+) -> RequestSnapshot {
+    let raw = r.raw(messages);
+    let mut compacted = Vec::with_capacity(list.len);
+    for src in &list.runs {
+        match *src {
+            Src::Raw(a, b) => compacted.extend_from_slice(&raw[a.min(raw.len())..b.min(raw.len())]),
+            other => compacted
+                .extend(sent_message(requests, &raw, tables, other).map(|m| m.into_owned())),
+        }
+    }
+    let instructions = tables
+        .instructions
+        .get(r.instructions)
+        .cloned()
+        .unwrap_or_default();
+    RequestSnapshot {
+        run_id: r.run_id.clone(),
+        request: r.request,
+        raw_tokens: r
+            .raw_tokens
+            .clone()
+            .unwrap_or_else(|| TokenCounts::estimate(&instructions, &raw)),
+        compacted_tokens: r
+            .sent_tokens
+            .clone()
+            .unwrap_or_else(|| TokenCounts::estimate(&instructions, &compacted)),
+        tools: tables.tool_sets.get(r.tools).cloned().unwrap_or_default(),
+        instructions,
+        raw,
+        compacted,
+    }
+}
+
+/// Every request in full, in one pass.
+pub fn snapshots<'a>(
+    requests: &'a [LinearRequest],
+    messages: &'a [ModelMessage],
+    tables: &'a Tables,
+) -> impl Iterator<Item = RequestSnapshot> + 'a {
+    let mut list = SentList::default();
+    requests.iter().enumerate().map(move |(i, r)| {
+        list.apply(i, r);
+        build(requests, r, &list, messages, tables)
+    })
+}
+
+/// Token estimates of the committed messages as prefix sums, for request summaries
+/// without rebuilding every request.
+pub struct TokenPrefix(Vec<usize>);
+
+impl TokenPrefix {
+    /// Over `messages`.
+    pub fn new(messages: &[ModelMessage]) -> Self {
+        let mut sums = Vec::with_capacity(messages.len() + 1);
+        let mut total = 0;
+        sums.push(0);
+        for m in messages {
+            total += estimate_message_tokens(m);
+            sums.push(total);
+        }
+        TokenPrefix(sums)
+    }
+
+    fn range(&self, a: usize, b: usize) -> usize {
+        let n = self.0.len() - 1;
+        self.0[b.min(n)] - self.0[a.min(n)]
+    }
+}
+
+/// What the overview of a request needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestTotals {
+    /// Messages in the stored history.
+    pub raw_messages: usize,
+    /// Raw token estimate.
+    pub raw_tokens: usize,
+    /// Sent token estimate.
+    pub sent_tokens: usize,
+    /// Tools offered.
+    pub tools: usize,
+}
+
+/// The overview figures of every request, in one pass and without rebuilding any.
+pub fn totals(
+    requests: &[LinearRequest],
+    messages: &[ModelMessage],
+    tables: &Tables,
+) -> Vec<RequestTotals> {
+    let prefix = TokenPrefix::new(messages);
+    let mut list = SentList::default();
+    let mut out = Vec::with_capacity(requests.len());
+    // A rewritten message is sent by many requests; each is estimated once.
+    let mut rewritten: std::collections::HashMap<(usize, usize), usize> = Default::default();
+    for (i, r) in requests.iter().enumerate() {
+        list.apply(i, r);
+        let instructions = tables
+            .instructions
+            .get(r.instructions)
+            .map_or(0, |i| estimate_tokens(i));
+        let upto = r.raw.upto.min(prefix.0.len() - 1);
+        let extra: Vec<usize> = r.raw.extra.iter().map(estimate_message_tokens).collect();
+        let raw_len = upto + extra.len();
+        let patched: Vec<(usize, isize)> = r
+            .raw
+            .patches
+            .iter()
+            .filter(|(j, _)| *j < upto)
+            .map(|(j, m)| {
+                let committed = prefix.range(*j, j + 1) as isize;
+                (*j, estimate_message_tokens(m) as isize - committed)
+            })
+            .collect();
+        // Tokens of raw[a..b]: the shared prefix (with its patches), then `extra`.
+        let raw_range = |a: usize, b: usize| -> usize {
+            let b = b.min(raw_len);
+            let a = a.min(b);
+            let shared = prefix.range(a.min(upto), b.min(upto)) as isize
+                + patched
+                    .iter()
+                    .filter(|(j, _)| *j >= a && *j < b)
+                    .map(|(_, d)| d)
+                    .sum::<isize>();
+            let (ea, eb) = (a.max(upto) - upto, b.max(upto) - upto);
+            shared.max(0) as usize + extra[ea..eb].iter().sum::<usize>()
+        };
+        let sent: usize = list
+            .runs
+            .iter()
+            .map(|src| match *src {
+                Src::Raw(a, b) => raw_range(a, b),
+                Src::Sent { request, piece } => *rewritten
+                    .entry((request, piece))
+                    .or_insert_with(|| sent_tokens_of(requests, messages, tables, r, *src)),
+            })
+            .sum();
+        out.push(RequestTotals {
+            raw_messages: raw_len,
+            raw_tokens: r
+                .raw_tokens
+                .as_ref()
+                .map_or(instructions + raw_range(0, raw_len), |t| t.total),
+            sent_tokens: r
+                .sent_tokens
+                .as_ref()
+                .map_or(instructions + sent, |t| t.total),
+            tools: tables.tool_sets.get(r.tools).map_or(0, Vec::len),
+        });
+    }
+    out
+}
+
+/// Tokens of a rewritten message kept from an earlier request (an edit needs this
+/// request's raw history; only the one message is rebuilt).
+fn sent_tokens_of(
+    requests: &[LinearRequest],
+    messages: &[ModelMessage],
+    tables: &Tables,
+    r: &LinearRequest,
+    src: Src,
+) -> usize {
+    let Src::Sent { request, piece } = src else {
+        return 0;
+    };
+    match requests.get(request).and_then(|q| q.tail.get(piece)) {
+        Some(Piece::Sent(m)) => estimate_message_tokens(m),
+        Some(Piece::Edit(e)) => r
+            .raw_message(messages, e.base)
+            .and_then(|b| e.apply(&b, tables))
+            .map_or(0, |m| estimate_message_tokens(&m)),
+        _ => 0,
+    }
+}
+
+impl LinearRequest {
+    /// Message `j` of this request's raw history.
+    fn raw_message(&self, messages: &[ModelMessage], j: usize) -> Option<ModelMessage> {
+        if let Some((_, m)) = self.raw.patches.iter().find(|(k, _)| *k == j) {
+            return Some(m.clone());
+        }
+        let upto = self.raw.upto.min(messages.len());
+        if j < upto {
+            messages.get(j).cloned()
+        } else {
+            self.raw.extra.get(j - upto).cloned()
+        }
+    }
+}

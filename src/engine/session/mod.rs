@@ -1,0 +1,535 @@
+//! Session files: `{"messages": [...], "state": {...}, "groundwork": {...}}`.
+//!
+//! `messages` is pydantic-ai's message JSON and `state` the host state dict, so a
+//! haiku.rag host can read our sessions and we can read theirs (a file without
+//! `groundwork` loads with fresh metadata). `groundwork` holds what only Groundwork
+//! needs: request snapshots (raw vs. compacted), timings and labels. Nothing here
+//! holds an API key.
+//!
+//! Saving is atomic ([`disk::write_atomic`]): a temporary file named after the writer's
+//! pid is written, synced and renamed over the target; temporaries of killed writers are
+//! removed on the next save or load. One writer at a time: `ask` holds the session's lock
+//! ([`lock::SessionLock`]) from loading to committing, the workbench while saving, and a
+//! save refuses to overwrite a file that another writer changed since this process read
+//! or wrote it ([`Session::save_or_keep`] then keeps the conversation beside it).
+
+mod disk;
+pub mod linear;
+mod lock;
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::agent::{RunError, RunResult};
+use super::events::RequestSnapshot;
+use super::messages::ModelMessage;
+
+pub use disk::{kept_path, new_session_path, remove_stale_temps, write_atomic};
+pub use linear::{LinearRequest, RequestTotals, Tables};
+pub use lock::{SessionLock, lock_path};
+
+use linear::StoredRequest;
+
+/// Current `groundwork.version`: 2 keeps requests in linear form ([`linear`]); version 1
+/// kept full copies of every request's history, and is converted when read.
+pub const SESSION_FORMAT_VERSION: u32 = 2;
+
+/// A conversation with its state and Groundwork's metadata.
+///
+/// `groundwork.requests` refers into `messages`: replace the history through
+/// [`Session::commit`] or [`Session::set_messages`], which keep the references right.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SessionFile")]
+pub struct Session {
+    /// Committed history.
+    pub messages: Vec<ModelMessage>,
+    /// Committed host state.
+    #[serde(default)]
+    pub state: Map<String, Value>,
+    /// Groundwork's metadata.
+    #[serde(default)]
+    pub groundwork: GroundworkMeta,
+    /// Top-level keys other hosts wrote, kept.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// Groundwork's part of a session file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroundworkMeta {
+    /// Format version.
+    pub version: u32,
+    /// The model the session was run with.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// When the session was created.
+    pub created_at: DateTime<Utc>,
+    /// One entry per model request, across runs, in linear form (see
+    /// [`Session::request`] for the whole snapshot).
+    #[serde(default)]
+    pub requests: Vec<LinearRequest>,
+    /// The distinct instructions and tool lists the requests refer to.
+    #[serde(default, skip_serializing_if = "tables_empty")]
+    pub tables: Tables,
+    /// One entry per committed run.
+    #[serde(default)]
+    pub timings: Vec<RunTiming>,
+    /// Whether the session came from the scripted demo model.
+    #[serde(default)]
+    pub scripted_demo: bool,
+    /// Free-form labels.
+    #[serde(default)]
+    pub labels: Map<String, Value>,
+    /// Unknown keys, kept.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Default for GroundworkMeta {
+    fn default() -> Self {
+        GroundworkMeta {
+            version: SESSION_FORMAT_VERSION,
+            model: None,
+            created_at: Utc::now(),
+            requests: Vec::new(),
+            tables: Tables::default(),
+            timings: Vec::new(),
+            scripted_demo: false,
+            labels: Map::new(),
+            extra: Map::new(),
+        }
+    }
+}
+
+fn tables_empty(t: &Tables) -> bool {
+    t.instructions.is_empty() && t.tool_sets.is_empty() && t.texts.is_empty()
+}
+
+/// A session file as read, before version-1 requests are converted.
+#[derive(Deserialize)]
+struct SessionFile {
+    messages: Vec<ModelMessage>,
+    #[serde(default)]
+    state: Map<String, Value>,
+    #[serde(default)]
+    groundwork: Option<GroundworkFile>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct GroundworkFile {
+    #[serde(default)]
+    model: Option<String>,
+    created_at: DateTime<Utc>,
+    #[serde(default)]
+    requests: Vec<StoredRequest>,
+    #[serde(default)]
+    tables: Tables,
+    #[serde(default)]
+    timings: Vec<RunTiming>,
+    #[serde(default)]
+    scripted_demo: bool,
+    #[serde(default)]
+    labels: Map<String, Value>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+impl From<SessionFile> for Session {
+    fn from(f: SessionFile) -> Session {
+        let mut session = Session {
+            messages: f.messages,
+            state: f.state,
+            groundwork: GroundworkMeta::default(),
+            extra: f.extra,
+        };
+        let Some(g) = f.groundwork else {
+            return session;
+        };
+        let mut extra = g.extra;
+        extra.remove("version");
+        session.groundwork = GroundworkMeta {
+            version: SESSION_FORMAT_VERSION,
+            model: g.model,
+            created_at: g.created_at,
+            requests: Vec::new(),
+            tables: g.tables,
+            timings: g.timings,
+            scripted_demo: g.scripted_demo,
+            labels: g.labels,
+            extra,
+        };
+        // Version 1 (full copies) is converted against the history, in order.
+        let mut encoder = None;
+        for r in g.requests {
+            match r {
+                StoredRequest::Linear(l) => {
+                    encoder = None;
+                    session.groundwork.requests.push(*l);
+                }
+                StoredRequest::Full(snap) => {
+                    let enc = encoder.get_or_insert_with(|| {
+                        linear::Encoder::after(&session.groundwork.requests)
+                    });
+                    let l = enc.encode(
+                        &session.groundwork.requests,
+                        &snap,
+                        &session.messages,
+                        &mut session.groundwork.tables,
+                    );
+                    session.groundwork.requests.push(l);
+                }
+            }
+        }
+        session
+    }
+}
+
+/// Timing of one committed run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunTiming {
+    /// The run.
+    pub run_id: String,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// Wall-clock duration.
+    pub duration_ms: u64,
+    /// Model requests made.
+    pub requests: usize,
+}
+
+/// Why a session could not be loaded or saved.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// Reading or writing failed.
+    #[error("cannot {action} session file {path}: {source}")]
+    Io {
+        /// "read" or "write".
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// The file is not a valid session.
+    #[error("corrupt session file {path} (line {line}, column {column}): {message}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The JSON error.
+        message: String,
+    },
+    /// Serializing failed.
+    #[error("cannot serialize session: {0}")]
+    Serialize(#[from] serde_json::Error),
+    /// Another Groundwork process holds the session's lock.
+    #[error("session {} is being written by another groundwork process{}", path.display(), pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    Busy {
+        /// The session file.
+        path: PathBuf,
+        /// The holder's pid, when it could be read.
+        pid: Option<u32>,
+    },
+    /// The file changed on disk since this process read or wrote it.
+    #[error("{} changed on disk since this process read it (another program wrote it)", path.display())]
+    Changed {
+        /// The session file.
+        path: PathBuf,
+    },
+}
+
+/// Where [`Session::save_or_keep`] put the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Saved {
+    /// The file written.
+    pub path: PathBuf,
+    /// Why it is not the file asked for (one line), when it is not.
+    pub note: Option<String>,
+}
+
+impl Session {
+    /// An empty session for `model`.
+    pub fn new(model: impl Into<String>) -> Self {
+        Session {
+            messages: Vec::new(),
+            state: Map::new(),
+            groundwork: GroundworkMeta {
+                model: Some(model.into()),
+                ..GroundworkMeta::default()
+            },
+            extra: Map::new(),
+        }
+    }
+
+    /// Commits a run's history and state together, only if the run succeeded
+    /// (SPEC §2.5). Returns whether anything was committed.
+    pub fn commit_run(&mut self, outcome: &Result<RunResult, RunError>) -> bool {
+        match outcome {
+            Ok(result) => {
+                self.commit(
+                    result.messages.clone(),
+                    result.state.clone(),
+                    result.requests.iter().cloned(),
+                );
+                self.groundwork.timings.push(RunTiming {
+                    run_id: result.run_id.clone(),
+                    started_at: result.started_at,
+                    duration_ms: result.duration_ms,
+                    requests: result.usage.requests,
+                });
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Commits a history, a state and the requests that produced them.
+    pub fn commit(
+        &mut self,
+        messages: Vec<ModelMessage>,
+        state: Map<String, Value>,
+        requests: impl IntoIterator<Item = RequestSnapshot>,
+    ) {
+        self.set_messages(messages);
+        self.state = state;
+        self.push_requests(requests);
+    }
+
+    /// Replaces the history, keeping earlier requests' references into it right.
+    pub fn set_messages(&mut self, messages: Vec<ModelMessage>) {
+        let changed: Vec<usize> = self
+            .messages
+            .iter()
+            .zip(&messages)
+            .enumerate()
+            .filter(|(_, (a, b))| a != b)
+            .map(|(j, _)| j)
+            .collect();
+        if !changed.is_empty() || messages.len() < self.messages.len() {
+            for r in &mut self.groundwork.requests {
+                r.rebase(&self.messages, messages.len(), &changed);
+            }
+        }
+        self.messages = messages;
+    }
+
+    /// Records requests made over the current history (after [`Session::set_messages`]).
+    pub fn push_requests(&mut self, requests: impl IntoIterator<Item = RequestSnapshot>) {
+        let mut encoder = linear::Encoder::after(&self.groundwork.requests);
+        for snap in requests {
+            let l = encoder.encode(
+                &self.groundwork.requests,
+                &snap,
+                &self.messages,
+                &mut self.groundwork.tables,
+            );
+            self.groundwork.requests.push(l);
+        }
+    }
+
+    /// How many requests the session recorded.
+    pub fn request_count(&self) -> usize {
+        self.groundwork.requests.len()
+    }
+
+    /// Recorded request `i` (0-based) in full.
+    pub fn request(&self, i: usize) -> Option<RequestSnapshot> {
+        linear::snapshot(
+            &self.groundwork.requests,
+            i,
+            &self.messages,
+            &self.groundwork.tables,
+        )
+    }
+
+    /// Every recorded request in full, in order (one pass).
+    pub fn requests(&self) -> impl Iterator<Item = RequestSnapshot> + '_ {
+        linear::snapshots(
+            &self.groundwork.requests,
+            &self.messages,
+            &self.groundwork.tables,
+        )
+    }
+
+    /// The overview figures of every recorded request, without rebuilding any.
+    pub fn request_totals(&self) -> Vec<RequestTotals> {
+        linear::totals(
+            &self.groundwork.requests,
+            &self.messages,
+            &self.groundwork.tables,
+        )
+    }
+
+    /// Parses a session from JSON text; `path` is only used in errors.
+    pub fn from_json(text: &str, path: &Path) -> Result<Self, SessionError> {
+        serde_json::from_str(text).map_err(|e| SessionError::Corrupt {
+            path: path.to_path_buf(),
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Loads a session file (and removes temporaries killed writers left beside it).
+    pub fn load(path: &Path) -> Result<Self, SessionError> {
+        let io = |source| SessionError::Io {
+            action: "read",
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let stamp = file.metadata().map(|m| disk::Stamp::of(&m)).map_err(io)?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(io)?;
+        let session = Session::from_json(&text, path)?;
+        disk::remember(path, stamp);
+        disk::remove_stale_temps(path);
+        Ok(session)
+    }
+
+    /// The file's JSON (compact: long sessions are read and written often).
+    pub fn to_json(&self) -> Result<Vec<u8>, SessionError> {
+        let mut json = serde_json::to_vec(self)?;
+        json.push(b'\n');
+        Ok(json)
+    }
+
+    /// Saves atomically (temp file in the same directory, fsync, rename). Refuses with
+    /// [`SessionError::Changed`] when another writer replaced the file since this process
+    /// last read or wrote it.
+    pub fn save(&self, path: &Path) -> Result<(), SessionError> {
+        let json = self.to_json()?;
+        if !disk::unchanged(path) {
+            return Err(SessionError::Changed {
+                path: path.to_path_buf(),
+            });
+        }
+        let stamp = disk::write_atomic_stamped(path, &json).map_err(|source| SessionError::Io {
+            action: "write",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        disk::remember(path, stamp);
+        Ok(())
+    }
+
+    /// Saves to `path`, never over another writer's work: when another Groundwork process
+    /// holds its lock (only checked with `take_lock`; `ask` holds the lock itself) or the
+    /// file changed since this process read it, the session is saved to a new file beside
+    /// it ([`kept_path`]) and later saves of `path` in this process go there too.
+    pub fn save_or_keep(&self, path: &Path, take_lock: bool) -> Result<Saved, SessionError> {
+        let target = disk::moved(path).unwrap_or_else(|| path.to_path_buf());
+        let lock = if take_lock {
+            match SessionLock::acquire(&target) {
+                Ok(l) => Some(l),
+                Err(e @ SessionError::Busy { .. }) => return self.keep_beside(path, &e),
+                Err(e) => return Err(e),
+            }
+        } else {
+            None
+        };
+        let saved = self.save(&target);
+        drop(lock);
+        match saved {
+            // After a move the note was given once; the path says where it went.
+            Ok(()) => Ok(Saved {
+                note: None,
+                path: target,
+            }),
+            Err(e @ SessionError::Changed { .. }) => self.keep_beside(path, &e),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn keep_beside(&self, path: &Path, why: &SessionError) -> Result<Saved, SessionError> {
+        let kept = kept_path(path);
+        self.save(&kept)?;
+        disk::remember_move(path, &kept);
+        let why = match why {
+            SessionError::Changed { path } => format!(
+                "{} changed on disk since this question started (another program wrote it)",
+                path.display()
+            ),
+            other => other.to_string(),
+        };
+        Ok(Saved {
+            note: Some(format!("{why}; your answer is kept in {}", kept.display())),
+            path: kept,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_save_while_another_process_writes_is_kept_beside_and_later_saves_follow_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        let mut s = Session::new("m");
+        s.save_or_keep(&path, true).unwrap();
+        // Another writer holds the lock (an `ask` running on the file).
+        let held = SessionLock::acquire(&path).unwrap();
+        s.state.insert("q".into(), Value::from(1));
+        let saved = s.save_or_keep(&path, true).unwrap();
+        assert_ne!(saved.path, path);
+        assert_eq!(
+            saved.note.as_deref(),
+            Some(
+                format!(
+                    "session {} is being written by another groundwork process (pid {}); \
+                     your answer is kept in {}",
+                    path.display(),
+                    std::process::id(),
+                    saved.path.display()
+                )
+                .as_str()
+            )
+        );
+        assert_eq!(Session::load(&saved.path).unwrap().state["q"], 1);
+        drop(held);
+        // Later saves go to the kept file, not over the other writer's.
+        s.state.insert("q".into(), Value::from(2));
+        let again = s.save_or_keep(&path, true).unwrap();
+        assert_eq!(
+            (again.path.as_path(), again.note),
+            (saved.path.as_path(), None)
+        );
+        assert!(Session::load(&path).unwrap().state.get("q").is_none());
+    }
+
+    #[test]
+    fn a_file_changed_since_it_was_read_is_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.json");
+        Session::new("m").save(&path).unwrap();
+        let mut s = Session::load(&path).unwrap();
+        // Another program rewrites it.
+        let mut other = Session::load(&path).unwrap();
+        other.state.insert("theirs".into(), Value::from(true));
+        std::fs::write(&path, other.to_json().unwrap()).unwrap();
+        s.state.insert("ours".into(), Value::from(true));
+        assert!(matches!(s.save(&path), Err(SessionError::Changed { .. })));
+        let saved = s.save_or_keep(&path, false).unwrap();
+        let note = saved.note.unwrap();
+        assert!(
+            note.starts_with(&format!(
+                "{} changed on disk since this question started",
+                path.display()
+            )),
+            "{note}"
+        );
+        assert_eq!(Session::load(&path).unwrap().state["theirs"], true);
+        assert_eq!(Session::load(&saved.path).unwrap().state["ours"], true);
+    }
+}
