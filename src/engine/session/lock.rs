@@ -78,10 +78,16 @@ impl SessionLock {
             if !is_current(&file, &lock_path) {
                 continue;
             }
-            file.set_len(0).map_err(io)?;
-            file.rewind().map_err(io)?;
-            write!(file, "{}", std::process::id()).map_err(io)?;
-            let _ = file.flush();
+            // The pid is for the message another writer gets; the lock is the flock
+            // itself, so a full disk (no room for the pid) does not stop the question.
+            let pid = file
+                .set_len(0)
+                .and_then(|()| file.rewind())
+                .and_then(|()| write!(file, "{}", std::process::id()))
+                .and_then(|()| file.flush());
+            if let Err(e) = pid {
+                tracing::warn!(error = %e, lock = %lock_path.display(), "could not write the pid into the session lock");
+            }
             return Ok(SessionLock {
                 file: Some(file),
                 lock_path,
