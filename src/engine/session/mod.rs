@@ -109,16 +109,52 @@ fn tables_empty(t: &Tables) -> bool {
     t.instructions.is_empty() && t.tool_sets.is_empty() && t.texts.is_empty()
 }
 
-/// A session file as read, before version-1 requests are converted.
-#[derive(Deserialize)]
+/// A session file as read, before version-1 requests are converted. Read key by key
+/// (not through `#[serde(flatten)]`, which would buffer the whole history first).
 struct SessionFile {
     messages: Vec<ModelMessage>,
-    #[serde(default)]
     state: Map<String, Value>,
-    #[serde(default)]
     groundwork: Option<GroundworkFile>,
-    #[serde(flatten)]
     extra: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for SessionFile {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = SessionFile;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a session object with `messages`")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<SessionFile, A::Error> {
+                let mut messages = None;
+                let mut state = None;
+                let mut groundwork = None;
+                let mut extra = Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "messages" => messages = Some(map.next_value()?),
+                        "state" => state = Some(map.next_value::<Option<_>>()?.unwrap_or_default()),
+                        "groundwork" => groundwork = map.next_value()?,
+                        _ => {
+                            extra.insert(key, map.next_value()?);
+                        }
+                    }
+                }
+                Ok(SessionFile {
+                    messages: messages
+                        .ok_or_else(|| serde::de::Error::missing_field("messages"))?,
+                    state: state.unwrap_or_default(),
+                    groundwork,
+                    extra,
+                })
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 #[derive(Deserialize)]
