@@ -90,6 +90,27 @@ pub fn line_col(text: &str, pos: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// The 1-based line of `text` that assigns the dotted key `dotted` (`model.base_url`:
+/// `base_url = …` under `[model]`).
+pub fn line_of_key(text: &str, dotted: &str) -> Option<usize> {
+    let (table, key) = dotted.rsplit_once('.').unwrap_or(("", dotted));
+    let mut current = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if let Some(h) = l.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            current = h.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+            continue;
+        }
+        if let Some((k, _)) = l.split_once('=')
+            && k.trim().trim_matches('"') == key
+            && current == table
+        {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
 /// The dotted key assigned on 1-based `line` of `text`, under the last table header
 /// above it.
 fn key_at_line(text: &str, line: usize) -> Option<String> {

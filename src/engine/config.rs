@@ -177,6 +177,26 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// An [`ConfigError::Invalid`] value that came from the config file `path` (holding
+    /// `text`), named with the file and the line of its key.
+    fn in_file(self, path: &Path, text: &str) -> ConfigError {
+        match self {
+            ConfigError::Invalid { key, message } => match crate::config::line_of_key(text, &key) {
+                Some(line) => ConfigError::Parse {
+                    path: path.to_path_buf(),
+                    line,
+                    column: 1,
+                    key: Some(key),
+                    message,
+                },
+                None => ConfigError::Invalid { key, message },
+            },
+            other => other,
+        }
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileModel {
@@ -215,7 +235,11 @@ impl ModelConfig {
         let mut cfg = ModelConfig::default();
         if let Some(path) = path {
             match std::fs::read_to_string(path) {
-                Ok(text) => cfg.apply_file(path, &text)?,
+                Ok(text) => {
+                    cfg.apply_file(path, &text)?;
+                    // A value out of range in the file is named with its file and line.
+                    cfg.validate().map_err(|e| e.in_file(path, &text))?;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(source) => {
                     return Err(ConfigError::Read {
@@ -308,6 +332,7 @@ impl ModelConfig {
         Ok(())
     }
 
+    /// Whether the values are usable (URLs, non-zero limits).
     fn validate(&self) -> Result<(), ConfigError> {
         if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
             return Err(ConfigError::Invalid {
@@ -416,6 +441,27 @@ mod tests {
         assert!(text.contains(&path.display().to_string()), "{text}");
         assert!(text.contains("line 3"), "{text}");
         assert!(text.contains("key `model.timeout_secs`"), "{text}");
+    }
+
+    #[test]
+    fn a_value_out_of_range_names_file_line_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "[model]\nmodel = \"m\"\nbase_url = \"ftp://x\"\n").unwrap();
+        let err = ModelConfig::load(Some(&path), &env(&[]), &ModelOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+        assert!(err.contains("key `model.base_url`"), "{err}");
+        std::fs::write(&path, "[model]\ntimeout_secs = 0\n").unwrap();
+        let err = ModelConfig::load(Some(&path), &env(&[]), &ModelOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("line 2") && err.contains("model.timeout_secs"),
+            "{err}"
+        );
     }
 
     #[test]
