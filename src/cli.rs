@@ -794,9 +794,9 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
         crate::engine::cancel::CancelToken::new(),
     )
     .await?;
-    // The answer is printed before the session is saved: a full disk or a read-only
-    // folder must not cost the user the answer. Never over another writer's work: then
-    // the answer is kept beside.
+    // The answer is printed whatever the save does, and a failed save is reported after
+    // it: a full disk or a read-only folder must not cost the user the answer. Never over
+    // another writer's work: then the answer is kept beside.
     let saved = save_session(&session, &path);
     let path = saved.as_ref().map_or(path.clone(), |s| s.path.clone());
     let mut out = std::io::stdout().lock();

@@ -19,6 +19,20 @@ use crate::store::{DocumentItem, NewChunk, NewDocument, PageRaster, Store, Store
 /// The `document_meta.metadata` key holding the source file's content hash.
 pub const HASH_KEY: &str = "sha256";
 
+/// `document_meta.metadata` key naming the parser that made a document's items, for
+/// kinds whose parser changed: a file parsed by an older one is parsed again on the next
+/// ingest even when its bytes did not change.
+pub const PARSER_KEY: &str = "groundwork_parser";
+
+/// The parser a file goes through now, for kinds with a recorded parser (PDFs: headings,
+/// furniture and positions since `pdf-structure-1`).
+pub fn parser_version(path: &Path) -> Option<&'static str> {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .filter(|e| e.eq_ignore_ascii_case("pdf"))
+        .map(|_| "pdf-structure-1")
+}
+
 /// File extensions `ingest` picks up when walking folders.
 pub const EXTENSIONS: &[&str] = &["md", "markdown", "txt", "text", "html", "htm", "pdf"];
 
@@ -254,8 +268,10 @@ pub async fn ingest_file_with(
     let uri = options.uri_for(path);
     let seed = options.stable_ids.then(|| format!("{uri}\n{hash}"));
     let existing = store.find_by_uri(&uri).await?;
+    let parser = parser_version(path);
     if let Some(doc) = &existing
         && doc.metadata.get(HASH_KEY).and_then(Value::as_str) == Some(hash.as_str())
+        && doc.metadata.get(PARSER_KEY).and_then(Value::as_str) == parser
     {
         return Ok(Outcome::Unchanged { id: doc.id.clone() });
     }
@@ -275,7 +291,10 @@ pub async fn ingest_file_with(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| uri.clone());
-    let doc = new_document(parsed, &name, uri, hash);
+    let mut doc = new_document(parsed, &name, uri, hash);
+    if let Some(p) = parser {
+        doc.metadata.insert(PARSER_KEY.into(), Value::String(p.into()));
+    }
     let chunks = doc.chunks.len();
     let meta = store
         .add_document_seeded(

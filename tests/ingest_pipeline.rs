@@ -203,3 +203,46 @@ async fn a_missing_path_is_an_error_naming_it() {
         Outcome::Failed { error } if error.contains("data.bin")
     ));
 }
+
+/// A PDF stored by an older parser (no parser version in its metadata) is parsed again on
+/// the next ingest although its bytes did not change; after that it is unchanged.
+#[tokio::test]
+async fn a_pdf_from_an_older_parser_is_parsed_again() {
+    let server = hashembed::start().await;
+    let work = tempfile::tempdir().unwrap();
+    let store = store_at(work.path(), &server.url).await;
+    let pdf = work.path().join("structured.pdf");
+    std::fs::copy(fixture("structured.pdf"), &pdf).unwrap();
+    // The old state: the same bytes, stored without a parser version.
+    let bytes = std::fs::read(&pdf).unwrap();
+    let parsed = groundwork::ingest::parse_file(&pdf).unwrap();
+    let uri = pipeline::file_uri(&pdf);
+    let mut old = pipeline::new_document(
+        parsed,
+        "structured.pdf",
+        uri.clone(),
+        pipeline::content_hash(&bytes),
+    );
+    assert!(old.metadata.get(pipeline::PARSER_KEY).is_none());
+    old.metadata.remove(pipeline::PARSER_KEY);
+    let old_meta = store.add_document_seeded(old, None, None).await.unwrap();
+
+    let outcome = pipeline::ingest_file(&store, &pdf).await.unwrap();
+    let Outcome::Replaced { old_id, id, .. } = outcome else {
+        panic!("expected a replacement, got {outcome:?}");
+    };
+    assert_eq!(old_id, old_meta.id);
+    let now = store.find_by_uri(&uri).await.unwrap().unwrap();
+    assert_eq!(now.id, id);
+    assert_eq!(
+        now.metadata[pipeline::PARSER_KEY],
+        serde_json::json!(pipeline::parser_version(&pdf).unwrap())
+    );
+    assert_eq!(store.list_documents(None).await.unwrap().len(), 1, "the old one is gone");
+    // Parsed by today's parser: unchanged from now on.
+    let again = pipeline::ingest_file(&store, &pdf).await.unwrap();
+    assert!(matches!(again, Outcome::Unchanged { .. }), "{again:?}");
+    // Other kinds carry no parser version and stay unchanged as before.
+    assert_eq!(pipeline::parser_version(Path::new("a.md")), None);
+}
+
