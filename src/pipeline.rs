@@ -293,7 +293,8 @@ pub async fn ingest_file_with(
         .unwrap_or_else(|| uri.clone());
     let mut doc = new_document(parsed, &name, uri, hash);
     if let Some(p) = parser {
-        doc.metadata.insert(PARSER_KEY.into(), Value::String(p.into()));
+        doc.metadata
+            .insert(PARSER_KEY.into(), Value::String(p.into()));
     }
     let chunks = doc.chunks.len();
     let meta = store

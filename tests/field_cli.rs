@@ -47,6 +47,21 @@ impl Home {
         cmd
     }
 
+    /// `program args` (a wrapper that starts groundwork itself: `script`, `unshare`) with
+    /// the same environment as [`Home::command`].
+    fn wrapped(&self, program: &str, args: &[&str]) -> Command {
+        let plain = self.command(&[]);
+        let mut cmd = Command::new(program);
+        cmd.args(args).current_dir(self.path()).stdin(Stdio::null());
+        for (k, v) in plain.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        cmd
+    }
+
     async fn run(&self, args: &[&str]) -> Output {
         let mut cmd = self.command(args);
         cmd.stdin(Stdio::null());
@@ -431,19 +446,7 @@ async fn ask_strips_escape_sequences_on_a_terminal() {
         .map(|a| format!("'{a}'"))
         .collect::<Vec<_>>()
         .join(" ");
-    let mut cmd = home.command(&[]);
-    let mut script = Command::new("script");
-    script
-        .args(["-qec", &line, "/dev/null"])
-        .current_dir(home.path())
-        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
-        .stdin(Stdio::null());
-    for (k, v) in cmd.get_envs() {
-        if v.is_none() {
-            script.env_remove(k);
-        }
-    }
-    let _ = &mut cmd;
+    let script = home.wrapped("script", &["-qec", &line, "/dev/null"]);
     let o = run_bounded(script).await;
     assert!(o.status.success(), "{}", stderr(&o));
     let shown = stdout(&o);
@@ -476,19 +479,10 @@ async fn a_full_disk_keeps_the_answer_and_says_the_session_was_not_saved() {
         em = hashembed::MODEL,
         session = session.display(),
     );
-    let mut cmd = home.command(&[]);
-    let mut unshare = Command::new("unshare");
-    unshare
-        .args(["--mount", "--map-root-user", "sh", "-c", &line])
-        .current_dir(home.path())
-        .envs(cmd.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
-        .stdin(Stdio::null());
-    for (k, v) in cmd.get_envs() {
-        if v.is_none() {
-            unshare.env_remove(k);
-        }
-    }
-    let _ = &mut cmd;
+    let unshare = home.wrapped(
+        "unshare",
+        &["--mount", "--map-root-user", "sh", "-c", &line],
+    );
     let o = run_bounded(unshare).await;
     let err = stderr(&o);
     assert!(

@@ -238,11 +238,14 @@ async fn a_pdf_from_an_older_parser_is_parsed_again() {
         now.metadata[pipeline::PARSER_KEY],
         serde_json::json!(pipeline::parser_version(&pdf).unwrap())
     );
-    assert_eq!(store.list_documents(None).await.unwrap().len(), 1, "the old one is gone");
+    assert_eq!(
+        store.list_documents(None).await.unwrap().len(),
+        1,
+        "the old one is gone"
+    );
     // Parsed by today's parser: unchanged from now on.
     let again = pipeline::ingest_file(&store, &pdf).await.unwrap();
     assert!(matches!(again, Outcome::Unchanged { .. }), "{again:?}");
     // Other kinds carry no parser version and stay unchanged as before.
     assert_eq!(pipeline::parser_version(Path::new("a.md")), None);
 }
-
