@@ -176,8 +176,8 @@ fn a_haiku_rag_host_session_loads() {
 }
 
 /// Our own sessions (a real run with a tool call, a failure, an image and deferred
-/// loading) validate with pydantic-ai. Needs the venv `make_messages.sh` creates;
-/// without it the test says so and checks nothing else.
+/// loading) validate with pydantic-ai. Needs the venv `.ci/setup` creates; without it
+/// the test fails, saying so.
 #[tokio::test]
 async fn pydantic_ai_accepts_our_sessions() {
     let python = dirs::home_dir()
@@ -240,12 +240,12 @@ async fn pydantic_ai_accepts_our_sessions() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ours.json");
     session.save(&path).unwrap();
-    if !python.exists() {
-        eprintln!(
-            "skipping the pydantic-ai check: run tests/fixtures/pydantic_ai/make_messages.sh first"
-        );
-        return;
-    }
+    // Never a silent pass: .ci/setup makes the venv.
+    assert!(
+        python.exists(),
+        "the pydantic-ai check needs {}: run .ci/setup",
+        python.display()
+    );
     let out = std::process::Command::new(&python)
         .arg(fixture_dir().join("check_session.py"))
         .arg(&path)
