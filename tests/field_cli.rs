@@ -87,20 +87,24 @@ impl Home {
             .join("kb.lancedb")
             .to_string_lossy()
             .into_owned();
-        let o = self
-            .run(&[
-                "--db",
-                &db,
-                "--embed-url",
-                &embed.url,
-                "--embed-model",
-                hashembed::MODEL,
-                "ingest",
-                &fixture("sample.md"),
-            ])
-            .await;
+        let o = self.ingest(embed, &db, &fixture("sample.md")).await;
         assert!(o.status.success(), "{}", stderr(&o));
         db
+    }
+
+    /// `groundwork --db DB ingest FILE` with the hashembed embedder.
+    async fn ingest(&self, embed: &hashembed::EmbedServer, db: &str, file: &str) -> Output {
+        self.run(&[
+            "--db",
+            db,
+            "--embed-url",
+            &embed.url,
+            "--embed-model",
+            hashembed::MODEL,
+            "ingest",
+            file,
+        ])
+        .await
     }
 }
 
@@ -191,18 +195,7 @@ async fn relative_db_paths_starting_with_db_are_local() {
     let embed = hashembed::start().await;
     let home = Home::new();
     for db in ["db.lancedb", "dbs/kb"] {
-        let o = home
-            .run(&[
-                "--db",
-                db,
-                "--embed-url",
-                &embed.url,
-                "--embed-model",
-                hashembed::MODEL,
-                "ingest",
-                &fixture("sample.md"),
-            ])
-            .await;
+        let o = home.ingest(&embed, db, &fixture("sample.md")).await;
         assert!(o.status.success(), "{db}: {}", stderr(&o));
         assert!(
             home.path().join(db).is_dir(),

@@ -93,14 +93,15 @@ struct Raw {
 /// else line break, else sentence end, else space inside each window (a window with none
 /// is cut at `max`). Whitespace at the cuts is dropped; `text` itself when it fits.
 pub fn split_long(text: &str, max: usize) -> Vec<&str> {
-    if max == 0 || text.chars().count() <= max {
+    // `nth(max)` looks at most `max` characters ahead, so a 50 MB paragraph costs one
+    // pass, not one count of the rest per piece.
+    if max == 0 || text.char_indices().nth(max).is_none() {
         return vec![text];
     }
     let mut out = Vec::new();
     let mut rest = text;
-    while rest.chars().count() > max {
-        // Byte offset of the first character past the limit: a piece ends at or before it.
-        let limit = rest.char_indices().nth(max).map_or(rest.len(), |(i, _)| i);
+    // Byte offset of the first character past the limit: a piece ends at or before it.
+    while let Some((limit, _)) = rest.char_indices().nth(max) {
         let (end, next) = ["\n\n", "\n", ". ", " "]
             .iter()
             .find_map(|sep| {
