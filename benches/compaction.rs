@@ -22,7 +22,7 @@ use groundwork::capabilities::compaction::{
     question_in_progress, require_records,
 };
 use groundwork::capabilities::state::{EvidenceState, StateKind};
-use groundwork::engine::session::Session;
+use groundwork::session::Session;
 
 fn compaction(c: &mut Criterion) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compaction_bench");

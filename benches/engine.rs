@@ -21,7 +21,7 @@ use groundwork::engine::messages::{
     ModelMessage, ModelRequest, ModelRequestPart, ModelResponse, ModelResponsePart, TextPart,
     ToolCallPart, ToolReturnPart, UserPromptPart,
 };
-use groundwork::engine::model::{ChatModel, ModelError, ModelRequestParams, StreamDelta};
+use groundwork::model::{ChatModel, ModelError, ModelRequestParams, StreamDelta};
 use serde_json::json;
 
 struct InstantModel;

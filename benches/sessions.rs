@@ -15,8 +15,8 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use groundwork::engine::capability::ToolDef;
 use groundwork::engine::events::{RequestSnapshot, TokenCounts};
 use groundwork::engine::messages::ModelMessage;
-use groundwork::engine::session::Session;
-use groundwork::inspect::SessionRequests;
+use groundwork::host::inspect::SessionRequests;
+use groundwork::session::Session;
 use groundwork::tui::app::{App, HostInfo};
 use serde_json::{Map, Value, json};
 
@@ -258,14 +258,14 @@ fn sessions(c: &mut Criterion) {
             b.iter(|| {
                 let s = Session::load(&path).unwrap();
                 let r = SessionRequests::of(&s).get(n).unwrap();
-                groundwork::inspect::render_request(&r, 120)
+                groundwork::host::inspect::render_request(&r, 120)
             })
         });
     }
     g.bench_function("inspect (overview)", |b| {
         b.iter(|| {
             let s = Session::load(&path).unwrap();
-            groundwork::inspect::render_overview_rows(&SessionRequests::of(&s).overview())
+            groundwork::host::inspect::render_overview_rows(&SessionRequests::of(&s).overview())
         })
     });
     g.finish();

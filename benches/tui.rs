@@ -11,7 +11,7 @@ use groundwork::engine::messages::{
     ModelMessage, ModelRequest, ModelRequestPart, ModelResponse, ModelResponsePart, TextPart,
     ToolCallPart, ToolReturnPart,
 };
-use groundwork::engine::session::Session;
+use groundwork::session::Session;
 use groundwork::tui::app::{App, HostInfo, Pane};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -94,7 +94,7 @@ fn frame(c: &mut Criterion) {
     });
     c.bench_function("transcript + ledger from a 4,000-message session", |b| {
         b.iter(|| {
-            groundwork::transcript::Transcript::build(
+            groundwork::host::transcript::Transcript::build(
                 &ledger.session.messages,
                 &ledger.session.state,
             )

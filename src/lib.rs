@@ -4,20 +4,18 @@
 //! The core (everything outside `tui`) never depends on a terminal library; the TUI is a
 //! view over what the core emits.
 
-pub mod ask;
 pub mod capabilities;
 pub mod cli;
 pub mod config;
-pub mod demo;
 pub mod embed;
 pub mod engine;
 pub mod errors;
+pub mod host;
 pub mod ingest;
-pub mod inspect;
+pub mod model;
 pub mod paths;
-pub mod pipeline;
 pub mod sandbox;
+pub mod session;
 pub mod store;
 pub mod terminal_text;
-pub mod transcript;
 pub mod tui;

@@ -14,7 +14,7 @@ use groundwork::engine::events::{CoreEvent, ToolCallStatus};
 use groundwork::engine::messages::{
     ModelMessage, ModelRequestPart, ModelResponsePart, RetryContent, UserContentValue,
 };
-use groundwork::engine::session::Session;
+use groundwork::session::Session;
 use serde_json::{Value, json};
 use support::caps::{TestCap, Trace};
 use support::scripted_server::{Reply, ScriptedServer, system_text, tool_names, wire_messages};

@@ -1034,8 +1034,8 @@ async fn scenario_93_analysis_from_spec() {
 
 #[tokio::test]
 async fn ask_registers_analysis_eagerly_alone_and_defers_both_together() {
-    use groundwork::ask::{AskOptions, CapabilityChoice, build_agent};
-    use groundwork::engine::model::OpenAiModel;
+    use groundwork::host::ask::{AskOptions, CapabilityChoice, build_agent};
+    use groundwork::model::OpenAiModel;
     let kb = kb().await;
     let server = ScriptedServer::start(vec![Reply::text("one"), Reply::text("two")]).await;
     let model = Arc::new(OpenAiModel::new(test_config(&server.base_url())).unwrap());

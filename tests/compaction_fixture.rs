@@ -13,7 +13,7 @@ use groundwork::capabilities::compaction::{
 };
 use groundwork::capabilities::state::{EvidenceState, StateKind};
 use groundwork::engine::messages::{ModelMessage, ModelRequestPart};
-use groundwork::engine::session::Session;
+use groundwork::session::Session;
 use serde_json::Value;
 
 #[test]

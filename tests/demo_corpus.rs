@@ -6,7 +6,7 @@ mod support;
 use std::path::Path;
 
 use groundwork::embed::{self, EmbedderSpec};
-use groundwork::pipeline::{self, Outcome};
+use groundwork::ingest::pipeline::{self, Outcome};
 use groundwork::store::Store;
 use support::hashembed;
 

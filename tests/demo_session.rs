@@ -13,8 +13,8 @@ mod support;
 
 use std::path::Path;
 
-use groundwork::ask::CapabilityChoice;
-use groundwork::engine::session::Session;
+use groundwork::host::ask::CapabilityChoice;
+use groundwork::session::Session;
 use groundwork::tui::Runtime;
 use groundwork::tui::app::App;
 use serde_json::{Value, json};
@@ -227,10 +227,10 @@ async fn the_committed_demo_session_is_what_groundwork_records_today() {
     assert!(ledger[2].redirected);
     assert_eq!(ledger[2].status.as_str(), "ungrounded");
     let capsule = app.requests().iter().any(|r| {
-        groundwork::inspect::align(&r.snapshot)
+        groundwork::host::inspect::align(&r.snapshot)
             .iter()
             .flat_map(|m| m.parts.iter())
-            .any(|p| p.mark == groundwork::inspect::PartMark::Capsule)
+            .any(|p| p.mark == groundwork::host::inspect::PartMark::Capsule)
     });
     assert!(capsule, "a compacted follow-up");
     let program = app.transcript.turns[3]
@@ -271,7 +271,7 @@ async fn the_committed_demo_session_is_what_groundwork_records_today() {
     }
     // The binary carries the same file.
     assert_eq!(
-        groundwork::demo::SESSION_JSON.map(str::trim),
+        groundwork::host::demo::SESSION_JSON.map(str::trim),
         Some(std::fs::read_to_string(&path).unwrap().trim())
     );
 }

@@ -7,13 +7,13 @@ mod support;
 
 use std::sync::Arc;
 
-use groundwork::ask::{CapabilityChoice, driving_vision};
 use groundwork::capabilities::policy::CitationPolicyCapability;
 use groundwork::config::{AppConfig, QaModelConfig};
 use groundwork::engine::agent::{RunInput, RunOutput};
 use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::capability::ToolDef;
 use groundwork::engine::events::EventSink;
+use groundwork::host::ask::{CapabilityChoice, driving_vision};
 use scenarios_kb::*;
 use serde_json::json;
 use support::scripted_server::{Reply, ScriptedServer};
@@ -121,18 +121,17 @@ async fn both_capabilities_attach_no_picture_when_the_driving_model_is_blind() {
         async move {
             let server = ScriptedServer::start(script()).await;
             let model = Arc::new(
-                groundwork::engine::model::OpenAiModel::new(test_config(&server.base_url()))
-                    .unwrap(),
+                groundwork::model::OpenAiModel::new(test_config(&server.base_url())).unwrap(),
             );
-            let opts = groundwork::ask::AskOptions {
+            let opts = groundwork::host::ask::AskOptions {
                 capabilities: choices,
                 eager: true,
                 compaction: false,
                 policy: false,
                 sandbox_worker: Some(WORKER.into()),
             };
-            let agent =
-                groundwork::ask::build_agent(model, kb.store.clone(), &config, &opts).unwrap();
+            let agent = groundwork::host::ask::build_agent(model, kb.store.clone(), &config, &opts)
+                .unwrap();
             agent
                 .run(RunInput::prompt("q"), EventSink::none(), CancelToken::new())
                 .await

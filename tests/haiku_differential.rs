@@ -29,7 +29,7 @@ use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::messages::{
     ModelMessage, ModelRequestPart, ModelResponsePart, UserContent, UserContentValue,
 };
-use groundwork::engine::session::Session;
+use groundwork::session::Session;
 use groundwork::store::Store;
 use serde_json::{Map, Value, json};
 use support::hashembed;
@@ -267,7 +267,7 @@ async fn the_same_conversation_has_the_same_structure_on_the_wire_as_haiku_rag()
     config.qa.model.vision = true;
     let server = ScriptedServer::start(replies(&script)).await;
     let agent: Agent = support::agent_for(support::test_config(&server.base_url()))
-        .instructions(groundwork::ask::agent_preamble())
+        .instructions(groundwork::host::ask::agent_preamble())
         .capability(Arc::new(RagCapability::new(store.clone(), config)))
         .capability(Arc::new(EvidenceCompactionCapability::new()))
         .capability(Arc::new(CitationPolicyCapability::new()))
@@ -275,7 +275,7 @@ async fn the_same_conversation_has_the_same_structure_on_the_wire_as_haiku_rag()
         .unwrap();
     let mut session = Session::new("scripted-model");
     for q in expected["questions"].as_array().unwrap() {
-        groundwork::ask::ask(
+        groundwork::host::ask::ask(
             &agent,
             &mut session,
             q["user_prompt"].as_str().unwrap(),

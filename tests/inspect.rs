@@ -9,7 +9,7 @@ use std::process::Command;
 use groundwork::engine::agent::RunInput;
 use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::messages::{ModelMessage, ModelRequestPart, UserContentValue};
-use groundwork::engine::session::Session;
+use groundwork::session::Session;
 use serde_json::{Value, json};
 use support::caps::{TestCap, Trace};
 use support::scripted_server::{Reply, ScriptedServer};

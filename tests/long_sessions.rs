@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use groundwork::engine::session::Session;
+use groundwork::session::Session;
 use serde_json::{Value, json};
 use support::hashembed;
 use support::scripted_server::{Reply, ScriptedServer};
@@ -398,7 +398,7 @@ fn a_save_killed_midway_leaves_a_whole_file_and_no_temp() {
             break;
         }
     }
-    groundwork::engine::session::write_atomic(&path, &session.to_json().unwrap()).unwrap();
+    groundwork::session::write_atomic(&path, &session.to_json().unwrap()).unwrap();
     assert_eq!(
         temps(dir.path()),
         Vec::<String>::new(),
@@ -423,16 +423,16 @@ fn demo_v1() -> String {
 
 /// Everything `inspect` and the inspector show of a request.
 fn shown(number: usize, s: &RequestSnapshot) -> String {
-    let r = groundwork::inspect::InspectedRequest {
+    let r = groundwork::host::inspect::InspectedRequest {
         number,
         recorded: true,
         snapshot: s.clone(),
     };
     format!(
         "{}\n{:?}\n{}",
-        groundwork::inspect::render_request(&r, 120),
-        groundwork::inspect::align(s),
-        groundwork::inspect::unified_diff(s)
+        groundwork::host::inspect::render_request(&r, 120),
+        groundwork::host::inspect::align(s),
+        groundwork::host::inspect::unified_diff(s)
     )
 }
 
@@ -455,12 +455,12 @@ fn assert_same_requests(session: &Session, full: &[RequestSnapshot], what: &str)
         );
     }
     // The overview's figures, computed without rebuilding requests.
-    let inspected = groundwork::inspect::requests(session);
+    let inspected = groundwork::host::inspect::requests(session);
     assert_eq!(
-        groundwork::inspect::render_overview_rows(
-            &groundwork::inspect::SessionRequests::of(session).overview()
+        groundwork::host::inspect::render_overview_rows(
+            &groundwork::host::inspect::SessionRequests::of(session).overview()
         ),
-        groundwork::inspect::render_overview(&inspected),
+        groundwork::host::inspect::render_overview(&inspected),
         "{what}: overview"
     );
 }
@@ -634,8 +634,7 @@ fn requests_committed_question_by_question_read_back_exactly_and_the_file_stays_
 
     // Linear: the requests of the second 20 questions take about as much room as those
     // of the first 20 (full copies take three times as much), and far less than copies.
-    let size =
-        |r: &[groundwork::engine::session::LinearRequest]| serde_json::to_vec(r).unwrap().len();
+    let size = |r: &[groundwork::session::LinearRequest]| serde_json::to_vec(r).unwrap().len();
     let reqs = &session.groundwork.requests;
     let (first, second) = (size(&reqs[..60]), size(&reqs[60..]));
     assert!(second * 2 < first * 3, "{first} bytes, then {second}");

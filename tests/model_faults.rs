@@ -15,7 +15,7 @@ use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::capability::ToolOutcome;
 use groundwork::engine::config::ModelConfig;
 use groundwork::engine::events::CoreEvent;
-use groundwork::engine::model::ModelError;
+use groundwork::model::ModelError;
 use serde_json::{Value, json};
 use support::caps::TestCap;
 use support::scripted_server::{
@@ -510,11 +510,12 @@ async fn max_tokens_is_sent_and_a_length_finish_is_marked_cut_off() {
     let response = result.messages.last().unwrap().as_response().unwrap();
     assert_eq!(response.finish_reason.as_deref(), Some("length"));
     assert!(response.is_cut_off());
-    let t = groundwork::transcript::Transcript::build(&result.messages, &result.state);
+    let t = groundwork::host::transcript::Transcript::build(&result.messages, &result.state);
     assert!(t.turns[0].cut_off);
     assert!(t.ledger[0].cut_off);
     assert!(
-        groundwork::transcript::to_markdown(&t, "x").contains("cut off at the model's token limit")
+        groundwork::host::transcript::to_markdown(&t, "x")
+            .contains("cut off at the model's token limit")
     );
 
     config.max_tokens = None;

@@ -19,7 +19,7 @@ use groundwork::engine::config::{ModelConfig, ModelOverrides};
 use groundwork::engine::discover::{Discovery, ModelChoice, choose_model_with, discover_waiting};
 use groundwork::engine::events::CoreEvent;
 use groundwork::engine::messages::{ModelMessage, ModelResponsePart};
-use groundwork::engine::session::Session;
+use groundwork::session::Session;
 use serde_json::Value;
 use support::llama::{
     ALIAS, LlamaOptions, LlamaServer, RecordingProxy, server_deltas, server_usage,

@@ -16,7 +16,7 @@ use groundwork::engine::agent::{RunError, RunInput};
 use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::capability::{Capability, ToolOutcome, ToolOutput};
 use groundwork::engine::events::CoreEvent;
-use groundwork::engine::session::Session;
+use groundwork::session::Session;
 use scenarios_kb::*;
 use serde_json::{Map, Value, json};
 use support::caps::TestCap;

@@ -10,7 +10,7 @@ use groundwork::engine::messages::{
     BinaryContent, ModelMessage, ModelRequestPart, ModelResponsePart, UserContent,
     UserContentValue, messages_from_json,
 };
-use groundwork::engine::session::{Session, SessionError};
+use groundwork::session::{Session, SessionError};
 use serde_json::{Value, json};
 use support::caps::TestCap;
 use support::scripted_server::{Reply, ScriptedServer};
@@ -166,7 +166,7 @@ fn a_haiku_rag_host_session_loads() {
     let session = Session::from_json(&text, Path::new("host.json")).unwrap();
     assert_eq!(
         session.groundwork.version,
-        groundwork::engine::session::SESSION_FORMAT_VERSION
+        groundwork::session::SESSION_FORMAT_VERSION
     );
     assert!(!session.groundwork.scripted_demo);
     let original: Value = serde_json::from_str(&text).unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyModifiers};
 use groundwork::capabilities::state::CitationStatus;
-use groundwork::engine::session::Session;
+use groundwork::session::Session;
 use groundwork::tui::Runtime;
 use groundwork::tui::app::{App, Ended, ImageState, Pane, Popup};
 use support::scripted_server::{Reply, ScriptedServer};
@@ -96,25 +96,25 @@ async fn three_questions_fill_conversation_ledger_and_inspector() {
     let reqs = app.requests();
     assert_eq!(reqs.len(), 9);
     let follow_up = &reqs[4].snapshot;
-    let rows = groundwork::inspect::align(follow_up);
+    let rows = groundwork::host::inspect::align(follow_up);
     let marks: Vec<_> = rows
         .iter()
         .flat_map(|r| r.parts.iter().map(|p| p.mark))
         .collect();
     assert!(
-        marks.contains(&groundwork::inspect::PartMark::Capsule)
-            && marks.contains(&groundwork::inspect::PartMark::Receipt),
+        marks.contains(&groundwork::host::inspect::PartMark::Capsule)
+            && marks.contains(&groundwork::host::inspect::PartMark::Receipt),
         "{marks:?}"
     );
     assert!(follow_up.compacted_tokens.total < follow_up.raw_tokens.total);
     // The redirect is a marked part of the third question's second request.
     let redirect = &reqs[8].snapshot;
-    let marks: Vec<_> = groundwork::inspect::align(redirect)
+    let marks: Vec<_> = groundwork::host::inspect::align(redirect)
         .iter()
         .flat_map(|r| r.parts.iter().map(|p| p.mark))
         .collect();
     assert!(
-        marks.contains(&groundwork::inspect::PartMark::Redirect),
+        marks.contains(&groundwork::host::inspect::PartMark::Redirect),
         "{marks:?}"
     );
     // The session was saved after each question, and reloads to the same transcript.

@@ -4,7 +4,7 @@
 //!
 //! A run works on copies: [`RunInput`] hands over the history and state by value, and
 //! the caller commits [`RunResult::messages`] / [`RunResult::state`] only on success
-//! (see [`super::session::Session::commit_run`]). A failed or cancelled run therefore
+//! (see [`crate::session::Session::commit_run`]). A failed or cancelled run therefore
 //! leaves the caller's history and state untouched.
 //!
 //! Deferred loading (SPEC §12) lives here too: the catalogue in the instructions while
@@ -30,8 +30,8 @@ use super::messages::{
     ModelResponsePart, RetryPromptPart, ToolCallPart, ToolReturnPart, UserContent,
     UserContentValue, UserPromptPart,
 };
-use super::model::{ChatModel, ModelError, ModelRequestParams, StreamDelta};
 use super::prompts;
+use crate::model::{ChatModel, ModelError, ModelRequestParams, StreamDelta};
 
 /// Name of the engine-owned tool that loads a deferred capability (reserved).
 pub const LOAD_CAPABILITY_TOOL: &str = "load_capability";

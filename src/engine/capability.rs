@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 
 use super::cancel::CancelToken;
 use super::messages::{ModelMessage, ModelResponse, UserContent, UserContentValue};
-pub use super::model::BoxFuture;
+pub use crate::model::BoxFuture;
 
 /// A tool offered to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

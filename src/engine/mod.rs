@@ -1,5 +1,5 @@
-//! The capability engine: message model, model client, capability interface, agent
-//! loop, deferred loading, events and sessions. No terminal code lives here.
+//! The capability engine: message model, capability interface, agent loop, deferred
+//! loading and events. No terminal code lives here.
 //!
 //! A host runs a question like this:
 //!
@@ -7,7 +7,8 @@
 //! # async fn demo() -> anyhow::Result<()> {
 //! use std::sync::Arc;
 //! use groundwork::engine::{agent::{Agent, RunInput}, cancel::CancelToken,
-//!     config::{ModelConfig, ModelOverrides}, model::OpenAiModel, session::Session};
+//!     config::{ModelConfig, ModelOverrides}};
+//! use groundwork::{model::OpenAiModel, session::Session};
 //!
 //! let env: std::collections::HashMap<String, String> = std::env::vars().collect();
 //! let config = ModelConfig::load(
@@ -35,6 +36,4 @@ pub mod config;
 pub mod discover;
 pub mod events;
 pub mod messages;
-pub mod model;
 pub mod prompts;
-pub mod session;

@@ -23,6 +23,7 @@ pub mod docling;
 pub mod html;
 pub mod markdown;
 pub mod pdf;
+pub mod pipeline;
 pub mod text;
 
 pub use chunker::{ChunkOptions, chunk};

@@ -13,14 +13,14 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent
 use ratatui::layout::Rect;
 use ratatui_textarea::TextArea;
 
-use crate::ask::AskOptions;
 use crate::capabilities::state::{EvidenceState, StateKind};
 use crate::engine::cancel::CancelToken;
 use crate::engine::events::{CoreEvent, OutputSummary, RequestSnapshot, ToolCallStatus};
 use crate::engine::messages::{BinaryContent, UserContent, UserContentValue};
-use crate::engine::session::{RunTiming, Session};
-use crate::inspect::InspectedRequest;
-use crate::transcript::{StepStatus, ToolStep, Transcript, Turn, tool_summary};
+use crate::host::ask::AskOptions;
+use crate::host::inspect::InspectedRequest;
+use crate::host::transcript::{StepStatus, ToolStep, Transcript, Turn, tool_summary};
+use crate::session::{RunTiming, Session};
 
 use super::background::Background;
 use super::keymap::{Action, Keymap};
@@ -458,7 +458,8 @@ impl App {
     /// Rebuilds everything derived from the committed session.
     fn rebuild(&mut self) {
         self.transcript = Transcript::build(&self.session.messages, &self.session.state);
-        self.committed_requests = (0..crate::inspect::SessionRequests::of(&self.session).len())
+        self.committed_requests = (0..crate::host::inspect::SessionRequests::of(&self.session)
+            .len())
             .map(|_| std::cell::OnceCell::new())
             .collect();
         *self.inspector_cache.borrow_mut() = None;
@@ -491,7 +492,7 @@ impl App {
 
     /// Committed and live requests, in order.
     pub fn requests(&self) -> Vec<InspectedRequest> {
-        let mut out = crate::inspect::requests(&self.session);
+        let mut out = crate::host::inspect::requests(&self.session);
         if let Some(live) = &self.live {
             for s in &live.requests {
                 out.push(InspectedRequest {
@@ -523,7 +524,7 @@ impl App {
         let c = self.committed_requests.len();
         if i < c {
             let r = self.committed_requests[i].get_or_init(|| {
-                crate::inspect::SessionRequests::of(&self.session)
+                crate::host::inspect::SessionRequests::of(&self.session)
                     .get(i + 1)
                     .expect("counted in rebuild")
             });
@@ -1084,12 +1085,15 @@ impl App {
                 let (path, contents) = if action == Action::ExportMarkdown {
                     (
                         base.with_extension("md"),
-                        crate::transcript::to_markdown(&self.transcript, &self.export_title()),
+                        crate::host::transcript::to_markdown(
+                            &self.transcript,
+                            &self.export_title(),
+                        ),
                     )
                 } else {
                     (
                         base.with_extension("export.json"),
-                        serde_json::to_string_pretty(&crate::transcript::to_json(
+                        serde_json::to_string_pretty(&crate::host::transcript::to_json(
                             &self.transcript,
                             &self.session.messages,
                             &self.session.state,
@@ -1343,7 +1347,7 @@ impl App {
     }
 
     /// The chunks listed for the selected ledger row: cited, then retrieved-not-cited.
-    pub fn ledger_chunks(&self) -> Vec<(&crate::transcript::LedgerChunk, bool)> {
+    pub fn ledger_chunks(&self) -> Vec<(&crate::host::transcript::LedgerChunk, bool)> {
         let rows = self.visible_ledger();
         let Some(&i) = rows.get(self.ledger.selected) else {
             return Vec::new();
@@ -1794,14 +1798,14 @@ impl App {
     }
 
     fn apply_filter(&mut self, labels: Vec<String>) {
-        let sql = crate::transcript::document_filter_sql(&labels);
+        let sql = crate::host::transcript::document_filter_sql(&labels);
         if !self.session.state.contains_key(StateKind::Rag.namespace()) {
             self.session.state.insert(
                 StateKind::Rag.namespace().into(),
                 EvidenceState::empty(StateKind::Rag).to_value(),
             );
         }
-        crate::transcript::set_document_filter(&mut self.session.state, sql.as_deref());
+        crate::host::transcript::set_document_filter(&mut self.session.state, sql.as_deref());
         self.notice = Some(if labels.is_empty() {
             "No filter (all documents)".into()
         } else {

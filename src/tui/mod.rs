@@ -26,12 +26,12 @@ use ratatui_image::picker::{Picker, ProtocolType};
 use serde::Deserialize;
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
-use crate::ask::{AskOptions, CapabilityChoice};
 use crate::config::AppConfig;
 use crate::engine::agent::RunInput;
 use crate::engine::events::CoreEvent;
-use crate::engine::model::ChatModel;
-use crate::engine::session::Session;
+use crate::host::ask::{AskOptions, CapabilityChoice};
+use crate::model::ChatModel;
+use crate::session::Session;
 use crate::store::Store;
 
 use app::{App, Effect, ImageMeta, ImageTarget, Msg};
@@ -340,7 +340,7 @@ fn execute(
                 sandbox_worker: services.sandbox_worker.clone(),
                 ..options
             };
-            let agent = match crate::ask::build_agent(model, store, &services.config, &opts) {
+            let agent = match crate::host::ask::build_agent(model, store, &services.config, &opts) {
                 Ok(a) => a,
                 Err(e) => {
                     fail(e.to_string());
@@ -381,7 +381,7 @@ fn execute(
         Effect::Export { path, contents } => {
             let tx = msg_tx.clone();
             tokio::task::spawn_blocking(move || {
-                let msg = match crate::engine::session::write_atomic(&path, contents.as_bytes()) {
+                let msg = match crate::session::write_atomic(&path, contents.as_bytes()) {
                     Ok(()) => Msg::Notice(format!(
                         "exported {}",
                         path.file_name()

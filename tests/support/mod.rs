@@ -14,7 +14,7 @@ use std::sync::Arc;
 use groundwork::engine::agent::{Agent, AgentBuilder};
 use groundwork::engine::config::{ApiKey, ModelConfig};
 use groundwork::engine::events::CoreEvent;
-use groundwork::engine::model::OpenAiModel;
+use groundwork::model::OpenAiModel;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 /// The API key every test client sends; tests assert it leaks nowhere.

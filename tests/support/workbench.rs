@@ -8,8 +8,8 @@ use std::time::Duration;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use groundwork::config::AppConfig;
 use groundwork::embed::{self, EmbedderSpec};
-use groundwork::engine::model::OpenAiModel;
-use groundwork::engine::session::Session;
+use groundwork::model::OpenAiModel;
+use groundwork::session::Session;
 use groundwork::store::Store;
 use groundwork::store::types::SearchResult;
 use groundwork::tui::app::{App, HostInfo, Msg, Pane};
@@ -53,11 +53,11 @@ pub async fn demo_kb() -> DemoKb {
         .set_embedder(embed::build(&spec, &Default::default()).unwrap())
         .unwrap();
     // As the first run ingests it: demo URIs and stable ids.
-    let report = groundwork::pipeline::ingest_paths_with(
+    let report = groundwork::ingest::pipeline::ingest_paths_with(
         &store,
         &[demo_dir()],
         &(),
-        &groundwork::demo::ingest_options(&demo_dir()),
+        &groundwork::host::demo::ingest_options(&demo_dir()),
     )
     .await
     .unwrap();

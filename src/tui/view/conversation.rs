@@ -10,7 +10,7 @@ use ratatui::widgets::Paragraph;
 
 use super::{SPINNER, markdown, pane_block, plain, title};
 use crate::capabilities::state::CitationStatus;
-use crate::transcript::{LedgerRow, StepStatus, ToolStep, Turn};
+use crate::host::transcript::{LedgerRow, StepStatus, ToolStep, Turn};
 use crate::tui::app::{App, Ended, Pane};
 use crate::tui::theme::Theme;
 use crate::tui::wrap::wrap_lines;

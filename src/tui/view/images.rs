@@ -22,7 +22,7 @@ pub fn sent_in_selected(app: &App, chunk_id: &str, self_ref: Option<&str>) -> bo
     };
     let needle = format!("[{chunk_id}] ({self_ref})");
     s.compacted.iter().any(|m| {
-        crate::inspect::part_texts(m)
+        crate::host::inspect::part_texts(m)
             .iter()
             .any(|(_, text)| text.contains(&needle))
     })

@@ -9,7 +9,7 @@ use ratatui::widgets::Paragraph;
 
 use super::{pane_block, title};
 use crate::engine::events::RequestSnapshot;
-use crate::inspect::{PartMark, align, unified_diff};
+use crate::host::inspect::{PartMark, align, unified_diff};
 use crate::tui::app::{App, Pane};
 use crate::tui::theme::Theme;
 use crate::tui::wrap::{truncate, wrap_line};

@@ -9,8 +9,8 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::config::AppConfig;
 use crate::embed::{self, EmbedOverrides, EmbedderSpec};
+use crate::ingest::pipeline::{self, Outcome};
 use crate::paths::{self, Env};
-use crate::pipeline::{self, Outcome};
 use crate::store::{Store, StoreError, format};
 
 #[derive(Debug, Parser)]
@@ -36,7 +36,7 @@ pub struct WorkbenchArgs {
     /// Evidence capability for questions in the workbench (repeatable): rag (default) or
     /// analysis.
     #[arg(long = "capability", value_name = "NAME")]
-    pub capabilities: Vec<crate::ask::CapabilityChoice>,
+    pub capabilities: Vec<crate::host::ask::CapabilityChoice>,
     /// Register several capabilities eagerly instead of deferred.
     #[arg(long)]
     pub eager: bool,
@@ -105,7 +105,7 @@ pub struct OpenArgs {
     pub session: String,
     /// Evidence capability for new questions (repeatable): rag (default) or analysis.
     #[arg(long = "capability", value_name = "NAME")]
-    pub capabilities: Vec<crate::ask::CapabilityChoice>,
+    pub capabilities: Vec<crate::host::ask::CapabilityChoice>,
     /// Register several capabilities eagerly instead of deferred.
     #[arg(long)]
     pub eager: bool,
@@ -116,7 +116,7 @@ pub struct AskArgs {
     pub question: String,
     /// Evidence capability to register (repeatable): rag (default) or analysis.
     #[arg(long = "capability", value_name = "NAME")]
-    pub capabilities: Vec<crate::ask::CapabilityChoice>,
+    pub capabilities: Vec<crate::host::ask::CapabilityChoice>,
     /// Register several capabilities eagerly instead of deferred.
     #[arg(long)]
     pub eager: bool,
@@ -343,7 +343,7 @@ pub async fn ensure_demo_db(ctx: &CmdContext) -> Result<bool> {
         return Ok(false);
     }
     let corpus_dir = paths::data_dir(&ctx.env).join("demo");
-    let docs = crate::demo::write_corpus(&corpus_dir)
+    let docs = crate::host::demo::write_corpus(&corpus_dir)
         .with_context(|| format!("cannot write the demo corpus to {}", corpus_dir.display()))?;
     eprintln!(
         "first run: building the demo knowledge base in {} from the bundled corpus",
@@ -351,7 +351,12 @@ pub async fn ensure_demo_db(ctx: &CmdContext) -> Result<bool> {
     );
     let started = std::time::Instant::now();
     let store = open_or_create(ctx).await?;
-    let report = ingest_with_bar(&store, &docs, &crate::demo::ingest_options(&corpus_dir)).await?;
+    let report = ingest_with_bar(
+        &store,
+        &docs,
+        &crate::host::demo::ingest_options(&corpus_dir),
+    )
+    .await?;
     eprintln!(
         "demo knowledge base ready: {} documents, {} chunks in {:.1}s",
         docs.len() - report.failed().len(),
@@ -389,7 +394,7 @@ async fn workbench(
     global: &GlobalArgs,
     open: Option<OpenArgs>,
 ) -> Result<ExitCode> {
-    use crate::engine::session::Session;
+    use crate::session::Session;
     use crate::tui;
     // Without a terminal, say so before any set-up (first-run ingest, model probing).
     tui::require_terminal()?;
@@ -413,18 +418,18 @@ async fn workbench(
             None
         }
     };
-    let model: Option<std::sync::Arc<dyn crate::engine::model::ChatModel>> = match choice.config() {
-        Some(c) => Some(std::sync::Arc::new(crate::engine::model::OpenAiModel::new(
+    let model: Option<std::sync::Arc<dyn crate::model::ChatModel>> = match choice.config() {
+        Some(c) => Some(std::sync::Arc::new(crate::model::OpenAiModel::new(
             c.clone(),
         )?)),
         None => None,
     };
     let sessions_dir = paths::data_dir(&ctx.env).join("sessions");
-    let new_path = || crate::engine::session::new_session_path(&sessions_dir);
+    let new_path = || crate::session::new_session_path(&sessions_dir);
     let (session, path) = if open.session == "demo"
         || (open.session.is_empty() && global.session.is_none() && fresh_demo)
     {
-        match crate::demo::session() {
+        match crate::host::demo::session() {
             // Questions asked on top of the demo are saved to a new file.
             Some(s) => (s?, Some(new_path())),
             None => (Session::new(model_name(&choice)), Some(new_path())),
@@ -448,8 +453,8 @@ async fn workbench(
         .capabilities
         .iter()
         .map(|c| match c {
-            crate::ask::CapabilityChoice::Rag => "rag".to_string(),
-            crate::ask::CapabilityChoice::Analysis => "analysis".to_string(),
+            crate::host::ask::CapabilityChoice::Rag => "rag".to_string(),
+            crate::host::ask::CapabilityChoice::Analysis => "analysis".to_string(),
         })
         .collect();
     if capabilities.is_empty() {
@@ -747,11 +752,11 @@ async fn list(ctx: &CmdContext, a: ListArgs) -> Result<ExitCode> {
 }
 
 async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCode> {
-    use crate::engine::session::Session;
+    use crate::session::Session;
     if a.question.trim().is_empty() {
-        bail!(crate::ask::AskError::EmptyQuestion);
+        bail!(crate::host::ask::AskError::EmptyQuestion);
     }
-    let options = crate::ask::AskOptions {
+    let options = crate::host::ask::AskOptions {
         capabilities: a.capabilities.clone(),
         eager: a.eager,
         compaction: !a.no_compaction,
@@ -770,23 +775,21 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
         crate::engine::discover::ModelChoice::Configured(c) => c,
     };
     let model_name = model_config.model.clone();
-    let model = std::sync::Arc::new(crate::engine::model::OpenAiModel::new(model_config)?);
+    let model = std::sync::Arc::new(crate::model::OpenAiModel::new(model_config)?);
     let store = std::sync::Arc::new(ctx.open_store().await?);
-    let agent = crate::ask::build_agent(model, store, &ctx.config, &options)?;
+    let agent = crate::host::ask::build_agent(model, store, &ctx.config, &options)?;
     let path = match &global.session {
         Some(p) => p.clone(),
-        None => {
-            crate::engine::session::new_session_path(&paths::data_dir(&ctx.env).join("sessions"))
-        }
+        None => crate::session::new_session_path(&paths::data_dir(&ctx.env).join("sessions")),
     };
     // One writer from loading to committing: a second `ask` on this session is refused.
-    let _lock = crate::engine::session::SessionLock::acquire(&path)?;
+    let _lock = crate::session::SessionLock::acquire(&path)?;
     let mut session = if path.exists() {
         Session::load(&path)?
     } else {
         Session::new(model_name)
     };
-    let outcome = crate::ask::ask(
+    let outcome = crate::host::ask::ask(
         &agent,
         &mut session,
         &a.question,
@@ -868,7 +871,7 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
             );
             Ok(ExitCode::FAILURE)
         }
-        Ok(crate::engine::session::Saved {
+        Ok(crate::session::Saved {
             note: Some(note), ..
         }) => bail!("{note}"),
         Ok(_) => Ok(ExitCode::SUCCESS),
@@ -878,9 +881,9 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
 /// Writes `session` to `path` (creating its folder), or beside it when another writer
 /// changed it meanwhile.
 fn save_session(
-    session: &crate::engine::session::Session,
+    session: &crate::session::Session,
     path: &std::path::Path,
-) -> Result<crate::engine::session::Saved> {
+) -> Result<crate::session::Saved> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
@@ -888,9 +891,9 @@ fn save_session(
 }
 
 fn inspect(a: InspectArgs) -> Result<ExitCode> {
-    let session = crate::engine::session::Session::load(&a.session)?;
+    let session = crate::session::Session::load(&a.session)?;
     // Only what is shown is rebuilt: one request, or the overview's figures.
-    let reqs = crate::inspect::SessionRequests::of(&session);
+    let reqs = crate::host::inspect::SessionRequests::of(&session);
     let selected: Vec<_> = match a.request {
         Some(n) => {
             let Some(r) = reqs.get(n) else {
@@ -915,7 +918,11 @@ fn inspect(a: InspectArgs) -> Result<ExitCode> {
         writeln!(out, "(a scripted demonstration, not a model's work)")?;
     }
     match a.request {
-        Some(_) => write!(out, "{}", crate::inspect::render_request(&selected[0], 120))?,
+        Some(_) => write!(
+            out,
+            "{}",
+            crate::host::inspect::render_request(&selected[0], 120)
+        )?,
         None => {
             writeln!(
                 out,
@@ -927,7 +934,7 @@ fn inspect(a: InspectArgs) -> Result<ExitCode> {
             write!(
                 out,
                 "{}",
-                crate::inspect::render_overview_rows(&reqs.overview())
+                crate::host::inspect::render_overview_rows(&reqs.overview())
             )?;
         }
     }

@@ -7,31 +7,31 @@ use std::path::{Path, PathBuf};
 pub const CORPUS: &[(&str, &[u8])] = &[
     (
         "battery-maintenance-guide.md",
-        include_bytes!("../assets/demo/battery-maintenance-guide.md"),
+        include_bytes!("../../assets/demo/battery-maintenance-guide.md"),
     ),
     (
         "microgrid-operator-handbook.md",
-        include_bytes!("../assets/demo/microgrid-operator-handbook.md"),
+        include_bytes!("../../assets/demo/microgrid-operator-handbook.md"),
     ),
     (
         "glossary.html",
-        include_bytes!("../assets/demo/glossary.html"),
+        include_bytes!("../../assets/demo/glossary.html"),
     ),
     (
         "operator-log-excerpts.txt",
-        include_bytes!("../assets/demo/operator-log-excerpts.txt"),
+        include_bytes!("../../assets/demo/operator-log-excerpts.txt"),
     ),
     (
         "harbor-point-field-report-2026.pdf",
-        include_bytes!("../assets/demo/harbor-point-field-report-2026.pdf"),
+        include_bytes!("../../assets/demo/harbor-point-field-report-2026.pdf"),
     ),
     (
         "figures/battery-soc.png",
-        include_bytes!("../assets/demo/figures/battery-soc.png"),
+        include_bytes!("../../assets/demo/figures/battery-soc.png"),
     ),
     (
         "figures/monthly-output.png",
-        include_bytes!("../assets/demo/figures/monthly-output.png"),
+        include_bytes!("../../assets/demo/figures/monthly-output.png"),
     ),
 ];
 
@@ -41,8 +41,8 @@ pub const URI_PREFIX: &str = "groundwork-demo:///";
 
 /// How the demo corpus under `root` is ingested: machine-independent URIs and ids derived
 /// from them and the content, so the demo session's chunk ids exist in every demo database.
-pub fn ingest_options(root: &Path) -> crate::pipeline::IngestOptions {
-    crate::pipeline::IngestOptions {
+pub fn ingest_options(root: &Path) -> crate::ingest::pipeline::IngestOptions {
+    crate::ingest::pipeline::IngestOptions {
         uri_root: Some((root.to_path_buf(), URI_PREFIX.to_string())),
         stable_ids: true,
     }
@@ -68,12 +68,10 @@ pub fn write_corpus(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 }
 
 /// The recorded scripted demo session, if this build has one.
-pub const SESSION_JSON: Option<&str> = Some(include_str!("../sessions/demo.json"));
+pub const SESSION_JSON: Option<&str> = Some(include_str!("../../sessions/demo.json"));
 
 /// The demo session, parsed.
-pub fn session()
--> Option<Result<crate::engine::session::Session, crate::engine::session::SessionError>> {
-    SESSION_JSON.map(|text| {
-        crate::engine::session::Session::from_json(text, Path::new("sessions/demo.json"))
-    })
+pub fn session() -> Option<Result<crate::session::Session, crate::session::SessionError>> {
+    SESSION_JSON
+        .map(|text| crate::session::Session::from_json(text, Path::new("sessions/demo.json")))
 }

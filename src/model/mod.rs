@@ -44,10 +44,10 @@ use async_openai::error::{OpenAIError, StreamError};
 use futures::{Future, StreamExt};
 use serde_json::{Value, json};
 
-use super::cancel::CancelToken;
-use super::capability::ToolDef;
-use super::config::ModelConfig;
-use super::messages::{
+use crate::engine::cancel::CancelToken;
+use crate::engine::capability::ToolDef;
+use crate::engine::config::ModelConfig;
+use crate::engine::messages::{
     ModelMessage, ModelRequestPart, ModelResponse, ModelResponsePart, UserContent, UserContentValue,
 };
 

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use crate::engine::events::RequestSnapshot;
 use crate::engine::messages::ModelMessage;
-use crate::engine::session::Session;
-use crate::engine::session::linear::{self, LinearRequest, Piece, RawRef, Tables};
+use crate::session::Session;
+use crate::session::linear::{self, LinearRequest, Piece, RawRef, Tables};
 
 /// One request as `inspect` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -474,7 +474,7 @@ fn classify(raw: Option<&str>, sent: Option<&str>) -> PartMark {
     let capsule_first = capsule_header().lines().next().unwrap_or_default();
     match (raw, sent) {
         (Some(r), Some(s)) if r == s => {
-            if s.contains(crate::transcript::REDIRECT_TAG) {
+            if s.contains(crate::host::transcript::REDIRECT_TAG) {
                 PartMark::Redirect
             } else {
                 PartMark::Same
@@ -485,7 +485,7 @@ fn classify(raw: Option<&str>, sent: Option<&str>) -> PartMark {
         (Some(r), Some(s)) if r.matches("[image:").count() > s.matches("[image:").count() => {
             PartMark::StrippedPicture
         }
-        (None, Some(s)) if s.contains(crate::transcript::REDIRECT_TAG) => PartMark::Redirect,
+        (None, Some(s)) if s.contains(crate::host::transcript::REDIRECT_TAG) => PartMark::Redirect,
         (Some(_), Some(_)) => PartMark::Changed,
         (None, Some(_)) => PartMark::Added,
         (Some(_), None) => PartMark::Removed,

@@ -24,9 +24,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::agent::{RunError, RunResult};
-use super::events::RequestSnapshot;
-use super::messages::ModelMessage;
+use crate::engine::agent::{RunError, RunResult};
+use crate::engine::events::RequestSnapshot;
+use crate::engine::messages::ModelMessage;
 
 pub use disk::{kept_path, new_session_path, remove_stale_temps, write_atomic};
 pub use linear::{LinearRequest, RequestTotals, Tables};

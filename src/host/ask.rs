@@ -18,13 +18,13 @@ use crate::engine::agent::{Agent, RunInput, RunOutput};
 use crate::engine::cancel::CancelToken;
 use crate::engine::capability::Capability;
 use crate::engine::events::{CoreEvent, RequestSnapshot};
-use crate::engine::model::ChatModel;
-use crate::engine::session::Session;
+use crate::model::ChatModel;
+use crate::session::Session;
 use crate::store::Store;
 
 /// The host's own system preamble (SPEC §1.1 `AGENT_PREAMBLE`), in our words.
 pub fn agent_preamble() -> &'static str {
-    include_str!("../assets/prompts/agent_preamble.md")
+    include_str!("../../assets/prompts/agent_preamble.md")
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
