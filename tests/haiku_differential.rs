@@ -18,8 +18,8 @@ use support::copy_dir;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use groundwork::capabilities::compaction::hook::EvidenceCompactionCapability;
 use groundwork::capabilities::compaction::{capsule_header, group_label, receipt};
-use groundwork::capabilities::compactor::EvidenceCompactionCapability;
 use groundwork::capabilities::policy::CitationPolicyCapability;
 use groundwork::capabilities::rag::RagCapability;
 use groundwork::config::AppConfig;

@@ -7,8 +7,8 @@ mod support;
 
 use std::sync::{Arc, Mutex};
 
+use groundwork::capabilities::compaction::hook::EvidenceCompactionCapability;
 use groundwork::capabilities::compaction::{RETRIEVED_IMAGE_TAG, receipt};
-use groundwork::capabilities::compactor::EvidenceCompactionCapability;
 use groundwork::capabilities::policy::{CitationPolicyCapability, REDIRECT_TAG};
 use groundwork::capabilities::rag::{RagCapability, SPEC_PARAMETERS};
 use groundwork::capabilities::state::{

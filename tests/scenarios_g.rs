@@ -8,10 +8,10 @@ mod support;
 
 use std::sync::{Arc, Mutex};
 
+use groundwork::capabilities::compaction::hook::EvidenceCompactionCapability;
 use groundwork::capabilities::compaction::{
     RETRIEVED_IMAGE_TAG, capsule_header, group_label, receipt,
 };
-use groundwork::capabilities::compactor::EvidenceCompactionCapability;
 use groundwork::capabilities::state::{EvidenceState, StateKind};
 use groundwork::engine::agent::{DeferredResults, RunInput, RunResult};
 use groundwork::engine::capability::{Capability, ToolOutcome, ToolOutput};

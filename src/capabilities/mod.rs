@@ -1,7 +1,6 @@
 pub mod analysis;
 pub mod cite;
 pub mod compaction;
-pub mod compactor;
 pub mod evidence;
 pub mod policy;
 pub mod rag;

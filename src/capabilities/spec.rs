@@ -10,7 +10,7 @@ use anyhow::bail;
 use serde_json::Value;
 
 use crate::capabilities::analysis::AnalysisCapability;
-use crate::capabilities::compactor::EvidenceCompactionCapability;
+use crate::capabilities::compaction::hook::EvidenceCompactionCapability;
 use crate::capabilities::policy::CitationPolicyCapability;
 use crate::capabilities::rag::RagCapability;
 use crate::engine::agent::AgentError;

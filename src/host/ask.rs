@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::capabilities::analysis::AnalysisCapability;
-use crate::capabilities::compactor::EvidenceCompactionCapability;
+use crate::capabilities::compaction::hook::EvidenceCompactionCapability;
 use crate::capabilities::policy::CitationPolicyCapability;
 use crate::capabilities::rag::RagCapability;
 use crate::capabilities::state::{self, EvidenceState, StateKind};

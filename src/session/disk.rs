@@ -173,6 +173,18 @@ pub fn kept_path(path: &Path) -> PathBuf {
     }
 }
 
+/// `NAME.WHAT` beside `path`, a name nothing else has (`-N` added when taken).
+pub(crate) fn beside(path: &Path, what: &str) -> PathBuf {
+    let base = format!("{}.{what}", file_name(path));
+    let mut p = dir_of(path).join(&base);
+    let mut n = 1;
+    while p.exists() {
+        n += 1;
+        p = dir_of(path).join(format!("{base}-{n}"));
+    }
+    p
+}
+
 /// What identifies one version of a file: which file it is, its size and modification
 /// time. Every atomic save makes a new file, so a save by anyone else changes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,6 +217,8 @@ impl Stamp {
 #[derive(Default)]
 struct Known {
     stamps: HashMap<PathBuf, Stamp>,
+    /// The journal beside each session file, as this process last wrote or read it.
+    journals: HashMap<PathBuf, Option<Stamp>>,
     moved: HashMap<PathBuf, PathBuf>,
 }
 
@@ -220,6 +234,11 @@ fn key(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// Whether two paths name the same session file.
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
+    key(a) == key(b)
+}
+
 /// Remembers the version of `path` this process read or wrote.
 pub(crate) fn remember(path: &Path, stamp: Stamp) {
     known().stamps.insert(key(path), stamp);
@@ -232,6 +251,23 @@ pub(crate) fn unchanged(path: &Path) -> bool {
         return true;
     };
     known().stamps.get(&key(path)).is_none_or(|s| *s == now)
+}
+
+/// Remembers the version of the journal beside session `path` (`None`: no journal).
+pub(crate) fn remember_journal(path: &Path, stamp: Option<Stamp>) {
+    known().journals.insert(key(path), stamp);
+}
+
+/// Whether the journal beside session `path` is still the version this process last
+/// read or wrote (also true when the process never saw it, or there is none).
+pub(crate) fn journal_unchanged(path: &Path) -> bool {
+    let Some(now) = Stamp::of_path(&super::journal::journal_path(path)) else {
+        return true;
+    };
+    known()
+        .journals
+        .get(&key(path))
+        .is_none_or(|s| s.as_ref() == Some(&now))
 }
 
 /// Where saves of `path` go since they could not go to `path` itself.

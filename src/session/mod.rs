@@ -8,12 +8,15 @@
 //!
 //! Saving is atomic ([`disk::write_atomic`]): a temporary file named after the writer's
 //! pid is written, synced and renamed over the target; temporaries of killed writers are
-//! removed on the next save or load. One writer at a time: `ask` holds the session's lock
+//! removed on the next save or load. Once a session file is long, a save appends only what
+//! the question added to a journal beside it and rewrites the file now and then
+//! ([`journal`]), so saving costs what the question added. One writer at a time: `ask` holds the session's lock
 //! ([`lock::SessionLock`]) from loading to committing, the workbench while saving, and a
 //! save refuses to overwrite a file that another writer changed since this process read
 //! or wrote it ([`Session::save_or_keep`] then keeps the conversation beside it).
 
 mod disk;
+pub mod journal;
 pub mod linear;
 mod lock;
 
@@ -29,6 +32,7 @@ use crate::engine::events::RequestSnapshot;
 use crate::engine::messages::ModelMessage;
 
 pub use disk::{kept_path, new_session_path, remove_stale_temps, write_atomic};
+pub use journal::{Policy, journal_path};
 pub use linear::{LinearRequest, RequestTotals, Tables};
 pub use lock::{SessionLock, lock_path};
 
@@ -56,6 +60,70 @@ pub struct Session {
     /// Top-level keys other hosts wrote, kept.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+    /// What the file holds as this session last read or saved it (for incremental saves).
+    #[serde(skip)]
+    saved: SavedImage,
+}
+
+/// The [`journal::Image`] of a session; never part of comparisons, copied with the
+/// session.
+#[derive(Default)]
+struct SavedImage(std::sync::Mutex<Option<journal::Image>>);
+
+impl SavedImage {
+    fn get(&self) -> Option<journal::Image> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set(&self, image: Option<journal::Image>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = image;
+    }
+
+    /// Only the first `messages` messages (and `requests` requests) are still as saved.
+    fn lower(&self, messages: usize, requests: usize) {
+        if let Some(i) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            i.messages_clean = i.messages_clean.min(messages);
+            i.requests_clean = i.requests_clean.min(requests);
+        }
+    }
+}
+
+impl Clone for SavedImage {
+    fn clone(&self) -> Self {
+        SavedImage(std::sync::Mutex::new(self.get()))
+    }
+}
+
+impl PartialEq for SavedImage {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for SavedImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SavedImage")
+    }
+}
+
+/// A session as written whole: the session with the snapshot's identity (and the one it
+/// folded) in `groundwork`.
+#[derive(Serialize)]
+struct SnapshotOut<'a> {
+    messages: &'a [ModelMessage],
+    state: &'a Map<String, Value>,
+    groundwork: MetaOut<'a>,
+    #[serde(flatten)]
+    extra: &'a Map<String, Value>,
+}
+
+#[derive(Serialize)]
+struct MetaOut<'a> {
+    #[serde(flatten)]
+    meta: &'a GroundworkMeta,
+    snapshot: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous_snapshot: Option<&'a str>,
 }
 
 /// Groundwork's part of a session file.
@@ -183,12 +251,15 @@ impl From<SessionFile> for Session {
             state: f.state,
             groundwork: GroundworkMeta::default(),
             extra: f.extra,
+            saved: SavedImage::default(),
         };
         let Some(g) = f.groundwork else {
             return session;
         };
         let mut extra = g.extra;
         extra.remove("version");
+        extra.remove("snapshot");
+        extra.remove("previous_snapshot");
         session.groundwork = GroundworkMeta {
             version: SESSION_FORMAT_VERSION,
             model: g.model,
@@ -275,6 +346,14 @@ pub enum SessionError {
         /// The holder's pid, when it could be read.
         pid: Option<u32>,
     },
+    /// The journal beside a session file cannot be applied.
+    #[error("{message}")]
+    Journal {
+        /// The journal.
+        path: PathBuf,
+        /// What is wrong, naming the file.
+        message: String,
+    },
     /// The file changed on disk since this process read or wrote it.
     #[error("{} changed on disk since this process read it (another program wrote it)", path.display())]
     Changed {
@@ -303,6 +382,7 @@ impl Session {
                 ..GroundworkMeta::default()
             },
             extra: Map::new(),
+            saved: SavedImage::default(),
         }
     }
 
@@ -354,6 +434,8 @@ impl Session {
             for r in &mut self.groundwork.requests {
                 r.rebase(&self.messages, messages.len(), &changed);
             }
+            let first = changed.first().copied().unwrap_or(usize::MAX);
+            self.saved.lower(first.min(messages.len()), 0);
         }
         self.messages = messages;
     }
@@ -415,7 +497,8 @@ impl Session {
         })
     }
 
-    /// Loads a session file (and removes temporaries killed writers left beside it).
+    /// Loads a session file (and removes temporaries killed writers left beside it),
+    /// with the journal beside it applied ([`journal`]).
     pub fn load(path: &Path) -> Result<Self, SessionError> {
         let io = |source| SessionError::Io {
             action: "read",
@@ -426,10 +509,61 @@ impl Session {
         let stamp = file.metadata().map(|m| disk::Stamp::of(&m)).map_err(io)?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(io)?;
-        let session = Session::from_json(&text, path)?;
+        let (mut session, ids) = Session::parse(&text, path)?;
         disk::remember(path, stamp);
         disk::remove_stale_temps(path);
+        let journal_stamp = disk::Stamp::of_path(&journal_path(path));
+        let bytes = text.len() as u64;
+        drop(text);
+        let replay = journal::replay(path, &mut session, &ids, bytes).map_err(|message| {
+            SessionError::Journal {
+                path: journal_path(path),
+                message,
+            }
+        })?;
+        let image = match replay {
+            journal::Replay::Applied(image) => {
+                disk::remember_journal(path, journal_stamp);
+                Some(*image)
+            }
+            other => {
+                if let journal::Replay::Orphaned(aside) = other {
+                    tracing::warn!(
+                        "{}: its journal continues an earlier version of the file (another \
+                         program rewrote it); the journal is kept in {}",
+                        path.display(),
+                        aside.display()
+                    );
+                }
+                disk::remember_journal(path, None);
+                ids.snapshot
+                    .map(|id| journal::Image::snapshot(path, id, bytes, &session))
+            }
+        };
+        session.saved.set(image);
         Ok(session)
+    }
+
+    /// Parses a session file, with the snapshot identities it carries.
+    fn parse(text: &str, path: &Path) -> Result<(Self, journal::SnapshotIds), SessionError> {
+        let file: SessionFile = serde_json::from_str(text).map_err(|e| SessionError::Corrupt {
+            path: path.to_path_buf(),
+            line: e.line(),
+            column: e.column(),
+            message: e.to_string(),
+        })?;
+        let id = |key: &str| {
+            file.groundwork
+                .as_ref()
+                .and_then(|g| g.extra.get(key))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let ids = journal::SnapshotIds {
+            snapshot: id("snapshot"),
+            previous: id("previous_snapshot"),
+        };
+        Ok((Session::from(file), ids))
     }
 
     /// The file's JSON (compact: long sessions are read and written often).
@@ -439,23 +573,108 @@ impl Session {
         Ok(json)
     }
 
-    /// Saves atomically (temp file in the same directory, fsync, rename). Refuses with
-    /// [`SessionError::Changed`] when another writer replaced the file since this process
-    /// last read or wrote it.
+    /// Saves atomically (temp file in the same directory, fsync, rename), or, for a long
+    /// session this process read or saved at `path`, by appending what changed to the
+    /// journal beside it ([`journal`], [`Policy::default`]). Refuses with
+    /// [`SessionError::Changed`] when another writer replaced the file or its journal
+    /// since this process last read or wrote them.
     pub fn save(&self, path: &Path) -> Result<(), SessionError> {
-        let json = self.to_json()?;
+        self.save_with(path, Policy::default())
+    }
+
+    /// [`Session::save`] under `policy`.
+    pub fn save_with(&self, path: &Path, policy: Policy) -> Result<(), SessionError> {
         if !disk::unchanged(path) {
             return Err(SessionError::Changed {
                 path: path.to_path_buf(),
             });
         }
+        if !disk::journal_unchanged(path) {
+            return Err(SessionError::Changed {
+                path: journal_path(path),
+            });
+        }
+        // Append only when this session is the one that last wrote (or read) the files.
+        let image = self.saved.get().filter(|i| {
+            disk::same_file(&i.path, path)
+                && i.snapshot_bytes >= policy.journal_from
+                && journal::current(i)
+        });
+        if let Some(image) = image {
+            let line = journal::record_line(self, &image)?;
+            let journal = image.journal_bytes.max(128) + line.len() as u64;
+            if journal <= image.snapshot_bytes / policy.fold_ratio.max(1) {
+                let stamp = journal::append(&image, &line).map_err(|source| SessionError::Io {
+                    action: "write",
+                    path: journal_path(path),
+                    source,
+                })?;
+                disk::remember_journal(path, Some(stamp.clone()));
+                self.saved.set(Some(journal::after_append(
+                    self,
+                    &image,
+                    line.len() as u64,
+                    stamp,
+                )));
+                return Ok(());
+            }
+        }
+        self.save_whole(path)
+    }
+
+    /// Writes the whole session to `path` as a new snapshot, folding (removing) the
+    /// journal beside it.
+    fn save_whole(&self, path: &Path) -> Result<(), SessionError> {
+        let previous = self
+            .saved
+            .get()
+            .filter(|i| disk::same_file(&i.path, path))
+            .map(|i| i.snapshot);
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let mut json = serde_json::to_vec(&SnapshotOut {
+            messages: &self.messages,
+            state: &self.state,
+            groundwork: MetaOut {
+                meta: &self.groundwork,
+                snapshot: &id,
+                previous_snapshot: previous.as_deref(),
+            },
+            extra: &self.extra,
+        })?;
+        json.push(b'\n');
         let stamp = disk::write_atomic_stamped(path, &json).map_err(|source| SessionError::Io {
             action: "write",
             path: path.to_path_buf(),
             source,
         })?;
         disk::remember(path, stamp);
+        // The journal is folded into the new snapshot. If this removal is cut short, the
+        // journal names the previous snapshot and is removed when next read.
+        match std::fs::remove_file(journal_path(path)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!("cannot remove {}: {e}", journal_path(path).display())
+            }
+            _ => {}
+        }
+        disk::remember_journal(path, None);
+        self.saved.set(Some(journal::Image::snapshot(
+            path,
+            id,
+            json.len() as u64,
+            self,
+        )));
         Ok(())
+    }
+
+    /// Folds the journal beside `path` into the file, so that other programs (haiku.rag,
+    /// pydantic-ai) read everything: the whole session is written.
+    pub fn fold(&self, path: &Path) -> Result<(), SessionError> {
+        if !disk::unchanged(path) {
+            return Err(SessionError::Changed {
+                path: path.to_path_buf(),
+            });
+        }
+        self.save_whole(path)
     }
 
     /// Saves to `path`, never over another writer's work: when another Groundwork process

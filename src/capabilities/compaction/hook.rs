@@ -1,12 +1,13 @@
-//! Evidence compaction (`haiku-rag-evidence-compaction`, SPEC §8.1): the
-//! `wrap_model_request` hook that rewrites the outgoing copy of earlier questions'
-//! evidence through the pure core in [`super::compaction`].
+//! Evidence compaction's hook (`haiku-rag-evidence-compaction`, SPEC §8.1): the
+//! capability whose `wrap_model_request` rewrites the outgoing copy of earlier questions'
+//! evidence through the pure core in [`super`]. The capsule and its fetched pictures are
+//! kept for the run and rebuilt only when its [`CapsuleKey`] no longer holds.
 
 use serde_json::Value;
 
-use crate::capabilities::compaction::{
-    CAPABILITY_ID, EvidenceView, build_capsule, capsule_images_with, compact_history_owned,
-    owned_tools, question_in_progress, require_records,
+use super::{
+    CAPABILITY_ID, CapsuleKey, EvidenceView, build_capsule, capsule_images_with,
+    compact_history_owned, image_media_type, owned_tools, question_in_progress, require_records,
 };
 use crate::capabilities::evidence::{StoreHandle, discover};
 use crate::engine::capability::{BoxFuture, Capability, CapabilityRun, ForRunContext, RunContext};
@@ -44,15 +45,19 @@ impl Capability for EvidenceCompactionCapability {
     }
 }
 
-/// The capsule built for one model request.
+/// The capsule built for the run, with the key it was built under.
 #[derive(Debug, Clone)]
 struct Built {
-    key: (String, usize),
+    key: CapsuleKey,
+    /// The request it was built for: a capsule missing a picture is rebuilt (and the
+    /// picture fetched again) on the next request.
+    step: (String, usize),
+    complete: bool,
     text: String,
     images: Vec<UserContent>,
 }
 
-/// The per-run copy: holds the per-request capsule cache, never persisted.
+/// The per-run copy: holds the run's capsule, never persisted.
 #[derive(Debug, Default)]
 pub struct CompactorRun {
     cache: Option<Built>,
@@ -67,7 +72,7 @@ struct Wanted {
 
 fn decodable(bytes: &[u8]) -> Option<String> {
     image::load_from_memory(bytes).ok()?;
-    crate::capabilities::compaction::image_media_type(bytes)
+    image_media_type(bytes)
         .map(str::to_string)
         .or_else(|| Some("image/png".to_string()))
 }
@@ -83,7 +88,6 @@ impl CapabilityRun for CompactorRun {
         outgoing: Vec<ModelMessage>,
     ) -> BoxFuture<'a, anyhow::Result<Vec<ModelMessage>>> {
         Box::pin(async move {
-            let key = (ctx.run_id.clone(), ctx.run_step);
             // Everything that borrows the registry happens in this block.
             let (boundary, owned, pending) = {
                 let evidence = discover(ctx);
@@ -104,9 +108,15 @@ impl CapabilityRun for CompactorRun {
                 }
                 require_records(&views, &outgoing, boundary)?;
                 let owned = owned_tools(&views);
-                let pending = if self.cache.as_ref().is_some_and(|c| c.key == key) {
+                let step = (ctx.run_id.clone(), ctx.run_step);
+                let reusable = self
+                    .cache
+                    .as_ref()
+                    .is_some_and(|c| (c.complete || c.step == step) && c.key.holds_for(&views));
+                let pending = if reusable {
                     None
                 } else {
+                    let key = CapsuleKey::of(&views);
                     let capsule = build_capsule(&views)?;
                     let wanted: Vec<Wanted> = capsule
                         .pictures
@@ -121,11 +131,11 @@ impl CapabilityRun for CompactorRun {
                             self_ref: p.self_ref.clone(),
                         })
                         .collect();
-                    Some((capsule, wanted))
+                    Some((key, step, capsule, wanted))
                 };
                 (boundary, owned, pending)
             };
-            if let Some((capsule, wanted)) = pending {
+            if let Some((key, step, capsule, wanted)) = pending {
                 let mut fetched: Vec<Option<Vec<u8>>> = Vec::with_capacity(wanted.len());
                 for w in &wanted {
                     let bytes = match w.store.get().await {
@@ -148,8 +158,11 @@ impl CapabilityRun for CompactorRun {
                     },
                     decodable,
                 );
+                let complete = images.len() == 2 * capsule.pictures.len();
                 self.cache = Some(Built {
                     key,
+                    step,
+                    complete,
                     text: capsule.text,
                     images,
                 });

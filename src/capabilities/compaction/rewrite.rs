@@ -1,0 +1,182 @@
+//! The outgoing copy of the history, rewritten for the wire (SPEC §8.3, §8.4, §8.6):
+//! receipts for earlier evidence returns, the capsule on the carrier, our pictures
+//! stripped, and the refusal when a capability's state was not carried.
+
+use super::capsule::EvidenceView;
+use super::{CompactionError, RETRIEVED_IMAGE_TAG, receipt};
+use crate::engine::messages::{
+    ModelMessage, ModelRequestPart, UserContent, UserContentValue, UserPromptPart,
+};
+
+/// Whether a request part is a return of one of `owned`.
+fn owned_return<S: AsRef<str>>(part: &ModelRequestPart, owned: &[S]) -> bool {
+    match part {
+        ModelRequestPart::ToolReturn(r) => owned.iter().any(|o| o.as_ref() == r.tool_name),
+        _ => false,
+    }
+}
+
+/// The last owned tool return below `boundary`, as (message index, part index).
+pub fn find_carrier<S: AsRef<str>>(
+    messages: &[ModelMessage],
+    boundary: usize,
+    owned: &[S],
+) -> Option<(usize, usize)> {
+    let end = boundary.min(messages.len());
+    messages[..end]
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(index, message)| {
+            let request = message.as_request()?;
+            request
+                .parts
+                .iter()
+                .rposition(|p| owned_return(p, owned))
+                .map(|position| (index, position))
+        })
+}
+
+/// Removes our (tagged label, image) pairs from list content (§8.4). Only a string
+/// containing [`RETRIEVED_IMAGE_TAG`] immediately followed by an image is ours, and
+/// both go together.
+pub fn strip_our_pictures(items: &[UserContent]) -> Vec<UserContent> {
+    let mut kept = Vec::with_capacity(items.len());
+    let mut index = 0;
+    while index < items.len() {
+        let ours = matches!(&items[index], UserContent::Text(s) if s.contains(RETRIEVED_IMAGE_TAG))
+            && matches!(items.get(index + 1), Some(UserContent::Binary(b)) if b.is_image());
+        if ours {
+            index += 2;
+            continue;
+        }
+        kept.push(items[index].clone());
+        index += 1;
+    }
+    kept
+}
+
+/// Rewrites a copy of `messages` for the wire (§8.3); see [`compact_history_owned`].
+pub fn compact_history<S: AsRef<str>>(
+    messages: &[ModelMessage],
+    boundary: usize,
+    owned_tool_names: &[S],
+    capsule_text: &str,
+    capsule_images: &[UserContent],
+) -> Vec<ModelMessage> {
+    compact_history_owned(
+        messages.to_vec(),
+        boundary,
+        owned_tool_names,
+        capsule_text,
+        capsule_images,
+    )
+}
+
+/// Whether `items[index]` starts one of our (tagged label, image) pairs.
+fn our_picture_at(items: &[UserContent], index: usize) -> bool {
+    matches!(&items[index], UserContent::Text(s) if s.contains(RETRIEVED_IMAGE_TAG))
+        && matches!(items.get(index + 1), Some(UserContent::Binary(b)) if b.is_image())
+}
+
+/// Whether stripping our pictures leaves nothing of this part.
+fn strips_to_nothing(part: &ModelRequestPart) -> bool {
+    let ModelRequestPart::UserPrompt(prompt) = part else {
+        return false;
+    };
+    let UserContentValue::Items(items) = &prompt.content else {
+        return false;
+    };
+    let mut index = 0;
+    while index < items.len() {
+        if !our_picture_at(items, index) {
+            return false;
+        }
+        index += 2;
+    }
+    true
+}
+
+/// Rewrites the outgoing `messages` for the wire (§8.3), in place: below `boundary`,
+/// every owned tool return becomes the receipt, except the carrier (the newest one),
+/// which gets the capsule when it is non-empty; our pictures are stripped from user
+/// content; the capsule images join the carrier's request as a new user part. Messages
+/// at or after `boundary` are untouched, nothing else is copied, and a request that
+/// stripping would leave without parts is kept as it was.
+pub fn compact_history_owned<S: AsRef<str>>(
+    mut messages: Vec<ModelMessage>,
+    boundary: usize,
+    owned_tool_names: &[S],
+    capsule_text: &str,
+    capsule_images: &[UserContent],
+) -> Vec<ModelMessage> {
+    if boundary == 0 {
+        return messages;
+    }
+    let carrier = find_carrier(&messages, boundary, owned_tool_names);
+    for (index, message) in messages.iter_mut().enumerate().take(boundary) {
+        let ModelMessage::Request(request) = message else {
+            continue;
+        };
+        let adds_images = carrier.is_some_and(|(at, _)| at == index) && !capsule_images.is_empty();
+        if !adds_images && request.parts.iter().all(strips_to_nothing) {
+            // A request with no parts is not a message: keep the original.
+            continue;
+        }
+        for (position, part) in request.parts.iter_mut().enumerate() {
+            let owned = owned_return(part, owned_tool_names);
+            match part {
+                ModelRequestPart::ToolReturn(r) if owned => {
+                    let body = if carrier == Some((index, position)) && !capsule_text.is_empty() {
+                        capsule_text
+                    } else {
+                        receipt()
+                    };
+                    r.content = serde_json::Value::String(body.to_string());
+                }
+                ModelRequestPart::UserPrompt(prompt) => {
+                    if let UserContentValue::Items(items) = &mut prompt.content {
+                        let mut at = 0;
+                        while at < items.len() {
+                            if our_picture_at(items, at) {
+                                items.drain(at..at + 2);
+                            } else {
+                                at += 1;
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        request.parts.retain(|p| {
+            !matches!(p, ModelRequestPart::UserPrompt(u)
+                if matches!(&u.content, UserContentValue::Items(items) if items.is_empty()))
+        });
+        if adds_images {
+            request
+                .parts
+                .push(ModelRequestPart::UserPrompt(UserPromptPart::new(
+                    capsule_images.to_vec(),
+                )));
+        }
+    }
+    messages
+}
+
+/// Refuses to compact when a capability whose state was not carried has owned
+/// returns below the boundary (§8.6). Only that capability's own tools count.
+pub fn require_records(
+    views: &[EvidenceView<'_>],
+    messages: &[ModelMessage],
+    boundary: usize,
+) -> Result<(), CompactionError> {
+    for view in views.iter().filter(|v| !v.state_carried) {
+        if find_carrier(messages, boundary, &view.tool_names).is_some() {
+            return Err(CompactionError::StateNotCarried {
+                capability: view.capability.to_string(),
+            });
+        }
+    }
+    Ok(())
+}

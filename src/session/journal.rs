@@ -1,0 +1,627 @@
+//! Incremental saves: a journal beside the session file.
+//!
+//! A long session's file is big, and rewriting it for every question would cost what the
+//! conversation holds. So once the file (the *snapshot*) is past [`Policy::journal_from`]
+//! bytes, a save appends one line to `NAME.journal` holding only what changed since the
+//! previous save: the messages, requests, table entries and timings added (as a kept
+//! prefix plus new items), the state as a list of changes ([`diff_state`]), and the small
+//! metadata. When the journal grows past a quarter of the snapshot, the next save folds
+//! everything into a new snapshot (atomically, [`super::disk::write_atomic`]) and removes
+//! the journal, so the total written stays proportional to the conversation.
+//!
+//! The snapshot is always a complete session of some earlier save, the file pydantic-ai
+//! and haiku.rag read; Groundwork reads the snapshot and then the journal. The journal's
+//! first line names the snapshot it continues (an identity written into the snapshot's
+//! `groundwork.snapshot`, and its size); records are synced before a save returns. A kill
+//! during an append leaves at most a torn last line, which is ignored (and cut off before
+//! the next append): the file then reads as the previous save. A journal that does not
+//! continue the snapshot beside it (the snapshot was folded and the journal's removal was
+//! interrupted) is removed; one whose snapshot another program rewrote is kept under
+//! `NAME.journal.orphaned-TIME` and never applied.
+
+use std::io::{Seek as _, Write as _};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::disk::Stamp;
+use super::linear::LinearRequest;
+use super::{RunTiming, Session};
+use crate::engine::capability::ToolDef;
+use crate::engine::messages::ModelMessage;
+
+/// Journal format version (the header's `groundwork_journal`).
+const JOURNAL_VERSION: u32 = 1;
+
+/// When saves append to the journal and when they fold it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// Snapshots smaller than this are rewritten whole on every save.
+    pub journal_from: u64,
+    /// The journal is folded once it would exceed the snapshot's size divided by this.
+    pub fold_ratio: u64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            journal_from: 1 << 20,
+            fold_ratio: 4,
+        }
+    }
+}
+
+/// `NAME.journal` beside the session file `NAME`.
+pub fn journal_path(session: &Path) -> PathBuf {
+    let mut name = session
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| "session.json".into());
+    name.push(".journal");
+    session.with_file_name(name)
+}
+
+/// The journal's first line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Header {
+    groundwork_journal: u32,
+    /// The identity of the snapshot it continues.
+    snapshot: String,
+    /// The snapshot's size in bytes.
+    bytes: u64,
+}
+
+/// A list that grew: the first `keep` items of the `base` items saved before, then `add`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Tail<V> {
+    base: usize,
+    keep: usize,
+    add: V,
+}
+
+/// One change to the state: the keys leading to a value, and what happens there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateOp(pub Vec<String>, pub Op);
+
+/// What a [`StateOp`] does at its place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// The value there becomes this one (a new key is added last).
+    Set(Value),
+    /// These items are appended to the array there.
+    Push(Vec<Value>),
+    /// The key is removed.
+    Del,
+}
+
+/// One save's changes (serialized borrowing the session, read back owned).
+#[derive(Debug, Serialize, Deserialize)]
+struct Record<M, R, S, T, W> {
+    seq: u64,
+    messages: Tail<M>,
+    requests: Tail<R>,
+    instructions: Tail<S>,
+    tool_sets: Tail<T>,
+    texts: Tail<S>,
+    timings: Tail<W>,
+    #[serde(default)]
+    state: Vec<StateOp>,
+    /// `groundwork`'s small fields: model, created_at, scripted_demo, labels, extra.
+    meta: Value,
+    /// Top-level keys other hosts wrote.
+    #[serde(default)]
+    extra: Map<String, Value>,
+}
+
+type RecordIn =
+    Record<Vec<ModelMessage>, Vec<LinearRequest>, Vec<String>, Vec<Vec<ToolDef>>, Vec<RunTiming>>;
+
+/// What the files on disk hold, as this session last saved or read them: the lengths
+/// of its lists, the state, and where the journal stands. Everything before
+/// `messages_clean` / `requests_clean` is known to be on disk unchanged.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Image {
+    pub(crate) path: PathBuf,
+    pub(crate) snapshot: String,
+    pub(crate) snapshot_bytes: u64,
+    /// The journal's length up to its last whole record (0: no journal).
+    pub(crate) journal_bytes: u64,
+    pub(crate) seq: u64,
+    pub(crate) messages_clean: usize,
+    pub(crate) requests_clean: usize,
+    /// The file and the journal as this session saw them: when either differs, this
+    /// session is not the one that last wrote them, and its next save writes whole.
+    pub(crate) file_stamp: Option<Stamp>,
+    pub(crate) journal_stamp: Option<Stamp>,
+    lens: Lens,
+    state: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Lens {
+    messages: usize,
+    requests: usize,
+    instructions: usize,
+    tool_sets: usize,
+    texts: usize,
+    timings: usize,
+}
+
+fn lens(s: &Session) -> Lens {
+    Lens {
+        messages: s.messages.len(),
+        requests: s.groundwork.requests.len(),
+        instructions: s.groundwork.tables.instructions.len(),
+        tool_sets: s.groundwork.tables.tool_sets.len(),
+        texts: s.groundwork.tables.texts.len(),
+        timings: s.groundwork.timings.len(),
+    }
+}
+
+impl Image {
+    /// The image of `session` as just written whole to `path`.
+    pub(crate) fn snapshot(path: &Path, snapshot: String, bytes: u64, session: &Session) -> Self {
+        Image {
+            file_stamp: Stamp::of_path(path),
+            journal_stamp: None,
+            path: path.to_path_buf(),
+            snapshot,
+            snapshot_bytes: bytes,
+            journal_bytes: 0,
+            seq: 0,
+            messages_clean: session.messages.len(),
+            requests_clean: session.groundwork.requests.len(),
+            lens: lens(session),
+            state: session.state.clone(),
+        }
+    }
+}
+
+/// The small fields of `groundwork`, whole in every record.
+fn meta_of(s: &Session) -> Value {
+    let g = &s.groundwork;
+    serde_json::json!({
+        "model": g.model,
+        "created_at": g.created_at,
+        "scripted_demo": g.scripted_demo,
+        "labels": g.labels,
+        "extra": g.extra,
+    })
+}
+
+fn apply_meta(s: &mut Session, meta: Value) -> Result<(), serde_json::Error> {
+    #[derive(Deserialize)]
+    struct Meta {
+        model: Option<String>,
+        created_at: chrono::DateTime<chrono::Utc>,
+        scripted_demo: bool,
+        labels: Map<String, Value>,
+        extra: Map<String, Value>,
+    }
+    let m: Meta = serde_json::from_value(meta)?;
+    let g = &mut s.groundwork;
+    g.model = m.model;
+    g.created_at = m.created_at;
+    g.scripted_demo = m.scripted_demo;
+    g.labels = m.labels;
+    g.extra = m.extra;
+    Ok(())
+}
+
+/// The changes that turn `old` into `new`, appended to `ops` (keys under `at`). Objects
+/// are compared key by key, an array that only grew gets its new items, anything else
+/// that differs is set whole; an object whose keys changed order is set whole, so
+/// applying the changes gives `new` exactly, key order included.
+pub fn diff_state(
+    old: &Map<String, Value>,
+    new: &Map<String, Value>,
+    at: &mut Vec<String>,
+    ops: &mut Vec<StateOp>,
+) {
+    for key in old.keys() {
+        if !new.contains_key(key) {
+            at.push(key.clone());
+            ops.push(StateOp(at.clone(), Op::Del));
+            at.pop();
+        }
+    }
+    for (key, value) in new {
+        at.push(key.clone());
+        match (old.get(key), value) {
+            (None, v) => ops.push(StateOp(at.clone(), Op::Set(v.clone()))),
+            (Some(o), v) if identical(o, v) => {}
+            (Some(Value::Object(o)), Value::Object(n)) if same_order(o, n) => {
+                diff_state(o, n, at, ops)
+            }
+            (Some(Value::Array(o)), Value::Array(n))
+                if n.len() > o.len() && o.iter().zip(n).all(|(x, y)| identical(x, y)) =>
+            {
+                ops.push(StateOp(at.clone(), Op::Push(n[o.len()..].to_vec())))
+            }
+            (Some(_), v) => ops.push(StateOp(at.clone(), Op::Set(v.clone()))),
+        }
+        at.pop();
+    }
+}
+
+/// Equality that also holds objects' key order to account (`Value`'s does not).
+fn identical(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len()
+                && a.iter()
+                    .zip(b)
+                    .all(|((ka, va), (kb, vb))| ka == kb && identical(va, vb))
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| identical(x, y))
+        }
+        _ => a == b,
+    }
+}
+
+/// Whether deleting `old`'s missing keys and appending `new`'s new ones keeps `new`'s
+/// order: the kept keys in the same order, the new keys all after them.
+fn same_order(old: &Map<String, Value>, new: &Map<String, Value>) -> bool {
+    let mut kept = old.keys().filter(|k| new.contains_key(*k));
+    let mut seen_new = false;
+    for key in new.keys() {
+        if old.contains_key(key) {
+            if seen_new || kept.next() != Some(key) {
+                return false;
+            }
+        } else {
+            seen_new = true;
+        }
+    }
+    true
+}
+
+/// Applies changes made by [`diff_state`].
+pub fn apply_state(state: &mut Map<String, Value>, ops: Vec<StateOp>) -> Result<(), String> {
+    for StateOp(at, op) in ops {
+        let Some((last, parents)) = at.split_last() else {
+            return Err("a state change without a key".into());
+        };
+        let mut map = &mut *state;
+        for key in parents {
+            map = match map.get_mut(key) {
+                Some(Value::Object(m)) => m,
+                _ => return Err(format!("the state has no object at {}", parents.join("."))),
+            };
+        }
+        match op {
+            Op::Set(v) => {
+                map.insert(last.clone(), v);
+            }
+            Op::Del => {
+                map.shift_remove(last);
+            }
+            Op::Push(items) => match map.get_mut(last) {
+                Some(Value::Array(a)) => a.extend(items),
+                _ => return Err(format!("the state has no array at {}", at.join("."))),
+            },
+        }
+    }
+    Ok(())
+}
+
+fn tail<T>(items: &[T], base: usize, clean: usize) -> Tail<&[T]> {
+    let keep = clean.min(base).min(items.len());
+    Tail {
+        base,
+        keep,
+        add: &items[keep..],
+    }
+}
+
+/// The record of what `session` changed since `image`, as one line (with its newline).
+pub(crate) fn record_line(session: &Session, image: &Image) -> Result<Vec<u8>, serde_json::Error> {
+    let g = &session.groundwork;
+    let t = &g.tables;
+    let now = lens(session);
+    let was = image.lens;
+    // Tables and timings only grow; if one shrank, it is written from the start.
+    let grown = |now: usize, was: usize| if now >= was { was } else { 0 };
+    let mut state = Vec::new();
+    diff_state(&image.state, &session.state, &mut Vec::new(), &mut state);
+    let record = Record {
+        seq: image.seq + 1,
+        messages: tail(&session.messages, was.messages, image.messages_clean),
+        requests: tail(&g.requests, was.requests, image.requests_clean),
+        instructions: tail(
+            &t.instructions,
+            was.instructions,
+            grown(now.instructions, was.instructions),
+        ),
+        tool_sets: tail(
+            &t.tool_sets,
+            was.tool_sets,
+            grown(now.tool_sets, was.tool_sets),
+        ),
+        texts: tail(&t.texts, was.texts, grown(now.texts, was.texts)),
+        timings: tail(&g.timings, was.timings, grown(now.timings, was.timings)),
+        state,
+        meta: meta_of(session),
+        extra: session.extra.clone(),
+    };
+    let mut line = serde_json::to_vec(&record)?;
+    line.push(b'\n');
+    Ok(line)
+}
+
+/// The image after `line` (made by [`record_line`]) was appended, leaving the journal
+/// as `stamp` says.
+pub(crate) fn after_append(session: &Session, image: &Image, line_len: u64, stamp: Stamp) -> Image {
+    let mut next = Image::snapshot(
+        &image.path,
+        image.snapshot.clone(),
+        image.snapshot_bytes,
+        session,
+    );
+    next.file_stamp = image.file_stamp.clone();
+    next.journal_stamp = Some(stamp);
+    next.journal_bytes = image.journal_bytes.max(header_len(image)) + line_len;
+    next.seq = image.seq + 1;
+    next
+}
+
+/// Whether the file and the journal on disk are as `image` last saw them.
+pub(crate) fn current(image: &Image) -> bool {
+    Stamp::of_path(&image.path) == image.file_stamp
+        && Stamp::of_path(&journal_path(&image.path)) == image.journal_stamp
+}
+
+fn header_line(image: &Image) -> Vec<u8> {
+    let mut line = serde_json::to_vec(&Header {
+        groundwork_journal: JOURNAL_VERSION,
+        snapshot: image.snapshot.clone(),
+        bytes: image.snapshot_bytes,
+    })
+    .expect("a header serializes");
+    line.push(b'\n');
+    line
+}
+
+fn header_len(image: &Image) -> u64 {
+    header_line(image).len() as u64
+}
+
+/// Appends `line` to the journal of `image` (creating it with its header, or cutting a
+/// torn tail first) and syncs it. Returns the journal's stamp afterwards.
+pub(crate) fn append(image: &Image, line: &[u8]) -> std::io::Result<Stamp> {
+    let path = journal_path(&image.path);
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)?;
+    let len = f.metadata()?.len();
+    if image.journal_bytes == 0 {
+        f.set_len(0)?;
+        f.rewind()?;
+        f.write_all(&header_line(image))?;
+    } else {
+        if len != image.journal_bytes {
+            f.set_len(image.journal_bytes)?;
+        }
+        f.seek(std::io::SeekFrom::Start(image.journal_bytes))?;
+    }
+    f.write_all(line)?;
+    f.sync_data()?;
+    Ok(Stamp::of(&f.metadata()?))
+}
+
+/// The identities a snapshot carries in `groundwork`: its own, and the one it folded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct SnapshotIds {
+    pub(crate) snapshot: Option<String>,
+    pub(crate) previous: Option<String>,
+}
+
+/// What reading the journal beside a snapshot found.
+#[derive(Debug)]
+pub(crate) enum Replay {
+    /// No journal, or one left over from a fold (removed).
+    None,
+    /// Records applied; the image of the result.
+    Applied(Box<Image>),
+    /// The journal continues another version of the snapshot; kept aside here.
+    Orphaned(PathBuf),
+}
+
+/// Applies the journal beside `path` to `session`, which was just read from the snapshot
+/// `snapshot_id` of `snapshot_bytes` bytes. The image returned says what is on disk.
+pub(crate) fn replay(
+    path: &Path,
+    session: &mut Session,
+    ids: &SnapshotIds,
+    snapshot_bytes: u64,
+) -> Result<Replay, String> {
+    let snapshot_id = ids.snapshot.as_deref();
+    let jpath = journal_path(path);
+    let journal_stamp = Stamp::of_path(&jpath);
+    let bytes = match std::fs::read(&jpath) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Replay::None),
+        Err(e) => return Err(format!("cannot read {}: {e}", jpath.display())),
+    };
+    let mut lines = bytes.split_inclusive(|b| *b == b'\n');
+    let header: Option<Header> = lines
+        .next()
+        .filter(|l| l.ends_with(b"\n"))
+        .and_then(|l| serde_json::from_slice(l).ok());
+    let Some(header) = header else {
+        // Killed while creating it: nothing was committed to it.
+        let _ = std::fs::remove_file(&jpath);
+        return Ok(Replay::None);
+    };
+    if Some(header.snapshot.as_str()) != snapshot_id || header.bytes != snapshot_bytes {
+        if ids.previous.as_deref() == Some(header.snapshot.as_str()) {
+            let _ = std::fs::remove_file(&jpath);
+            return Ok(Replay::None);
+        }
+        let aside = super::disk::beside(
+            &jpath,
+            &format!("orphaned-{}", chrono::Local::now().format("%Y%m%d-%H%M%S")),
+        );
+        std::fs::rename(&jpath, &aside)
+            .map_err(|e| format!("cannot move {} aside: {e}", jpath.display()))?;
+        return Ok(Replay::Orphaned(aside));
+    }
+    let mut offset = bytes
+        .iter()
+        .position(|b| *b == b'\n')
+        .map_or(0, |i| i as u64 + 1);
+    let mut records: u64 = 0;
+    for line in lines {
+        if !line.ends_with(b"\n") {
+            break; // a torn last line: that save never returned
+        }
+        let record: RecordIn = match serde_json::from_slice(line) {
+            Ok(r) => r,
+            Err(_) if offset + line.len() as u64 == bytes.len() as u64 => break,
+            Err(e) => {
+                return Err(format!(
+                    "corrupt session journal {} (record {}): {e}",
+                    jpath.display(),
+                    records + 1
+                ));
+            }
+        };
+        apply(session, records, record).map_err(|e| {
+            format!(
+                "session journal {} does not fit its snapshot (record {}): {e}",
+                jpath.display(),
+                records + 1
+            )
+        })?;
+        offset += line.len() as u64;
+        records += 1;
+    }
+    let mut image = Image::snapshot(path, header.snapshot.clone(), snapshot_bytes, session);
+    image.seq = records;
+    image.journal_bytes = offset;
+    image.journal_stamp = journal_stamp;
+    Ok(Replay::Applied(Box::new(image)))
+}
+
+fn grow<T>(items: &mut Vec<T>, t: Tail<Vec<T>>, what: &str) -> Result<(), String> {
+    if items.len() != t.base || t.keep > t.base {
+        return Err(format!(
+            "{what}: the record continues {} of them, there are {}",
+            t.base,
+            items.len()
+        ));
+    }
+    items.truncate(t.keep);
+    items.extend(t.add);
+    Ok(())
+}
+
+/// Applies record `r`, which must follow record number `seq`.
+fn apply(session: &mut Session, seq: u64, r: RecordIn) -> Result<(), String> {
+    if r.seq != seq + 1 {
+        return Err(format!("record {} follows record {seq}", r.seq));
+    }
+    grow(&mut session.messages, r.messages, "messages")?;
+    let g = &mut session.groundwork;
+    grow(&mut g.requests, r.requests, "requests")?;
+    grow(&mut g.tables.instructions, r.instructions, "instructions")?;
+    grow(&mut g.tables.tool_sets, r.tool_sets, "tool lists")?;
+    grow(&mut g.tables.texts, r.texts, "texts")?;
+    grow(&mut g.timings, r.timings, "timings")?;
+    apply_state(&mut session.state, r.state)?;
+    apply_meta(session, r.meta).map_err(|e| e.to_string())?;
+    session.extra = r.extra;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn map(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    fn roundtrip(old: Value, new: Value) -> Vec<StateOp> {
+        let (old, new) = (map(old), map(new));
+        let mut ops = Vec::new();
+        diff_state(&old, &new, &mut Vec::new(), &mut ops);
+        let mut applied = old.clone();
+        apply_state(&mut applied, ops.clone()).unwrap();
+        assert_eq!(applied, new);
+        assert_eq!(
+            serde_json::to_string(&applied).unwrap(),
+            serde_json::to_string(&new).unwrap(),
+            "key order"
+        );
+        ops
+    }
+
+    #[test]
+    fn state_changes_are_only_what_changed_and_apply_exactly() {
+        let old = json!({"rag": {"citation_index": {"a": {"content": "x"}}, "citations": ["a"],
+            "evidence": {"question": 1, "occurrences": {"a": {"cited": [1]}}}, "filter": null}});
+        let new = json!({"rag": {"citation_index": {"a": {"content": "x"}, "b": {"content": "y"}},
+            "citations": ["a", "b"],
+            "evidence": {"question": 2, "occurrences": {"a": {"cited": [1, 2]}}}, "filter": null}});
+        let ops = roundtrip(old, new);
+        assert_eq!(
+            ops,
+            vec![
+                StateOp(
+                    vec!["rag".into(), "citation_index".into(), "b".into()],
+                    Op::Set(json!({"content": "y"}))
+                ),
+                StateOp(
+                    vec!["rag".into(), "citations".into()],
+                    Op::Push(vec![json!("b")])
+                ),
+                StateOp(
+                    vec!["rag".into(), "evidence".into(), "question".into()],
+                    Op::Set(json!(2))
+                ),
+                StateOp(
+                    vec![
+                        "rag".into(),
+                        "evidence".into(),
+                        "occurrences".into(),
+                        "a".into(),
+                        "cited".into()
+                    ],
+                    Op::Push(vec![json!(2)])
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn removed_keys_shrunk_arrays_and_reordered_objects() {
+        roundtrip(json!({"a": 1, "b": [1, 2, 3]}), json!({"b": [1]}));
+        let ops = roundtrip(
+            json!({"o": {"x": 1, "y": 2}}),
+            json!({"o": {"y": 2, "x": 1}}),
+        );
+        assert!(matches!(&ops[..], [StateOp(at, Op::Set(_))] if at == &["o"]));
+        roundtrip(json!({"o": {"x": 1}}), json!({"o": {"z": 0, "x": 1}}));
+        roundtrip(
+            json!({"o": 1}),
+            json!({"o": {"now": "an object"}, "n": null}),
+        );
+        roundtrip(json!({}), json!({}));
+    }
+
+    #[test]
+    fn the_journal_sits_beside_the_session() {
+        assert_eq!(
+            journal_path(Path::new("/tmp/s/chat.json")),
+            Path::new("/tmp/s/chat.json.journal")
+        );
+    }
+}
