@@ -4,6 +4,7 @@
 
 pub mod caps;
 pub mod hashembed;
+pub mod kb;
 pub mod llama;
 pub mod scripted_server;
 pub mod tmux;
