@@ -14,211 +14,76 @@ use groundwork::capabilities::rag::RagCapability;
 use groundwork::capabilities::spec::capabilities_from_spec;
 use groundwork::capabilities::state::{EvidenceState, StateKind};
 use groundwork::config::AppConfig;
-use groundwork::embed::{self, EmbedderSpec};
-use groundwork::engine::agent::{Agent, RunError, RunInput, RunOutput, RunResult};
-use groundwork::engine::cancel::CancelToken;
-use groundwork::engine::capability::{Capability, ToolOutcome, ToolOutput};
-use groundwork::engine::events::EventSink;
+use groundwork::engine::agent::{RunInput, RunResult};
+use groundwork::engine::capability::{ToolOutcome, ToolOutput};
 use groundwork::sandbox::ExecLimits;
 use groundwork::sandbox::host::Sandbox;
 use groundwork::sandbox::vfs::Corpus;
-use groundwork::store::{DocumentItem, NewChunk, NewDocument, Store};
+use groundwork::store::NewDocument;
 use serde_json::{Map, Value, json};
 use support::caps::TestCap;
-use support::hashembed;
+use support::kb::*;
 use support::scripted_server::{Reply, ScriptedServer, system_text, tool_names, wire_messages};
-use support::{agent_for, test_config};
-
-const WORKER: &str = env!("CARGO_BIN_EXE_groundwork");
+use support::test_config;
 
 // ----- fixtures -----------------------------------------------------------------------
-
-fn item(pos: i64, self_ref: &str, label: &str, level: i64, text: &str) -> DocumentItem {
-    DocumentItem {
-        document_id: String::new(),
-        position: pos,
-        self_ref: self_ref.into(),
-        label: label.into(),
-        text: text.into(),
-        page_numbers: vec![1],
-        picture_data: None,
-        heading_level: level,
-        tree_depth: 0,
-    }
-}
-
-fn chunk(order: i64, refs: &[&str], content: &str) -> NewChunk {
-    NewChunk {
-        content: content.into(),
-        content_fts: content.into(),
-        metadata: json!({"doc_item_refs": refs, "headings": null, "labels": ["text"], "page_numbers": [1]}),
-        order,
-    }
-}
 
 /// "Test Document" (`test://doc1`): H1@0, a paragraph @1, H2@2, a picture @3.
 fn test_document() -> NewDocument {
     NewDocument {
-        uri: Some("test://doc1".into()),
-        title: Some("Test Document".into()),
-        metadata: Map::new(),
         content: "Solar panels convert sunlight.\nBatteries store energy.".into(),
-        docling_document: json!({}),
-        pages: vec![],
-        items: vec![
-            item(0, "#/texts/0", "section_header", 1, "Solar"),
-            item(1, "#/texts/1", "text", 0, "Solar panels convert sunlight."),
-            item(2, "#/texts/2", "section_header", 2, "Storage"),
-            item(3, "#/pictures/0", "picture", 0, "A battery rack"),
-        ],
-        chunks: vec![
-            chunk(
-                0,
-                &["#/texts/0", "#/texts/1"],
-                "Solar panels convert sunlight.",
-            ),
-            chunk(1, &["#/texts/2", "#/pictures/0"], "Batteries store energy."),
-        ],
+        ..document(
+            Some("test://doc1"),
+            Some("Test Document"),
+            vec![
+                item(0, "#/texts/0", "section_header", 1, "Solar"),
+                item(1, "#/texts/1", "text", 0, "Solar panels convert sunlight."),
+                item(2, "#/texts/2", "section_header", 2, "Storage"),
+                item(3, "#/pictures/0", "picture", 0, "A battery rack"),
+            ],
+            vec![
+                chunk(
+                    0,
+                    &[],
+                    &["#/texts/0", "#/texts/1"],
+                    "Solar panels convert sunlight.",
+                ),
+                chunk(
+                    1,
+                    &[],
+                    &["#/texts/2", "#/pictures/0"],
+                    "Batteries store energy.",
+                ),
+            ],
+        )
     }
 }
 
+/// "Secret" (`private://secret`): one paragraph.
 fn private_document() -> NewDocument {
-    NewDocument {
-        uri: Some("private://secret".into()),
-        title: Some("Secret".into()),
-        metadata: Map::new(),
-        content: "Private notes about solar panels.".into(),
-        docling_document: json!({}),
-        pages: vec![],
-        items: vec![item(
-            0,
-            "#/texts/0",
-            "text",
-            0,
-            "Private notes about solar panels.",
-        )],
-        chunks: vec![chunk(
-            0,
-            &["#/texts/0"],
-            "Private notes about solar panels.",
-        )],
-    }
+    let text = "Private notes about solar panels.";
+    document(
+        Some("private://secret"),
+        Some("Secret"),
+        vec![item(0, "#/texts/0", "text", 0, text)],
+        vec![chunk(0, &[], &["#/texts/0"], text)],
+    )
 }
 
-struct Kb {
-    _embed: hashembed::EmbedServer,
-    _dir: tempfile::TempDir,
-    store: Arc<Store>,
-    doc_ids: Vec<String>,
-    chunk_ids: Vec<Vec<String>>,
-}
+/// The name of `test_document` in the store.
+const TEST_DOCUMENT: &str = "Test Document";
 
-async fn kb_with(docs: Vec<NewDocument>) -> Kb {
-    let server = hashembed::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("kb.lancedb").to_string_lossy().into_owned();
-    let spec = EmbedderSpec {
-        provider: "openai".into(),
-        name: hashembed::MODEL.into(),
-        vector_dim: hashembed::DIM,
-        base_url: Some(server.url.clone()),
-    };
-    let mut store = Store::create(&uri, &spec).await.unwrap();
-    store
-        .set_embedder(embed::build(&spec, &Default::default()).unwrap())
-        .unwrap();
-    let mut doc_ids = Vec::new();
-    let mut chunk_ids = Vec::new();
-    for doc in docs {
-        let meta = store.add_document(doc, None).await.unwrap();
-        let mut chunks = store.chunks_of(&meta.id).await.unwrap();
-        chunks.sort_by_key(|c| c.order);
-        chunk_ids.push(chunks.into_iter().map(|c| c.id).collect());
-        doc_ids.push(meta.id);
-    }
-    store.ensure_indexes().await.unwrap();
-    Kb {
-        _embed: server,
-        _dir: dir,
-        store: Arc::new(store),
-        doc_ids,
-        chunk_ids,
-    }
-}
-
+/// The store of this file's tests: "Test Document" and "Secret".
 async fn kb() -> Kb {
-    kb_with(vec![test_document(), private_document()]).await
-}
-
-fn analysis_with(kb: &Kb, edit: impl FnOnce(&mut AppConfig)) -> AnalysisCapability {
-    let mut config = AppConfig::default();
-    edit(&mut config);
-    AnalysisCapability::new(kb.store.clone(), config).worker(WORKER)
-}
-
-fn analysis(kb: &Kb) -> AnalysisCapability {
-    analysis_with(kb, |_| {})
-}
-
-fn agent(server: &ScriptedServer, caps: Vec<Arc<dyn Capability>>) -> Agent {
-    let mut builder = agent_for(test_config(&server.base_url()));
-    for cap in caps {
-        builder = builder.capability(cap);
-    }
-    builder.build().unwrap()
-}
-
-async fn run(agent: &Agent, input: RunInput) -> Result<RunResult, RunError> {
-    agent
-        .run(input, EventSink::none(), CancelToken::new())
-        .await
-}
-
-fn state_of(state: &Map<String, Value>) -> EvidenceState {
-    EvidenceState::load(StateKind::Analysis, &state["analysis"]).unwrap()
-}
-
-fn text_output(result: &RunResult) -> String {
-    match &result.output {
-        RunOutput::Text(t) => t.clone(),
-        other => panic!("expected text, got {other:?}"),
-    }
-}
-
-/// The tool messages of a recorded request, as (tool name, content).
-fn tool_returns(body: &Value) -> Vec<(String, String)> {
-    let mut names: Map<String, Value> = Map::new();
-    let mut out = Vec::new();
-    for m in wire_messages(body) {
-        if m["role"] == "assistant" {
-            names.clear();
-            for call in m["tool_calls"].as_array().into_iter().flatten() {
-                names.insert(
-                    call["id"].as_str().unwrap_or_default().to_string(),
-                    call["function"]["name"].clone(),
-                );
-            }
-        } else if m["role"] == "tool" {
-            let id = m["tool_call_id"].as_str().unwrap_or_default();
-            out.push((
-                names
-                    .get(id)
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_string(),
-                m["content"].as_str().unwrap_or_default().to_string(),
-            ));
-        }
-    }
-    out
+    kb_with(vec![
+        (TEST_DOCUMENT, test_document()),
+        ("Secret", private_document()),
+    ])
+    .await
 }
 
 fn code_returns(body: &Value) -> Vec<String> {
-    tool_returns(body)
-        .into_iter()
-        .filter(|(n, _)| n == "analysis_execute_code")
-        .map(|(_, c)| c)
-        .collect()
+    returns_of(body, "analysis_execute_code")
 }
 
 fn exec(code: &str) -> Reply {
@@ -272,7 +137,7 @@ async fn scenario_79_basic_execution_results_and_errors() {
     assert!(returns[3].contains("ZeroDivisionError"), "{}", returns[3]);
     assert!(returns[4].contains("NameError"), "{}", returns[4]);
     assert_eq!(returns[7], "{\"a\": 1}\n");
-    let st = state_of(&result.state);
+    let st = analysis_state(&result.state);
     let ex = st.executions.unwrap();
     assert_eq!(ex.len(), 8);
     assert!(ex[0].success && ex[0].stderr.is_empty());
@@ -286,7 +151,7 @@ async fn scenario_79_basic_execution_results_and_errors() {
 #[tokio::test]
 async fn scenario_81_filtered_documents_and_files() {
     let kb = kb().await;
-    let doc = &kb.doc_ids[0];
+    let doc = &kb.doc_ids[TEST_DOCUMENT];
     let mut seeded = EvidenceState::empty(StateKind::Analysis);
     seeded.document_filter = Some("uri LIKE 'test://%'".into());
     let state = Map::from_iter([("analysis".to_string(), seeded.to_value())]);
@@ -307,7 +172,7 @@ async fn scenario_81_filtered_documents_and_files() {
     let looping = format!("for line in open('/documents/{doc}/content.txt'):\n    print(line)");
     let hidden = format!(
         "from pathlib import Path\nprint(Path('/documents/{}/content.txt').exists())",
-        kb.doc_ids[1]
+        kb.doc_ids["Secret"]
     );
     let (returns, result) = run_codes(
         analysis(&kb),
@@ -335,7 +200,7 @@ async fn scenario_81_filtered_documents_and_files() {
         returns[4]
     );
     assert_eq!(returns[5], "False\n", "the private document is invisible");
-    assert_eq!(state_of(&result.state).executions.unwrap().len(), 6);
+    assert_eq!(analysis_state(&result.state).executions.unwrap().len(), 6);
 }
 
 #[tokio::test]
@@ -353,20 +218,20 @@ async fn scenario_82_search_dicts_and_only_two_host_functions() {
     .await;
     let lines: Vec<&str> = returns[0].lines().collect();
     assert!(!lines.is_empty());
-    let battery = kb.chunk_ids[0][1].clone();
+    let battery = kb.chunk(TEST_DOCUMENT, 1);
     let line = lines.iter().find(|l| l.starts_with(&battery)).unwrap();
     assert!(line.contains("['#/pictures/0'] False"), "{line}");
     assert!(line.contains(
         "['chunk_id', 'content', 'doc_item_refs', 'document_id', 'document_title', \
          'document_uri', 'headings', 'labels', 'page_numbers', 'picture_refs', 'score']"
     ));
-    let solar = kb.chunk_ids[0][0].clone();
+    let solar = kb.chunk(TEST_DOCUMENT, 0);
     if let Some(l) = lines.iter().find(|l| l.starts_with(&solar)) {
         assert!(l.contains(" [] False"), "{l}");
     }
     assert!(returns[1].contains("NameError"), "{}", returns[1]);
     // In-code results are kept for citation in the `_sandbox` bucket.
-    let st = state_of(&result.state);
+    let st = analysis_state(&result.state);
     assert!(
         st.searches
             .get("_sandbox")
@@ -379,7 +244,7 @@ async fn scenario_82_search_dicts_and_only_two_host_functions() {
 #[tokio::test]
 async fn scenario_83_items_and_toc_through_the_sandbox() {
     let kb = kb().await;
-    let doc = &kb.doc_ids[0];
+    let doc = &kb.doc_ids[TEST_DOCUMENT];
     let code = format!(
         "import json\nfrom pathlib import Path\n\
          rows = [json.loads(l) for l in Path('/documents/{doc}/items.jsonl').read_text().split('\\n')]\n\
@@ -390,7 +255,7 @@ async fn scenario_83_items_and_toc_through_the_sandbox() {
          print([(c['title'], c['item_range'], c['chunk_ids']) for c in toc['tree'][0]['children']])"
     );
     let (returns, _) = run_codes(analysis(&kb), &[&code], Map::new()).await;
-    let c = &kb.chunk_ids[0];
+    let c = &kb.chunks[TEST_DOCUMENT];
     assert_eq!(
         returns[0],
         format!(
@@ -406,7 +271,7 @@ async fn scenario_83_items_and_toc_through_the_sandbox() {
 #[tokio::test]
 async fn scenario_87_structure_is_fetched_once_per_document() {
     let kb = kb().await;
-    let doc = &kb.doc_ids[0];
+    let doc = &kb.doc_ids[TEST_DOCUMENT];
     let mut corpus = Corpus::new(kb.store.clone(), None);
     for file in ["items.jsonl", "toc.json", "items.jsonl", "toc.json"] {
         let text = corpus
@@ -435,7 +300,7 @@ async fn scenario_87_structure_is_fetched_once_per_document() {
 #[tokio::test]
 async fn writes_are_refused() {
     let kb = kb().await;
-    let doc = &kb.doc_ids[0];
+    let doc = &kb.doc_ids[TEST_DOCUMENT];
     let (returns, result) = run_codes(
         analysis(&kb),
         &[
@@ -459,7 +324,7 @@ async fn writes_are_refused() {
         returns[1]
     );
     assert_eq!(returns[2], "Solar\n", "the file is unchanged");
-    let ex = state_of(&result.state).executions.unwrap();
+    let ex = analysis_state(&result.state).executions.unwrap();
     assert!(!ex[0].success && !ex[1].success && ex[2].success);
 }
 
@@ -513,7 +378,7 @@ async fn scenario_88_session_persists_within_a_run_and_restarts_after_a_kill() {
     assert!(returns[2].contains("restarted"), "{}", returns[2]);
     assert_eq!(returns[3], "fresh\n");
     assert!(returns[4].contains("NameError"), "{}", returns[4]);
-    let ex = state_of(&result.state).executions.unwrap();
+    let ex = analysis_state(&result.state).executions.unwrap();
     assert!(ex[2].stderr.contains("restarted") && !ex[2].success);
     // The worker is stopped at run end.
     assert!(
@@ -534,7 +399,7 @@ async fn scenario_88_session_persists_within_a_run_and_restarts_after_a_kill() {
     )
     .await
     .unwrap();
-    let ex = state_of(&result.state).executions.unwrap();
+    let ex = analysis_state(&result.state).executions.unwrap();
     assert_eq!(ex.len(), 1, "a new question clears the log");
     assert!(ex[0].stderr.contains("NameError"));
 }
@@ -654,7 +519,7 @@ async fn long_output_is_truncated() {
         "{}",
         returns[1]
     );
-    let ex = state_of(&result.state).executions.unwrap();
+    let ex = analysis_state(&result.state).executions.unwrap();
     assert_eq!(ex[1].stdout, "yyyyyyyyyy\n... (output truncated)");
 }
 
@@ -663,12 +528,12 @@ async fn long_output_is_truncated() {
 #[tokio::test]
 async fn scenario_40_sandbox_bucket_merges_and_cites_without_a_store_lookup() {
     let kb = kb().await;
-    let c1 = kb.chunk_ids[0][0].clone();
-    let c2 = kb.chunk_ids[0][1].clone();
+    let c1 = kb.chunk(TEST_DOCUMENT, 0);
+    let c2 = kb.chunk(TEST_DOCUMENT, 1);
     // Seed `_sandbox` with chunk-1 under a marker content only the state has.
     let mut seeded = EvidenceState::empty(StateKind::Analysis);
     let mut first: groundwork::store::SearchResult = serde_json::from_value(json!({
-        "content": "SEEDED", "score": 1.0, "chunk_id": c1, "document_id": kb.doc_ids[0]
+        "content": "SEEDED", "score": 1.0, "chunk_id": c1, "document_id": kb.doc_ids[TEST_DOCUMENT]
     }))
     .unwrap();
     first.chunk_ids = vec![c1.clone()];
@@ -693,7 +558,7 @@ async fn scenario_40_sandbox_bucket_merges_and_cites_without_a_store_lookup() {
     )
     .await;
     let result = result.unwrap();
-    let st = state_of(&result.state);
+    let st = analysis_state(&result.state);
     let bucket = st.searches.get("_sandbox").unwrap();
     let ids: Vec<&str> = bucket.iter().map(|r| r.id()).collect();
     assert_eq!(ids[0], c1, "the stored result stays first: {ids:?}");
@@ -722,7 +587,7 @@ async fn scenario_43_execution_budget_and_evidence_epochs() {
     )
     .await;
     assert!(returns[0].contains("Code-execution limit reached"));
-    let st = state_of(&result.state);
+    let st = analysis_state(&result.state);
     assert!(st.executions.unwrap().is_empty());
     assert_eq!(st.evidence.latest_evidence_epoch, 0);
 
@@ -734,7 +599,7 @@ async fn scenario_43_execution_budget_and_evidence_epochs() {
         ("1/0", 0),
     ] {
         let (_, result) = run_codes(analysis(&kb), &[code], Map::new()).await;
-        let st = state_of(&result.state);
+        let st = analysis_state(&result.state);
         assert_eq!(st.evidence.latest_evidence_epoch, epoch, "{code}");
         assert_eq!(st.executions.unwrap().len(), 1);
     }
@@ -766,7 +631,7 @@ async fn scenario_43_notice_once_the_last_execution_is_spent() {
     );
     let returns = code_returns(&requests[2]);
     assert!(returns[1].contains("Code-execution limit reached"));
-    assert_eq!(state_of(&result.state).executions.unwrap().len(), 1);
+    assert_eq!(analysis_state(&result.state).executions.unwrap().len(), 1);
 }
 
 #[tokio::test]
@@ -784,7 +649,7 @@ async fn scenario_50_failed_execution_reports_stderr_and_output() {
         "{}",
         returns[0]
     );
-    let ex = state_of(&result.state).executions.unwrap();
+    let ex = analysis_state(&result.state).executions.unwrap();
     let last = ex.last().unwrap();
     assert_eq!(last.code, "print('partial', end='')\nundefined");
     assert!(!last.success);
@@ -799,8 +664,8 @@ async fn scenario_50_failed_execution_reports_stderr_and_output() {
 #[tokio::test]
 async fn cite_resolves_ids_from_items_through_the_store_and_repairs_near_misses() {
     let kb = kb().await;
-    let c0 = kb.chunk_ids[0][0].clone();
-    let c1 = kb.chunk_ids[0][1].clone();
+    let c0 = kb.chunk(TEST_DOCUMENT, 0);
+    let c1 = kb.chunk(TEST_DOCUMENT, 1);
     let mut mangled = c1.clone();
     mangled.remove(5);
     let server = ScriptedServer::start(vec![
@@ -821,7 +686,7 @@ async fn cite_resolves_ids_from_items_through_the_store_and_repairs_near_misses(
     )
     .await
     .unwrap();
-    let st = state_of(&result.state);
+    let st = analysis_state(&result.state);
     assert!(
         st.citations.contains(&c0) && st.citations.contains(&c1),
         "{:?}",
@@ -944,7 +809,7 @@ async fn scenario_6_rag_and_analysis_share_question_identities() {
     let first = run(&agent, RunInput::prompt("q1")).await.unwrap();
     let rag = EvidenceState::load(StateKind::Rag, &first.state["rag"]).unwrap();
     assert_eq!(rag.evidence.question, Some(0));
-    assert_eq!(state_of(&first.state).evidence.question, Some(0));
+    assert_eq!(analysis_state(&first.state).evidence.question, Some(0));
     let second = run(
         &agent,
         RunInput::prompt("q2")
@@ -955,8 +820,8 @@ async fn scenario_6_rag_and_analysis_share_question_identities() {
     .unwrap();
     let rag = EvidenceState::load(StateKind::Rag, &second.state["rag"]).unwrap();
     assert_eq!(rag.evidence.question, Some(2));
-    assert_eq!(state_of(&second.state).evidence.question, Some(2));
-    assert!(!state_of(&second.state).evidence.in_progress);
+    assert_eq!(analysis_state(&second.state).evidence.question, Some(2));
+    assert!(!analysis_state(&second.state).evidence.in_progress);
 }
 
 #[tokio::test]

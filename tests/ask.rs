@@ -21,6 +21,8 @@ impl Home {
             .env("XDG_DATA_HOME", self.0.path().join("data"))
             .env("XDG_CONFIG_HOME", self.0.path().join("config"))
             .env("OPENAI_API_KEY", "sk-ask-test-SECRET")
+            // Hermetic: a model server running on this machine is never found.
+            .env("GROUNDWORK_DISCOVER", "off")
             .env_remove("HAIKU_RAG_DB")
             .env_remove("GROUNDWORK_MODEL_URL")
             .env_remove("GROUNDWORK_MODEL")
@@ -125,14 +127,17 @@ async fn ask_answers_cites_saves_and_continues() {
     assert_eq!(saved["state"]["rag"]["evidence"]["in_progress"], false);
     assert_eq!(saved["state"]["citation_policy"]["violations"], json!([]));
 
-    // pydantic-ai reads it (when the checker's venv exists; .ci/setup creates it).
+    // pydantic-ai reads it. Never a silent pass: .ci/setup makes the checker's venv.
     let py = home_python();
-    if let Some(py) = py {
-        let checker = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/pydantic_ai/check_session.py");
-        let o = Command::new(py).arg(checker).arg(session).output().unwrap();
-        assert!(o.status.success(), "{}", err(&o));
-    }
+    assert!(
+        py.exists(),
+        "the pydantic-ai check needs {}: run .ci/setup",
+        py.display()
+    );
+    let checker =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pydantic_ai/check_session.py");
+    let o = Command::new(py).arg(checker).arg(session).output().unwrap();
+    assert!(o.status.success(), "{}", err(&o));
 
     // inspect shows its three requests.
     let o = home.run(&["inspect", session]).await;
@@ -287,7 +292,8 @@ async fn ask_analysis_counts_over_the_demo_corpus() {
     assert_eq!(saved["state"]["analysis"]["evidence"]["in_progress"], false);
 }
 
-fn home_python() -> Option<std::path::PathBuf> {
-    let p = Path::new(&std::env::var("HOME").ok()?).join(".cache/groundwork-pai-venv/bin/python");
-    p.exists().then_some(p)
+/// The python of the pydantic-ai checker's venv, which `.ci/setup` makes.
+fn home_python() -> std::path::PathBuf {
+    Path::new(&std::env::var("HOME").unwrap_or_default())
+        .join(".cache/groundwork-pai-venv/bin/python")
 }

@@ -29,6 +29,8 @@ impl Env {
             .env("HOME", self.home.path())
             .env("XDG_DATA_HOME", self.home.path().join("data"))
             .env("XDG_CONFIG_HOME", self.home.path().join("config"))
+            // Hermetic: a model server running on this machine is never found.
+            .env("GROUNDWORK_DISCOVER", "off")
             .env_remove("HAIKU_RAG_DB")
             .env_remove("GROUNDWORK_EMBED_URL")
             .env_remove("GROUNDWORK_EMBED_MODEL")

@@ -2,7 +2,6 @@
 //! the citation redirect (item 19), and every capability's vision follows the driving
 //! model (item 21). Real agent loop, real client, scripted server, real LanceDB store.
 
-mod scenarios_kb;
 mod support;
 
 use std::sync::Arc;
@@ -14,8 +13,8 @@ use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::capability::ToolDef;
 use groundwork::engine::events::EventSink;
 use groundwork::host::ask::{CapabilityChoice, driving_vision};
-use scenarios_kb::*;
 use serde_json::json;
+use support::kb::*;
 use support::scripted_server::{Reply, ScriptedServer};
 use support::{agent_for, test_config};
 

@@ -23,6 +23,8 @@ fn inspect(args: &[&str]) -> (bool, String, String) {
         .env("HOME", home.path())
         .env("XDG_DATA_HOME", home.path().join("data"))
         .env("XDG_CONFIG_HOME", home.path().join("config"))
+        // Hermetic: a model server running on this machine is never found.
+        .env("GROUNDWORK_DISCOVER", "off")
         .output()
         .unwrap();
     (

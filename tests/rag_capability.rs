@@ -16,322 +16,128 @@ use groundwork::capabilities::state::{
 };
 use groundwork::config::AppConfig;
 use groundwork::embed::{self, EmbedderSpec};
-use groundwork::engine::agent::{Agent, RunError, RunInput, RunOutput, RunResult};
+use groundwork::engine::agent::{RunInput, RunOutput, RunResult};
 use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::capability::{Capability, ToolOutcome, ToolOutput};
-use groundwork::engine::events::EventSink;
 use groundwork::engine::messages::{ModelMessage, ModelRequestPart};
-use groundwork::store::{DocumentItem, NewChunk, NewDocument, SearchResult, Store};
+use groundwork::store::{NewDocument, SearchResult, Store};
 use serde_json::{Map, Value, json};
 use support::caps::TestCap;
 use support::hashembed;
-use support::scripted_server::{Reply, ScriptedServer, system_text, tool_names, wire_messages};
+use support::kb::*;
+use support::scripted_server::{Reply, ScriptedServer, system_text, tool_names};
 use support::{agent_for, test_config};
 
 // ----- fixtures -----------------------------------------------------------------------
 
-fn item(self_ref: &str, label: &str, text: &str, picture: Option<Vec<u8>>) -> DocumentItem {
-    DocumentItem {
-        document_id: String::new(),
-        position: 0,
-        self_ref: self_ref.into(),
-        label: label.into(),
-        text: text.into(),
-        page_numbers: vec![1],
-        picture_data: picture,
-        heading_level: if label == "section_header" { 1 } else { 0 },
-        tree_depth: 0,
-    }
-}
-
-fn chunk(order: i64, headings: &[&str], refs: &[&str], labels: &[&str], content: &str) -> NewChunk {
-    let fts = if headings.is_empty() {
-        content.to_string()
-    } else {
-        format!("{}\n{content}", headings.join("\n"))
-    };
-    NewChunk {
-        content: content.into(),
-        content_fts: fts,
-        metadata: json!({
-            "doc_item_refs": refs,
-            "headings": if headings.is_empty() { Value::Null } else { json!(headings) },
-            "labels": labels,
-            "page_numbers": [1],
-        }),
-        order,
-    }
-}
-
-fn png() -> Vec<u8> {
-    let img = image::RgbImage::from_pixel(2, 2, image::Rgb([200, 10, 10]));
-    let mut out = std::io::Cursor::new(Vec::new());
-    image::DynamicImage::ImageRgb8(img)
-        .write_to(&mut out, image::ImageFormat::Png)
-        .unwrap();
-    out.into_inner()
-}
-
 fn ai_overview() -> NewDocument {
+    let text = "Artificial intelligence studies agents that perceive their environment and act.";
     NewDocument {
-        uri: Some("test://ai-overview".into()),
-        title: Some("AI Overview".into()),
         metadata: Map::from_iter([("topic".to_string(), json!("ai"))]),
         content: "AI Overview".into(),
-        docling_document: json!({}),
-        pages: vec![],
-        items: vec![item(
-            "#/texts/0",
-            "text",
-            "Artificial intelligence studies agents that perceive their environment and act.",
-            None,
-        )],
-        chunks: vec![chunk(
-            0,
-            &["Intro", "Details"],
-            &["#/texts/0"],
-            &["text"],
-            "Artificial intelligence studies agents that perceive their environment and act.",
-        )],
+        ..document(
+            Some("test://ai-overview"),
+            Some("AI Overview"),
+            vec![item(0, "#/texts/0", "text", 0, text)],
+            vec![chunk(0, &["Intro", "Details"], &["#/texts/0"], text)],
+        )
     }
 }
 
 fn ml_basics() -> NewDocument {
     NewDocument {
-        uri: Some("test://ml-basics".into()),
-        title: Some("ML Basics".into()),
-        metadata: Map::new(),
         content: "ML Basics".into(),
-        docling_document: json!({}),
-        pages: vec![],
-        items: vec![],
         // No refs: results pass expansion unchanged, one per chunk.
-        chunks: vec![
-            chunk(
-                0,
-                &[],
-                &[],
-                &["text"],
-                "Gradient descent minimises a loss function step by step.",
-            ),
-            chunk(
-                1,
-                &[],
-                &[],
-                &["text"],
-                "Gradient boosting combines weak learners into a strong one.",
-            ),
-            chunk(
-                2,
-                &[],
-                &[],
-                &["text"],
-                "Gradient clipping keeps exploding gradients in check.",
-            ),
-        ],
+        ..document(
+            Some("test://ml-basics"),
+            Some("ML Basics"),
+            vec![],
+            vec![
+                chunk(
+                    0,
+                    &[],
+                    &[],
+                    "Gradient descent minimises a loss function step by step.",
+                ),
+                chunk(
+                    1,
+                    &[],
+                    &[],
+                    "Gradient boosting combines weak learners into a strong one.",
+                ),
+                chunk(
+                    2,
+                    &[],
+                    &[],
+                    "Gradient clipping keeps exploding gradients in check.",
+                ),
+            ],
+        )
     }
 }
 
 fn untitled() -> NewDocument {
     NewDocument {
-        uri: None,
-        title: None,
-        metadata: Map::new(),
         content: "zebra".into(),
-        docling_document: json!({}),
-        pages: vec![],
-        items: vec![],
-        chunks: vec![chunk(
-            0,
-            &[],
-            &[],
-            &[],
-            "Zebra stripes confuse biting flies.",
-        )],
+        ..document(
+            None,
+            None,
+            vec![],
+            vec![chunk_labelled(
+                0,
+                &[],
+                &[],
+                &[],
+                "Zebra stripes confuse biting flies.",
+            )],
+        )
     }
 }
 
 fn figures(with_bytes: bool) -> NewDocument {
-    let (uri, text) = if with_bytes {
-        ("test://inverter", "Wiring diagram of the inverter")
+    let (uri, title, text) = if with_bytes {
+        (
+            "test://inverter",
+            "Inverter",
+            "Wiring diagram of the inverter",
+        )
     } else {
-        ("test://turbine", "Cutaway drawing of the turbine nacelle")
+        (
+            "test://turbine",
+            "Turbine",
+            "Cutaway drawing of the turbine nacelle",
+        )
     };
-    NewDocument {
-        uri: Some(uri.into()),
-        title: Some(if with_bytes { "Inverter" } else { "Turbine" }.into()),
-        metadata: Map::new(),
-        content: text.into(),
-        docling_document: json!({}),
-        pages: vec![],
-        items: vec![item("#/pictures/0", "picture", text, with_bytes.then(png))],
-        chunks: vec![chunk(0, &[], &["#/pictures/0"], &["picture"], text)],
-    }
+    let figure = if with_bytes {
+        picture(0, "#/pictures/0", text, png())
+    } else {
+        item(0, "#/pictures/0", "picture", 0, text)
+    };
+    document(
+        Some(uri),
+        Some(title),
+        vec![figure],
+        vec![chunk_labelled(
+            0,
+            &[],
+            &["#/pictures/0"],
+            &["picture"],
+            text,
+        )],
+    )
 }
 
-struct Kb {
-    _embed: hashembed::EmbedServer,
-    _dir: tempfile::TempDir,
-    store: Arc<Store>,
-    /// title -> chunk ids in order
-    chunks: std::collections::HashMap<String, Vec<String>>,
-    doc_ids: std::collections::HashMap<String, String>,
-}
-
-impl Kb {
-    fn chunk(&self, title: &str, i: usize) -> String {
-        self.chunks[title][i].clone()
-    }
-}
-
+/// The store of this file's tests: AI Overview, ML Basics, an untitled document and
+/// two figures (Inverter with picture bytes, Turbine without).
 async fn kb() -> Kb {
-    let server = hashembed::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("kb.lancedb").to_string_lossy().into_owned();
-    let spec = EmbedderSpec {
-        provider: "openai".into(),
-        name: hashembed::MODEL.into(),
-        vector_dim: hashembed::DIM,
-        base_url: Some(server.url.clone()),
-    };
-    let mut store = Store::create(&uri, &spec).await.unwrap();
-    store
-        .set_embedder(embed::build(&spec, &Default::default()).unwrap())
-        .unwrap();
-    let mut chunks = std::collections::HashMap::new();
-    let mut doc_ids = std::collections::HashMap::new();
-    for (name, doc) in [
+    kb_with(vec![
         ("AI Overview", ai_overview()),
         ("ML Basics", ml_basics()),
         ("untitled", untitled()),
         ("Inverter", figures(true)),
         ("Turbine", figures(false)),
-    ] {
-        let meta = store.add_document(doc, None).await.unwrap();
-        let mut ids: Vec<(i64, String)> = store
-            .chunks_of(&meta.id)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|c| (c.order, c.id))
-            .collect();
-        ids.sort();
-        chunks.insert(
-            name.to_string(),
-            ids.into_iter().map(|(_, id)| id).collect(),
-        );
-        doc_ids.insert(name.to_string(), meta.id);
-    }
-    store.ensure_indexes().await.unwrap();
-    Kb {
-        _embed: server,
-        _dir: dir,
-        store: Arc::new(store),
-        chunks,
-        doc_ids,
-    }
-}
-
-fn rag(kb: &Kb) -> RagCapability {
-    RagCapability::new(kb.store.clone(), AppConfig::default())
-}
-
-fn rag_with(kb: &Kb, edit: impl FnOnce(&mut AppConfig)) -> RagCapability {
-    let mut config = AppConfig::default();
-    edit(&mut config);
-    RagCapability::new(kb.store.clone(), config)
-}
-
-fn agent(server: &ScriptedServer, caps: Vec<Arc<dyn Capability>>) -> Agent {
-    let mut builder = agent_for(test_config(&server.base_url()));
-    for cap in caps {
-        builder = builder.capability(cap);
-    }
-    builder.build().unwrap()
-}
-
-async fn run(agent: &Agent, input: RunInput) -> Result<RunResult, RunError> {
-    agent
-        .run(input, EventSink::none(), CancelToken::new())
-        .await
-}
-
-fn rag_state(state: &Map<String, Value>) -> EvidenceState {
-    EvidenceState::load(StateKind::Rag, &state["rag"]).unwrap()
-}
-
-fn text_output(result: &RunResult) -> String {
-    match &result.output {
-        RunOutput::Text(t) => t.clone(),
-        other => panic!("expected text, got {other:?}"),
-    }
-}
-
-/// The tool messages of a recorded request, as (tool name, content), pairing each with
-/// the call of the preceding assistant message.
-fn tool_returns(body: &Value) -> Vec<(String, String)> {
-    let mut names: Map<String, Value> = Map::new();
-    let mut out = Vec::new();
-    for m in wire_messages(body) {
-        if m["role"] == "assistant" {
-            names.clear();
-            for call in m["tool_calls"].as_array().into_iter().flatten() {
-                names.insert(
-                    call["id"].as_str().unwrap_or_default().to_string(),
-                    call["function"]["name"].clone(),
-                );
-            }
-        } else if m["role"] == "tool" {
-            let id = m["tool_call_id"].as_str().unwrap_or_default();
-            out.push((
-                names
-                    .get(id)
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_string(),
-                m["content"].as_str().unwrap_or_default().to_string(),
-            ));
-        }
-    }
-    out
-}
-
-fn returns_of(body: &Value, tool: &str) -> Vec<String> {
-    tool_returns(body)
-        .into_iter()
-        .filter(|(n, _)| n == tool)
-        .map(|(_, c)| c)
-        .collect()
-}
-
-/// Every user message's text items and the number of images on the wire.
-fn user_texts(body: &Value) -> (Vec<String>, usize) {
-    let mut texts = Vec::new();
-    let mut images = 0;
-    for m in wire_messages(body).iter().filter(|m| m["role"] == "user") {
-        match &m["content"] {
-            Value::String(s) => texts.push(s.clone()),
-            Value::Array(items) => {
-                for i in items {
-                    if i["type"] == "text" {
-                        texts.push(i["text"].as_str().unwrap_or_default().to_string());
-                    } else if i["type"] == "image_url" {
-                        images += 1;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    (texts, images)
-}
-
-fn redirects(body: &Value) -> usize {
-    user_texts(body)
-        .0
-        .iter()
-        .filter(|t| t.contains(REDIRECT_TAG))
-        .count()
+    ])
+    .await
 }
 
 // ----- D. Search ------------------------------------------------------------------------
@@ -518,10 +324,10 @@ async fn scenario_31_two_results_of_one_document_attach_one_picture() {
             .unwrap();
         let mut doc = figures(true);
         if let Some(text) = lead {
-            doc.items.insert(0, item("#/texts/0", "text", text, None));
+            doc.items.insert(0, item(0, "#/texts/0", "text", 0, text));
             doc.chunks = vec![
-                chunk(0, &[], &["#/texts/0"], &["text"], text),
-                chunk(
+                chunk(0, &[], &["#/texts/0"], text),
+                chunk_labelled(
                     1,
                     &[],
                     &["#/pictures/0"],
@@ -1544,30 +1350,19 @@ async fn unloaded_deferred_rag_still_closes_its_question() {
 
 // ----- Collections (several named stores) ------------------------------------------------
 
+/// A store at `dir` holding `docs`, and their chunk ids in order.
 async fn store_with(
     dir: &std::path::Path,
     url: &str,
     docs: Vec<NewDocument>,
 ) -> (Arc<Store>, Vec<String>) {
-    let uri = dir.to_string_lossy().into_owned();
-    let spec = EmbedderSpec {
-        provider: "openai".into(),
-        name: hashembed::MODEL.into(),
-        vector_dim: hashembed::DIM,
-        base_url: Some(url.into()),
-    };
-    let mut store = Store::create(&uri, &spec).await.unwrap();
-    store
-        .set_embedder(embed::build(&spec, &Default::default()).unwrap())
-        .unwrap();
-    let mut ids = Vec::new();
-    for doc in docs {
-        let meta = store.add_document(doc, None).await.unwrap();
-        let mut chunks = store.chunks_of(&meta.id).await.unwrap();
-        chunks.sort_by_key(|c| c.order);
-        ids.extend(chunks.into_iter().map(|c| c.id));
-    }
-    store.ensure_indexes().await.unwrap();
+    let names: Vec<String> = (0..docs.len()).map(|i| format!("doc {i}")).collect();
+    let named = names.iter().map(String::as_str).zip(docs).collect();
+    let (store, mut chunks, _) = store_at(dir, url, named).await;
+    let ids = names
+        .iter()
+        .flat_map(|n| chunks.remove(n).unwrap())
+        .collect();
     (Arc::new(store), ids)
 }
 

@@ -2,7 +2,6 @@
 //! resumption), run through the real agent loop against the scripted server. The
 //! state-level tests of the same scenarios live in `src/capabilities/state.rs`.
 
-mod scenarios_kb;
 mod support;
 
 use std::sync::{Arc, Mutex};
@@ -14,9 +13,9 @@ use groundwork::engine::agent::{DeferredResults, RunInput, RunOutput};
 use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::capability::{ToolOutcome, ToolOutput};
 use groundwork::engine::events::CoreEvent;
-use scenarios_kb::*;
 use serde_json::{Value, json};
 use support::caps::TestCap;
+use support::kb::*;
 use support::scripted_server::{Reply, ScriptedServer, wire_messages};
 
 /// The empty RAG state with `evidence.question = 0`, as JSON.

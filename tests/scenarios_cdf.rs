@@ -3,7 +3,6 @@
 //! record-level tests of section C live in `src/capabilities/state.rs`; the existing
 //! run-level ones of D and F in `tests/rag_capability.rs`.
 
-mod scenarios_kb;
 mod support;
 
 use std::sync::{Arc, Mutex};
@@ -13,9 +12,9 @@ use groundwork::capabilities::state::{
 };
 use groundwork::engine::agent::RunInput;
 use groundwork::engine::capability::Capability;
-use scenarios_kb::*;
 use serde_json::json;
 use support::caps::TestCap;
+use support::kb::*;
 use support::scripted_server::{Reply, ScriptedServer, system_text, tool_names};
 
 fn search(query: &str) -> Reply {

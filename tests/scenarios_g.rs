@@ -3,7 +3,6 @@
 //! function-level tests of the same scenarios live in `src/capabilities/compaction.rs`;
 //! scenarios 52, 58, 65 and 67 (deferred resumption) also in `tests/rag_capability.rs`.
 
-mod scenarios_kb;
 mod support;
 
 use std::sync::{Arc, Mutex};
@@ -16,9 +15,9 @@ use groundwork::capabilities::state::{EvidenceState, StateKind};
 use groundwork::engine::agent::{DeferredResults, RunInput, RunResult};
 use groundwork::engine::capability::{Capability, ToolOutcome, ToolOutput};
 use groundwork::engine::messages::{ModelMessage, UserContent};
-use scenarios_kb::*;
 use serde_json::{Value, json};
 use support::caps::TestCap;
+use support::kb::*;
 use support::scripted_server::{Reply, ScriptedServer, wire_messages};
 
 fn compacting(kb: &Kb) -> Vec<Arc<dyn Capability>> {

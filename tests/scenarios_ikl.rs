@@ -3,7 +3,6 @@
 //! these sections are in `tests/analysis_capability.rs`, `tests/rag_capability.rs`,
 //! `src/sandbox/vfs.rs`, `src/capabilities/spec.rs` and `src/tui/app.rs`.
 
-mod scenarios_kb;
 mod support;
 
 use std::sync::{Arc, Mutex};
@@ -17,9 +16,9 @@ use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::capability::{Capability, ToolOutcome, ToolOutput};
 use groundwork::engine::events::CoreEvent;
 use groundwork::session::Session;
-use scenarios_kb::*;
 use serde_json::{Map, Value, json};
 use support::caps::TestCap;
+use support::kb::*;
 use support::scripted_server::{Reply, ScriptedServer};
 
 // ----- I. Analysis sandbox -----------------------------------------------------------------

@@ -1,8 +1,9 @@
-//! The knowledge base, agent and wire helpers shared by the `tests/scenarios_*.rs`
-//! files. A real LanceDB store in a temp dir, embedded by the hashembed server; the
-//! agents talk to the scripted OpenAI-compatible server through the real client.
-//! Include with `mod support; mod scenarios_kb;`.
-#![allow(dead_code)] // each test binary uses a different subset
+//! The knowledge base, agent and wire helpers shared by the capability tests
+//! (`tests/scenarios_*.rs`, `rag_capability.rs`, `analysis_capability.rs`,
+//! `field_fixes.rs`): document builders, a real LanceDB store in a temp dir embedded by
+//! the hashembed server, agents that talk to the scripted OpenAI-compatible server
+//! through the real client, and readers of stored messages and recorded requests.
+//! Use with `mod support;` and `use support::kb::*;`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,9 +25,9 @@ use groundwork::engine::messages::{
 use groundwork::store::{DocumentItem, NewChunk, NewDocument, Store};
 use serde_json::{Map, Value, json};
 
-use crate::support::hashembed;
-use crate::support::scripted_server::{ScriptedServer, wire_messages};
-use crate::support::{agent_for, test_config};
+use super::hashembed;
+use super::scripted_server::{ScriptedServer, wire_messages};
+use super::{agent_for, test_config};
 
 /// The binary that doubles as the sandbox worker.
 pub const WORKER: &str = env!("CARGO_BIN_EXE_groundwork");
@@ -54,7 +55,19 @@ pub fn picture(pos: i64, self_ref: &str, text: &str, bytes: Vec<u8>) -> Document
     }
 }
 
+/// A text chunk (labels `["text"]`).
 pub fn chunk(order: i64, headings: &[&str], refs: &[&str], content: &str) -> NewChunk {
+    chunk_labelled(order, headings, refs, &["text"], content)
+}
+
+/// A chunk with the given doc-item labels.
+pub fn chunk_labelled(
+    order: i64,
+    headings: &[&str],
+    refs: &[&str],
+    labels: &[&str],
+    content: &str,
+) -> NewChunk {
     let fts = if headings.is_empty() {
         content.to_string()
     } else {
@@ -66,7 +79,7 @@ pub fn chunk(order: i64, headings: &[&str], refs: &[&str], content: &str) -> New
         metadata: json!({
             "doc_item_refs": refs,
             "headings": if headings.is_empty() { Value::Null } else { json!(headings) },
-            "labels": ["text"],
+            "labels": labels,
             "page_numbers": [1],
         }),
         order,
@@ -251,16 +264,20 @@ impl Kb {
     }
 }
 
-/// A store holding `docs`.
-pub async fn kb_with(docs: Vec<(&str, NewDocument)>) -> Kb {
-    let server = hashembed::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("kb.lancedb").to_string_lossy().into_owned();
+/// A store at `path` holding `docs`, embedded by the hashembed server at `embed_url`,
+/// with its indexes built. Returns the store, each document's chunk ids in order and
+/// each document's id, both by name.
+pub async fn store_at(
+    path: &std::path::Path,
+    embed_url: &str,
+    docs: Vec<(&str, NewDocument)>,
+) -> (Store, HashMap<String, Vec<String>>, HashMap<String, String>) {
+    let uri = path.to_string_lossy().into_owned();
     let spec = EmbedderSpec {
         provider: "openai".into(),
         name: hashembed::MODEL.into(),
         vector_dim: hashembed::DIM,
-        base_url: Some(server.url.clone()),
+        base_url: Some(embed_url.to_string()),
     };
     let mut store = Store::create(&uri, &spec).await.unwrap();
     store
@@ -276,6 +293,15 @@ pub async fn kb_with(docs: Vec<(&str, NewDocument)>) -> Kb {
         doc_ids.insert(name.to_string(), meta.id);
     }
     store.ensure_indexes().await.unwrap();
+    (store, chunks, doc_ids)
+}
+
+/// A store holding `docs`.
+pub async fn kb_with(docs: Vec<(&str, NewDocument)>) -> Kb {
+    let server = hashembed::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (store, chunks, doc_ids) =
+        store_at(&dir.path().join("kb.lancedb"), &server.url, docs).await;
     Kb {
         _embed: server,
         _dir: dir,
@@ -301,7 +327,13 @@ pub fn rag_with(kb: &Kb, edit: impl FnOnce(&mut AppConfig)) -> RagCapability {
 }
 
 pub fn analysis(kb: &Kb) -> AnalysisCapability {
-    AnalysisCapability::new(kb.store.clone(), AppConfig::default()).worker(WORKER)
+    analysis_with(kb, |_| {})
+}
+
+pub fn analysis_with(kb: &Kb, edit: impl FnOnce(&mut AppConfig)) -> AnalysisCapability {
+    let mut config = AppConfig::default();
+    edit(&mut config);
+    AnalysisCapability::new(kb.store.clone(), config).worker(WORKER)
 }
 
 // ----- agents and runs ----------------------------------------------------------------
