@@ -651,6 +651,86 @@ async fn a_model_error_fails_the_run() {
     assert_eq!(model.remaining(), 0);
 }
 
+#[tokio::test]
+async fn a_queued_message_after_an_output_tool_gets_another_answer() {
+    let model = MemoryModel::new(vec![
+        Turn::tool_call("final_answer", json!({"answer": "42"})),
+        Turn::tool_call("final_answer", json!({"answer": "43"})),
+    ]);
+    let t = trace();
+    let agent = model
+        .agent()
+        .capability(TestCap::new("policy", &t).enqueue_once("Cite it.").arc())
+        .output_tool(ToolDef::output(
+            "final_answer",
+            "Answer.",
+            json!({"type": "object"}),
+        ))
+        .build()
+        .unwrap();
+    let result = agent
+        .run(RunInput::prompt("q"), None, CancelToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        result.output,
+        RunOutput::Tool {
+            tool_name: "final_answer".into(),
+            args: json!({"answer": "43"})
+        }
+    );
+    // The redirect goes out with the first output tool's return.
+    assert_eq!(result.messages.len(), 5);
+    match request_parts(&result.messages[2]) {
+        [
+            ModelRequestPart::ToolReturn(r),
+            ModelRequestPart::UserPrompt(u),
+        ] => {
+            assert_eq!(r.tool_call_id, "call_1_0");
+            assert_eq!(u.content.text(), "Cite it.");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        request_parts(&result.messages[4]),
+        [ModelRequestPart::ToolReturn(_)]
+    ));
+    assert_eq!(model.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn stream_deltas_become_events_of_their_request() {
+    let model = MemoryModel::new(vec![Turn::text("Hello").with_thinking("hm").deltas(vec![
+        StreamDelta::Text("He".into()),
+        StreamDelta::Restart,
+        StreamDelta::Thinking("hm".into()),
+        StreamDelta::Text("Hello".into()),
+    ])]);
+    let agent = model.agent().build().unwrap();
+    let (tx, mut rx) = events();
+    let result = agent
+        .run(RunInput::prompt("hi"), tx, CancelToken::new())
+        .await
+        .unwrap();
+    assert_eq!(result.output, RunOutput::Text("Hello".into()));
+    let seen: Vec<String> = drain(&mut rx)
+        .into_iter()
+        .filter_map(|e| match e {
+            CoreEvent::TextDelta { text, request, .. } => Some(format!("{request}:text:{text}")),
+            CoreEvent::ThinkingDelta { text, request, .. } => {
+                Some(format!("{request}:thinking:{text}"))
+            }
+            CoreEvent::ResponseRestarted { request, .. } => Some(format!("{request}:restart")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        ["1:text:He", "1:restart", "1:thinking:hm", "1:text:Hello"]
+    );
+    assert_eq!(model.requests()[0].messages.len(), 1);
+}
+
 fn rag_cap(t: &Trace) -> TestCap {
     TestCap::new("haiku-rag", t)
         .tool("rag_search")

@@ -53,8 +53,8 @@ pub struct ModelRequestParams<'a> {
     pub tools: &'a [ToolDef],
 }
 
-/// Something that answers model requests. `crate::model::OpenAiModel` is the real one; tests may
-/// provide others.
+/// Something that answers model requests. `crate::model::OpenAiModel` is the real one;
+/// tests may provide others.
 pub trait ChatModel: Send + Sync {
     /// The model name (for snapshots and responses).
     fn model_name(&self) -> &str;

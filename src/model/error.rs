@@ -1,5 +1,8 @@
-//! How an HTTP failure becomes a [`ModelError`](crate::engine::chat::ModelError) (the engine's error type, with its retry
-//! policy, lives in `crate::engine::chat`), and the server's own words from an error body.
+//! How an HTTP failure becomes a [`ModelError`] (the engine's error type, with its
+//! retry policy, lives in `crate::engine::chat`), and the server's own words from an
+//! error body.
+//!
+//! [`ModelError`]: crate::engine::chat::ModelError
 //!
 //! Error bodies are read leniently: `{"error": {"code": 400 | "400", "message": …}}`
 //! (OpenAI, llama.cpp, vLLM), `{"error": "text"}` (Ollama), `{"message": …}`,
