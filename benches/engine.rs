@@ -17,11 +17,11 @@ use futures::future::BoxFuture;
 use groundwork::engine::agent::{Agent, RunInput};
 use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::capability::{ToolDef, ToolKind};
+use groundwork::engine::chat::{ChatModel, ModelError, ModelRequestParams, StreamDelta};
 use groundwork::engine::messages::{
     ModelMessage, ModelRequest, ModelRequestPart, ModelResponse, ModelResponsePart, TextPart,
     ToolCallPart, ToolReturnPart, UserPromptPart,
 };
-use groundwork::model::{ChatModel, ModelError, ModelRequestParams, StreamDelta};
 use serde_json::json;
 
 struct InstantModel;

@@ -1,6 +1,11 @@
-//! The agent loop through the real async-openai client against the scripted server:
-//! tool calls, streaming events, hook order, wrap/enqueue, tool failure semantics,
-//! limits, deferred loading, cancellation and deferred-tool resumption.
+//! The agent loop, mostly on the in-memory model (`support::memory_model`): hook order,
+//! wrap/enqueue, tool failure semantics, malformed and cut-off calls, limits, deferred
+//! loading, cancellation and deferred-tool resumption. The first tests go through the
+//! real async-openai client against the scripted server, end to end: tool calls,
+//! streaming events, and what the retry prompt looks like on the wire.
+//!
+//! Over the usual 600 lines: one file holds every agent-loop scenario, so the loop's
+//! behaviour reads in one place.
 
 mod support;
 
@@ -10,13 +15,16 @@ use std::time::Duration;
 use groundwork::engine::agent::{DeferredResults, RunError, RunInput, RunOutput};
 use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::capability::{ToolDef, ToolOutcome, ToolOutput};
+use groundwork::engine::chat::{ModelError, StreamDelta};
 use groundwork::engine::events::{CoreEvent, ToolCallStatus};
 use groundwork::engine::messages::{
-    ModelMessage, ModelRequestPart, ModelResponsePart, RetryContent, UserContentValue,
+    ModelMessage, ModelRequestPart, ModelResponsePart, RetryContent, ToolReturnPart,
+    UserContentValue,
 };
 use groundwork::session::Session;
 use serde_json::{Value, json};
 use support::caps::{TestCap, Trace};
+use support::memory_model::{MEMORY_MODEL, MemoryModel, Turn};
 use support::scripted_server::{Reply, ScriptedServer, system_text, tool_names, wire_messages};
 use support::{agent_for, drain, events, test_config};
 
@@ -38,6 +46,8 @@ fn ok_search(
 fn request_parts(m: &ModelMessage) -> &[ModelRequestPart] {
     &m.as_request().expect("a request").parts
 }
+
+// End to end, through the HTTP client.
 
 #[tokio::test]
 async fn tool_calls_then_final_answer() {
@@ -203,141 +213,6 @@ async fn streaming_deltas_arrive_as_events_and_thinking_is_not_sent_back() {
     );
 }
 
-#[tokio::test]
-async fn hooks_run_in_spec_order() {
-    let server = ScriptedServer::start(vec![
-        Reply::tool_call("a_tool", json!({"q": "x"})),
-        Reply::text("done"),
-    ])
-    .await;
-    let t = trace();
-    let agent = agent_for(test_config(&server.base_url()))
-        .capability(
-            TestCap::new("A", &t)
-                .tool("a_tool")
-                .handler(ok_search)
-                .per_request("A says hi.")
-                .arc(),
-        )
-        .capability(TestCap::new("B", &t).arc())
-        .build()
-        .unwrap();
-    agent
-        .run(RunInput::prompt("go"), None, CancelToken::new())
-        .await
-        .unwrap();
-    let per_request = |epoch: usize| {
-        vec![
-            "A:prepare_tools".to_string(),
-            "B:prepare_tools".into(),
-            format!("A:before_model_request(epoch={epoch})"),
-            format!("B:before_model_request(epoch={epoch})"),
-            "A:wrap_model_request".into(),
-            "B:wrap_model_request".into(),
-            "B:after_model_request".into(),
-            "A:after_model_request".into(),
-        ]
-    };
-    let mut expected = vec![
-        "A:for_run(active=true)".to_string(),
-        "B:for_run(active=true)".into(),
-        "A:before_run".into(),
-        "B:before_run".into(),
-    ];
-    expected.extend(per_request(1));
-    expected.push("A:call_tool(a_tool)".into());
-    expected.extend(per_request(3));
-    expected.extend([
-        "B:after_run(deferred=false)".to_string(),
-        "A:after_run(deferred=false)".into(),
-    ]);
-    assert_eq!(*t.lock().unwrap(), expected);
-    // before_model_request additions reach this request's instructions.
-    for body in server.requests() {
-        assert!(system_text(&body).ends_with("A says hi."));
-    }
-}
-
-#[tokio::test]
-async fn wrap_model_request_changes_the_wire_not_the_history() {
-    let server = ScriptedServer::start(vec![Reply::text("ok")]).await;
-    let t = trace();
-    let agent = agent_for(test_config(&server.base_url()))
-        .capability(
-            TestCap::new("compactor", &t)
-                .rewrite(|mut msgs| {
-                    for m in &mut msgs {
-                        if let ModelMessage::Request(r) = m {
-                            for p in &mut r.parts {
-                                if let ModelRequestPart::UserPrompt(u) = p {
-                                    u.content = UserContentValue::Text("[compacted]".into());
-                                }
-                            }
-                        }
-                    }
-                    msgs
-                })
-                .arc(),
-        )
-        .build()
-        .unwrap();
-    let prompt = "a very long prompt ".repeat(20);
-    let result = agent
-        .run(RunInput::prompt(prompt.as_str()), None, CancelToken::new())
-        .await
-        .unwrap();
-    let wire = server.requests()[0].to_string();
-    assert!(wire.contains("[compacted]"));
-    assert!(!wire.contains("a very long prompt"));
-    match &request_parts(&result.messages[0])[0] {
-        ModelRequestPart::UserPrompt(u) => {
-            assert_eq!(u.content, UserContentValue::Text(prompt.clone()))
-        }
-        other => panic!("{other:?}"),
-    }
-    let snap = &result.requests[0];
-    assert_ne!(snap.raw, snap.compacted);
-    assert!(snap.raw_tokens.total > snap.compacted_tokens.total);
-    assert_eq!(snap.raw_tokens.per_message.len(), 1);
-}
-
-#[tokio::test]
-async fn enqueue_when_idle_makes_another_request() {
-    let server = ScriptedServer::start(vec![
-        Reply::text("first answer"),
-        Reply::text("second answer"),
-    ])
-    .await;
-    let t = trace();
-    let agent = agent_for(test_config(&server.base_url()))
-        .capability(
-            TestCap::new("policy", &t)
-                .enqueue_once("Please cite your sources.")
-                .arc(),
-        )
-        .build()
-        .unwrap();
-    let result = agent
-        .run(RunInput::prompt("q"), None, CancelToken::new())
-        .await
-        .unwrap();
-    assert_eq!(result.output, RunOutput::Text("second answer".into()));
-    assert_eq!(result.messages.len(), 4);
-    match &request_parts(&result.messages[2])[0] {
-        ModelRequestPart::UserPrompt(u) => {
-            assert_eq!(u.content.text(), "Please cite your sources.")
-        }
-        other => panic!("{other:?}"),
-    }
-    let reqs = server.requests();
-    assert_eq!(reqs.len(), 2);
-    let last = wire_messages(&reqs[1]).last().cloned().unwrap();
-    assert_eq!(
-        last,
-        json!({"role": "user", "content": "Please cite your sources."})
-    );
-}
-
 fn failing_cap(t: &Trace) -> TestCap {
     TestCap::new("tools", t)
         .tool("fails")
@@ -387,14 +262,155 @@ async fn failed_is_a_tool_return_and_retry_is_a_retry_prompt() {
     );
 }
 
+// The loop itself, on the in-memory model.
+
+#[tokio::test]
+async fn hooks_run_in_spec_order() {
+    let model = MemoryModel::new(vec![
+        Turn::tool_call("a_tool", json!({"q": "x"})),
+        Turn::text("done"),
+    ]);
+    let t = trace();
+    let agent = model
+        .agent()
+        .capability(
+            TestCap::new("A", &t)
+                .tool("a_tool")
+                .handler(ok_search)
+                .per_request("A says hi.")
+                .arc(),
+        )
+        .capability(TestCap::new("B", &t).arc())
+        .build()
+        .unwrap();
+    agent
+        .run(RunInput::prompt("go"), None, CancelToken::new())
+        .await
+        .unwrap();
+    let per_request = |epoch: usize| {
+        vec![
+            "A:prepare_tools".to_string(),
+            "B:prepare_tools".into(),
+            format!("A:before_model_request(epoch={epoch})"),
+            format!("B:before_model_request(epoch={epoch})"),
+            "A:wrap_model_request".into(),
+            "B:wrap_model_request".into(),
+            "B:after_model_request".into(),
+            "A:after_model_request".into(),
+        ]
+    };
+    let mut expected = vec![
+        "A:for_run(active=true)".to_string(),
+        "B:for_run(active=true)".into(),
+        "A:before_run".into(),
+        "B:before_run".into(),
+    ];
+    expected.extend(per_request(1));
+    expected.push("A:call_tool(a_tool)".into());
+    expected.extend(per_request(3));
+    expected.extend([
+        "B:after_run(deferred=false)".to_string(),
+        "A:after_run(deferred=false)".into(),
+    ]);
+    assert_eq!(*t.lock().unwrap(), expected);
+    // before_model_request additions reach this request's instructions.
+    for body in model.requests() {
+        assert!(body.instructions.clone().ends_with("A says hi."));
+    }
+}
+
+#[tokio::test]
+async fn wrap_model_request_changes_the_wire_not_the_history() {
+    let model = MemoryModel::new(vec![Turn::text("ok")]);
+    let t = trace();
+    let agent = model
+        .agent()
+        .capability(
+            TestCap::new("compactor", &t)
+                .rewrite(|mut msgs| {
+                    for m in &mut msgs {
+                        if let ModelMessage::Request(r) = m {
+                            for p in &mut r.parts {
+                                if let ModelRequestPart::UserPrompt(u) = p {
+                                    u.content = UserContentValue::Text("[compacted]".into());
+                                }
+                            }
+                        }
+                    }
+                    msgs
+                })
+                .arc(),
+        )
+        .build()
+        .unwrap();
+    let prompt = "a very long prompt ".repeat(20);
+    let result = agent
+        .run(RunInput::prompt(prompt.as_str()), None, CancelToken::new())
+        .await
+        .unwrap();
+    let wire = format!("{:?}", model.requests()[0].messages);
+    assert!(wire.contains("[compacted]"));
+    assert!(!wire.contains("a very long prompt"));
+    match &request_parts(&result.messages[0])[0] {
+        ModelRequestPart::UserPrompt(u) => {
+            assert_eq!(u.content, UserContentValue::Text(prompt.clone()))
+        }
+        other => panic!("{other:?}"),
+    }
+    let snap = &result.requests[0];
+    assert_ne!(snap.raw, snap.compacted);
+    assert!(snap.raw_tokens.total > snap.compacted_tokens.total);
+    assert_eq!(snap.raw_tokens.per_message.len(), 1);
+}
+
+#[tokio::test]
+async fn enqueue_when_idle_makes_another_request() {
+    let model = MemoryModel::new(vec![
+        Turn::text("first answer"),
+        Turn::text("second answer"),
+    ]);
+    let t = trace();
+    let agent = model
+        .agent()
+        .capability(
+            TestCap::new("policy", &t)
+                .enqueue_once("Please cite your sources.")
+                .arc(),
+        )
+        .build()
+        .unwrap();
+    let result = agent
+        .run(RunInput::prompt("q"), None, CancelToken::new())
+        .await
+        .unwrap();
+    assert_eq!(result.output, RunOutput::Text("second answer".into()));
+    assert_eq!(result.messages.len(), 4);
+    match &request_parts(&result.messages[2])[0] {
+        ModelRequestPart::UserPrompt(u) => {
+            assert_eq!(u.content.text(), "Please cite your sources.")
+        }
+        other => panic!("{other:?}"),
+    }
+    let reqs = model.requests();
+    assert_eq!(reqs.len(), 2);
+    let sent = reqs[1].messages.last().unwrap();
+    match request_parts(sent) {
+        [ModelRequestPart::UserPrompt(u)] => {
+            assert_eq!(u.content.text(), "Please cite your sources.")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn exhausting_the_retry_budget_aborts_the_run() {
     let replies = (0..5)
-        .map(|i| Reply::tool_call("retries", json!({"q": i})))
+        .map(|i| Turn::tool_call("retries", json!({"q": i})))
         .collect();
-    let server = ScriptedServer::start(replies).await;
+    let model = MemoryModel::new(replies);
     let t = trace();
-    let agent = agent_for(test_config(&server.base_url()))
+    let agent = model
+        .agent()
         .capability(failing_cap(&t).arc())
         .build()
         .unwrap();
@@ -408,7 +424,7 @@ async fn exhausting_the_retry_budget_aborts_the_run() {
         "{err}"
     );
     assert_eq!(
-        server.requests().len(),
+        model.requests().len(),
         4,
         "three retries are allowed, the fourth aborts"
     );
@@ -421,11 +437,12 @@ async fn exhausting_the_retry_budget_aborts_the_run() {
 #[tokio::test]
 async fn request_limit_is_an_error() {
     let replies = (0..3)
-        .map(|i| Reply::tool_call("search", json!({"q": i})))
+        .map(|i| Turn::tool_call("search", json!({"q": i})))
         .collect();
-    let server = ScriptedServer::start(replies).await;
+    let model = MemoryModel::new(replies);
     let t = trace();
-    let agent = agent_for(test_config(&server.base_url()))
+    let agent = model
+        .agent()
         .capability(
             TestCap::new("cap", &t)
                 .tool("search")
@@ -440,18 +457,18 @@ async fn request_limit_is_an_error() {
         .await
         .unwrap_err();
     assert!(matches!(err, RunError::RequestLimit { limit: 2 }), "{err}");
-    assert_eq!(server.requests().len(), 2);
+    assert_eq!(model.requests().len(), 2);
 }
 
 #[tokio::test]
 async fn unknown_tool_gets_a_retry_prompt() {
-    let server = ScriptedServer::start(vec![
-        Reply::tool_call("nonexistent", json!({})),
-        Reply::text("sorry"),
-    ])
-    .await;
+    let model = MemoryModel::new(vec![
+        Turn::tool_call("nonexistent", json!({})),
+        Turn::text("sorry"),
+    ]);
     let t = trace();
-    let agent = agent_for(test_config(&server.base_url()))
+    let agent = model
+        .agent()
         .capability(
             TestCap::new("cap", &t)
                 .tool("search")
@@ -478,13 +495,12 @@ async fn unknown_tool_gets_a_retry_prompt() {
 
 #[tokio::test]
 async fn output_tool_ends_the_run_with_its_arguments() {
-    let server = ScriptedServer::start(vec![
-        Reply::tool_call("final_answer", json!({"answer": "42"}))
+    let model = MemoryModel::new(vec![
+        Turn::tool_call("final_answer", json!({"answer": "42"}))
             .and_tool_call("search", json!({"q": "x"})),
-    ])
-    .await;
+    ]);
     let t = trace();
-    let agent = agent_for(test_config(&server.base_url()))
+    let agent = model.agent()
         .capability(TestCap::new("cap", &t).tool("search").handler(ok_search).arc())
         .output_tool(ToolDef::output(
             "final_answer",
@@ -504,7 +520,11 @@ async fn output_tool_ends_the_run_with_its_arguments() {
             args: json!({"answer": "42"})
         }
     );
-    assert!(tool_names(&server.requests()[0]).contains(&"final_answer".to_string()));
+    assert!(
+        model.requests()[0]
+            .tool_names()
+            .contains(&"final_answer".to_string())
+    );
     assert!(
         !t.lock()
             .unwrap()
@@ -519,7 +539,8 @@ async fn output_tool_ends_the_run_with_its_arguments() {
 #[tokio::test]
 async fn duplicate_capability_id_is_rejected() {
     let t = trace();
-    let err = agent_for(test_config("http://127.0.0.1:9/v1"))
+    let err = MemoryModel::default()
+        .agent()
         .capability(TestCap::new("haiku-rag-citation-policy", &t).arc())
         .capability(TestCap::new("haiku-rag-citation-policy", &t).arc())
         .build()
@@ -527,6 +548,187 @@ async fn duplicate_capability_id_is_rejected() {
         .to_string();
     assert!(err.contains("unique within a run"), "{err}");
     assert!(err.contains("haiku-rag-citation-policy"), "{err}");
+}
+
+#[tokio::test]
+async fn malformed_and_cut_off_tool_calls_get_a_retry_prompt() {
+    let model = MemoryModel::new(vec![
+        Turn::tool_call_raw("search", r#"{"q": "cut"#).finish_reason("length"),
+        Turn::tool_call_raw("search", "not json"),
+        Turn::text("gave up"),
+    ]);
+    let t = trace();
+    let agent = model
+        .agent()
+        .capability(
+            TestCap::new("cap", &t)
+                .tool("search")
+                .handler(ok_search)
+                .arc(),
+        )
+        .build()
+        .unwrap();
+    let (tx, mut rx) = events();
+    let result = agent
+        .run(RunInput::prompt("q"), tx, CancelToken::new())
+        .await
+        .unwrap();
+    assert_eq!(result.output, RunOutput::Text("gave up".into()));
+    assert!(result.messages[1].as_response().unwrap().is_cut_off());
+    for (at, call_id) in [(2, "call_1_0"), (4, "call_2_0")] {
+        match &request_parts(&result.messages[at])[0] {
+            ModelRequestPart::RetryPrompt(r) => {
+                assert_eq!(r.tool_call_id, call_id);
+                assert_eq!(r.tool_name.as_deref(), Some("search"));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // The model saw each retry prompt; the tool never ran.
+    let reqs = model.requests();
+    assert_eq!(reqs.len(), 3);
+    assert!(matches!(
+        request_parts(reqs[1].messages.last().unwrap())[0],
+        ModelRequestPart::RetryPrompt(_)
+    ));
+    assert!(
+        !t.lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.starts_with("cap:call_tool"))
+    );
+    let retries = drain(&mut rx)
+        .into_iter()
+        .filter(|e| {
+            matches!(
+                e,
+                CoreEvent::ToolCallFinished {
+                    outcome: ToolCallStatus::Retry,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(retries, 2);
+}
+
+#[tokio::test]
+async fn a_model_error_fails_the_run() {
+    let model = MemoryModel::new(vec![
+        Turn::tool_call("search", json!({"q": "x"})),
+        Turn::error(ModelError::Http {
+            url: "memory://".into(),
+            status: 400,
+            message: "context overflow".into(),
+            retry_after: None,
+        }),
+    ]);
+    let t = trace();
+    let agent = model
+        .agent()
+        .capability(
+            TestCap::new("cap", &t)
+                .tool("search")
+                .handler(ok_search)
+                .arc(),
+        )
+        .build()
+        .unwrap();
+    let (tx, mut rx) = events();
+    let err = agent
+        .run(RunInput::prompt("q"), tx, CancelToken::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, RunError::Model(ModelError::Http { status: 400, .. })),
+        "{err}"
+    );
+    assert_eq!(t.lock().unwrap().last().unwrap(), "cap:on_run_error");
+    assert!(matches!(
+        drain(&mut rx).last(),
+        Some(CoreEvent::RunFailed { error, request: 2, .. }) if error.contains("context overflow")
+    ));
+    assert_eq!(model.remaining(), 0);
+}
+
+#[tokio::test]
+async fn a_queued_message_after_an_output_tool_gets_another_answer() {
+    let model = MemoryModel::new(vec![
+        Turn::tool_call("final_answer", json!({"answer": "42"})),
+        Turn::tool_call("final_answer", json!({"answer": "43"})),
+    ]);
+    let t = trace();
+    let agent = model
+        .agent()
+        .capability(TestCap::new("policy", &t).enqueue_once("Cite it.").arc())
+        .output_tool(ToolDef::output(
+            "final_answer",
+            "Answer.",
+            json!({"type": "object"}),
+        ))
+        .build()
+        .unwrap();
+    let result = agent
+        .run(RunInput::prompt("q"), None, CancelToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        result.output,
+        RunOutput::Tool {
+            tool_name: "final_answer".into(),
+            args: json!({"answer": "43"})
+        }
+    );
+    // The redirect goes out with the first output tool's return.
+    assert_eq!(result.messages.len(), 5);
+    match request_parts(&result.messages[2]) {
+        [
+            ModelRequestPart::ToolReturn(r),
+            ModelRequestPart::UserPrompt(u),
+        ] => {
+            assert_eq!(r.tool_call_id, "call_1_0");
+            assert_eq!(u.content.text(), "Cite it.");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        request_parts(&result.messages[4]),
+        [ModelRequestPart::ToolReturn(_)]
+    ));
+    assert_eq!(model.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn stream_deltas_become_events_of_their_request() {
+    let model = MemoryModel::new(vec![Turn::text("Hello").with_thinking("hm").deltas(vec![
+        StreamDelta::Text("He".into()),
+        StreamDelta::Restart,
+        StreamDelta::Thinking("hm".into()),
+        StreamDelta::Text("Hello".into()),
+    ])]);
+    let agent = model.agent().build().unwrap();
+    let (tx, mut rx) = events();
+    let result = agent
+        .run(RunInput::prompt("hi"), tx, CancelToken::new())
+        .await
+        .unwrap();
+    assert_eq!(result.output, RunOutput::Text("Hello".into()));
+    let seen: Vec<String> = drain(&mut rx)
+        .into_iter()
+        .filter_map(|e| match e {
+            CoreEvent::TextDelta { text, request, .. } => Some(format!("{request}:text:{text}")),
+            CoreEvent::ThinkingDelta { text, request, .. } => {
+                Some(format!("{request}:thinking:{text}"))
+            }
+            CoreEvent::ResponseRestarted { request, .. } => Some(format!("{request}:restart")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        ["1:text:He", "1:restart", "1:thinking:hm", "1:text:Hello"]
+    );
+    assert_eq!(model.requests()[0].messages.len(), 1);
 }
 
 fn rag_cap(t: &Trace) -> TestCap {
@@ -540,16 +742,16 @@ fn rag_cap(t: &Trace) -> TestCap {
 
 #[tokio::test]
 async fn deferred_loading_j90() {
-    let server = ScriptedServer::start(vec![
-        Reply::tool_call("load_capability", json!({"id": "haiku-rag"})),
-        Reply::tool_call("rag_search", json!({"q": "solar"})),
-        Reply::text("Answer."),
+    let model = MemoryModel::new(vec![
+        Turn::tool_call("load_capability", json!({"id": "haiku-rag"})),
+        Turn::tool_call("rag_search", json!({"q": "solar"})),
+        Turn::text("Answer."),
         // Second run, with the first run's history.
-        Reply::text("Second answer."),
-    ])
-    .await;
+        Turn::text("Second answer."),
+    ]);
     let t = trace();
-    let agent = agent_for(test_config(&server.base_url()))
+    let agent = model
+        .agent()
         .instructions("Base.")
         .capability(rag_cap(&t).arc())
         .build()
@@ -558,13 +760,13 @@ async fn deferred_loading_j90() {
         .run(RunInput::prompt("q"), None, CancelToken::new())
         .await
         .unwrap();
-    let reqs = server.requests();
+    let reqs = model.requests();
 
     // Request 1: collapsed. Catalogue, no heading, only load_capability.
-    let sys1 = system_text(&reqs[0]);
+    let sys1 = reqs[0].instructions.clone();
     assert!(!sys1.contains("# RAG"), "{sys1}");
     assert!(sys1.contains("The following capabilities are deferred and can be loaded using the `load_capability` tool:\n- haiku-rag: Searches the knowledge base"), "{sys1}");
-    assert_eq!(tool_names(&reqs[0]), vec!["load_capability"]);
+    assert_eq!(reqs[0].tool_names(), vec!["load_capability"]);
 
     // The load return carries the instructions and the sorted tool names.
     let load_return = match &request_parts(&result.messages[2])[0] {
@@ -588,10 +790,10 @@ async fn deferred_loading_j90() {
     assert_eq!(call.tool_kind.as_deref(), Some("capability-load"));
 
     // Request 2 on: loaded. Tools visible, heading in instructions, no catalogue.
-    let mut tools2 = tool_names(&reqs[1]);
+    let mut tools2 = reqs[1].tool_names();
     tools2.sort();
     assert_eq!(tools2, vec!["load_capability", "rag_cite", "rag_search"]);
-    let sys2 = system_text(&reqs[1]);
+    let sys2 = reqs[1].instructions.clone();
     assert!(
         sys2.contains("# RAG") && !sys2.contains("are deferred"),
         "{sys2}"
@@ -628,22 +830,22 @@ async fn deferred_loading_j90() {
         )
         .await
         .unwrap();
-    let reqs = server.requests();
-    assert!(system_text(&reqs[3]).contains("# RAG"));
-    assert!(tool_names(&reqs[3]).contains(&"rag_search".to_string()));
+    let reqs = model.requests();
+    assert!(reqs[3].instructions.clone().contains("# RAG"));
+    assert!(reqs[3].tool_names().contains(&"rag_search".to_string()));
     assert_eq!(t.lock().unwrap()[0], "haiku-rag:for_run(active=true)");
 }
 
 #[tokio::test]
 async fn load_capability_unknown_id_and_already_active() {
-    let server = ScriptedServer::start(vec![
-        Reply::tool_call("load_capability", json!({"id": "nope"}))
+    let model = MemoryModel::new(vec![
+        Turn::tool_call("load_capability", json!({"id": "nope"}))
             .and_tool_call("load_capability", json!({"id": "eager"})),
-        Reply::text("ok"),
-    ])
-    .await;
+        Turn::text("ok"),
+    ]);
     let t = trace();
-    let agent = agent_for(test_config(&server.base_url()))
+    let agent = model
+        .agent()
         .capability(rag_cap(&t).arc())
         .capability(TestCap::new("eager", &t).instructions("# Eager").arc())
         .build()
@@ -664,25 +866,25 @@ async fn load_capability_unknown_id_and_already_active() {
         other => panic!("{other:?}"),
     }
     // Still collapsed on request 2.
-    assert_eq!(tool_names(&server.requests()[1]), vec!["load_capability"]);
+    assert_eq!(model.requests()[1].tool_names(), vec!["load_capability"]);
     assert!(agent.loaded_from_history(&result.messages).is_empty());
 }
 
 #[tokio::test]
 async fn cancellation_mid_stream_leaves_the_callers_history_and_state_untouched() {
-    let server = ScriptedServer::start(vec![
-        Reply::text("first"),
-        Reply::text("this answer streams very slowly").chunk_delay(Duration::from_secs(30)),
-    ])
-    .await;
+    let model = MemoryModel::new(vec![
+        Turn::text("first"),
+        Turn::hang().deltas(vec![StreamDelta::Text("this answer streams".into())]),
+    ]);
     let t = trace();
     let agent = Arc::new(
-        agent_for(test_config(&server.base_url()))
+        model
+            .agent()
             .capability(TestCap::new("cap", &t).arc())
             .build()
             .unwrap(),
     );
-    let mut session = Session::new("scripted-model");
+    let mut session = Session::new(MEMORY_MODEL);
     let first = agent
         .run(RunInput::prompt("one"), None, CancelToken::new())
         .await;
@@ -735,14 +937,14 @@ async fn cancellation_mid_stream_leaves_the_callers_history_and_state_untouched(
 
 #[tokio::test]
 async fn deferred_tool_results_resume_the_run() {
-    let server = ScriptedServer::start(vec![
-        Reply::tool_call("search", json!({"q": "a"}))
+    let model = MemoryModel::new(vec![
+        Turn::tool_call("search", json!({"q": "a"}))
             .and_tool_call("external", json!({"q": "approve?"})),
-        Reply::text("done"),
-    ])
-    .await;
+        Turn::text("done"),
+    ]);
     let t = trace();
-    let agent = agent_for(test_config(&server.base_url()))
+    let agent = model
+        .agent()
         .capability(
             TestCap::new("cap", &t)
                 .tool("search")
@@ -771,7 +973,7 @@ async fn deferred_tool_results_resume_the_run() {
     );
     // History: prompt, response with both calls, the completed call's return.
     assert_eq!(first.messages.len(), 3);
-    assert_eq!(server.requests().len(), 1);
+    assert_eq!(model.requests().len(), 1);
 
     let call_id = deferred.calls[0].tool_call_id.clone();
     let results = DeferredResults::default().with(
@@ -786,15 +988,19 @@ async fn deferred_tool_results_resume_the_run() {
     };
     let second = agent.run(input, None, CancelToken::new()).await.unwrap();
     assert_eq!(second.output, RunOutput::Text("done".into()));
-    let wire = wire_messages(&server.requests()[1]);
-    let tool_ids: Vec<&str> = wire
+    let sent = model.requests()[1].messages.clone();
+    let returns: Vec<&ToolReturnPart> = sent
         .iter()
-        .filter(|m| m["role"] == "tool")
-        .filter_map(|m| m["tool_call_id"].as_str())
+        .filter_map(ModelMessage::as_request)
+        .flat_map(|r| r.parts.iter())
+        .filter_map(|p| match p {
+            ModelRequestPart::ToolReturn(r) => Some(r),
+            _ => None,
+        })
         .collect();
-    assert_eq!(tool_ids.len(), 2);
-    assert!(tool_ids.contains(&call_id.as_str()));
-    assert!(wire.iter().any(|m| m["content"] == "approved"));
+    assert_eq!(returns.len(), 2);
+    assert!(returns.iter().any(|r| r.tool_call_id == call_id));
+    assert!(returns.iter().any(|r| r.content == json!("approved")));
 
     // A result for a call that is not open is rejected.
     let bad = RunInput {
@@ -810,15 +1016,15 @@ async fn deferred_tool_results_resume_the_run() {
 
 #[tokio::test]
 async fn epochs_and_identity_follow_the_spec_worked_example() {
-    let server = ScriptedServer::start(vec![
-        Reply::tool_call("search", json!({"q": "x"})),
-        Reply::tool_call("cite", json!({"q": "c1"})),
-        Reply::text("answer"),
-        Reply::text("second answer"),
-    ])
-    .await;
+    let model = MemoryModel::new(vec![
+        Turn::tool_call("search", json!({"q": "x"})),
+        Turn::tool_call("cite", json!({"q": "c1"})),
+        Turn::text("answer"),
+        Turn::text("second answer"),
+    ]);
     let t = trace();
-    let agent = agent_for(test_config(&server.base_url()))
+    let agent = model
+        .agent()
         .capability(
             TestCap::new("rag", &t)
                 .tool("search")

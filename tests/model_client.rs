@@ -1,5 +1,5 @@
 //! The model client against the scripted server: retries, clear errors for a down,
-//! garbage-speaking or stalled endpoint, non-streaming mode, models/embeddings, and
+//! garbage-speaking or stalled endpoint, non-streaming mode, and
 //! the API key staying out of everything but the Authorization header.
 
 mod support;
@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use groundwork::engine::agent::{RunError, RunInput, RunOutput};
 use groundwork::engine::cancel::CancelToken;
+use groundwork::engine::chat::ModelError;
 use groundwork::engine::config::ModelConfig;
-use groundwork::model::{ModelError, OpenAiModel};
+use groundwork::model::OpenAiModel;
 use groundwork::session::Session;
 use serde_json::json;
-use support::scripted_server::{Reply, ScriptedServer, hash_embedding};
+use support::scripted_server::{Reply, ScriptedServer};
 use support::{TEST_API_KEY, agent_for, drain, events, test_config};
 
 async fn ask(config: ModelConfig) -> Result<RunOutput, RunError> {
@@ -183,19 +184,6 @@ async fn non_streaming_mode_handles_tool_calls() {
     assert_eq!(first.finish_reason.as_deref(), Some("tool_call"));
     assert_eq!(first.usage.input_tokens, 11);
     assert_eq!(first.provider_response_id.as_deref(), Some("chatcmpl-1"));
-}
-
-#[tokio::test]
-async fn models_and_embeddings() {
-    let server = ScriptedServer::start(Vec::new()).await;
-    let model = OpenAiModel::new(test_config(&server.base_url())).unwrap();
-    assert_eq!(model.list_models().await.unwrap(), vec!["scripted-model"]);
-    let texts = vec!["solar panel".to_string(), "wind".to_string()];
-    let vectors = model.embed("embed-model", &texts).await.unwrap();
-    assert_eq!(
-        vectors,
-        vec![hash_embedding("solar panel"), hash_embedding("wind")]
-    );
 }
 
 #[tokio::test]

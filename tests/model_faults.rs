@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use groundwork::engine::agent::{RunError, RunInput, RunOutput, RunResult};
 use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::capability::ToolOutcome;
+use groundwork::engine::chat::ModelError;
 use groundwork::engine::config::ModelConfig;
 use groundwork::engine::events::CoreEvent;
-use groundwork::model::ModelError;
 use serde_json::{Value, json};
 use support::caps::TestCap;
 use support::scripted_server::{

@@ -418,7 +418,7 @@ async fn workbench(
             None
         }
     };
-    let model: Option<std::sync::Arc<dyn crate::model::ChatModel>> = match choice.config() {
+    let model: Option<std::sync::Arc<dyn crate::engine::chat::ChatModel>> = match choice.config() {
         Some(c) => Some(std::sync::Arc::new(crate::model::OpenAiModel::new(
             c.clone(),
         )?)),

@@ -26,8 +26,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::cancel::CancelToken;
+pub use super::chat::BoxFuture;
 use super::messages::{ModelMessage, ModelResponse, UserContent, UserContentValue};
-pub use crate::model::BoxFuture;
 
 /// A tool offered to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -11,10 +11,10 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::capability::ToolDef;
+use super::chat::{estimate_message_tokens, estimate_tokens};
 use super::messages::{ModelMessage, RequestUsage};
-use crate::model::estimate_message_tokens;
 
-/// Token estimate (chars/4, see [`crate::model::estimate_tokens`]) of one message list.
+/// Token estimate (chars/4, see [`estimate_tokens`]) of one message list.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct TokenCounts {
     /// Sum of the messages plus the instructions.
@@ -29,7 +29,7 @@ impl TokenCounts {
     /// Estimates `messages` sent with `instructions`.
     pub fn estimate(instructions: &str, messages: &[ModelMessage]) -> Self {
         let per_message: Vec<usize> = messages.iter().map(estimate_message_tokens).collect();
-        let instructions = crate::model::estimate_tokens(instructions);
+        let instructions = estimate_tokens(instructions);
         TokenCounts {
             total: instructions + per_message.iter().sum::<usize>(),
             instructions,

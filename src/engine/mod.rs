@@ -32,6 +32,7 @@
 pub mod agent;
 pub mod cancel;
 pub mod capability;
+pub mod chat;
 pub mod config;
 pub mod discover;
 pub mod events;

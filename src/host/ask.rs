@@ -17,8 +17,8 @@ use crate::config::AppConfig;
 use crate::engine::agent::{Agent, RunInput, RunOutput};
 use crate::engine::cancel::CancelToken;
 use crate::engine::capability::Capability;
+use crate::engine::chat::ChatModel;
 use crate::engine::events::{CoreEvent, RequestSnapshot};
-use crate::model::ChatModel;
 use crate::session::Session;
 use crate::store::Store;
 

@@ -1,5 +1,8 @@
-//! Why a model request failed, which failures are worth another attempt, and the
-//! server's own words from an error body.
+//! How an HTTP failure becomes a [`ModelError`] (the engine's error type, with its
+//! retry policy, lives in `crate::engine::chat`), and the server's own words from an
+//! error body.
+//!
+//! [`ModelError`]: crate::engine::chat::ModelError
 //!
 //! Error bodies are read leniently: `{"error": {"code": 400 | "400", "message": …}}`
 //! (OpenAI, llama.cpp, vLLM), `{"error": "text"}` (Ollama), `{"message": …}`,
@@ -10,130 +13,10 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 
 /// The longest `Retry-After` wait honoured; a server asking for more is not retried.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+pub(super) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// Longest server message kept in an error.
 const MESSAGE_LIMIT: usize = 500;
-
-/// Why a model request failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ModelError {
-    /// No connection could be made, or it closed before the server answered.
-    #[error("cannot reach model endpoint at {url}: {detail}")]
-    Unreachable {
-        /// The endpoint base URL.
-        url: String,
-        /// What went wrong.
-        detail: String,
-    },
-    /// The TLS handshake failed (typically `https://` to a plain-HTTP port).
-    #[error(
-        "TLS handshake with model endpoint {url} failed ({detail}); is the server plain HTTP? Then use an http:// URL"
-    )]
-    Tls {
-        /// The endpoint base URL.
-        url: String,
-        /// What the TLS layer said.
-        detail: String,
-    },
-    /// The endpoint answered with an error status.
-    #[error("model endpoint {url} returned HTTP {status}: {message}")]
-    Http {
-        /// The endpoint base URL.
-        url: String,
-        /// The HTTP status code.
-        status: u16,
-        /// The server's own error message, from the body.
-        message: String,
-        /// The wait the server asked for (`Retry-After`), if any.
-        retry_after: Option<Duration>,
-    },
-    /// The endpoint answered something that is not a chat completion.
-    #[error("model endpoint {url} returned a malformed response: {detail}")]
-    Malformed {
-        /// The endpoint base URL.
-        url: String,
-        /// What was wrong, with a prefix of the body.
-        detail: String,
-    },
-    /// Nothing arrived for `timeout_secs` (before the headers, or between stream events).
-    #[error("model endpoint {url} sent nothing for {secs} s (the timeout_secs limit)")]
-    Timeout {
-        /// The endpoint base URL.
-        url: String,
-        /// The idle timeout.
-        secs: u64,
-    },
-    /// The whole request (retries included) took longer than `total_timeout_secs`.
-    #[error(
-        "model endpoint {url} did not finish answering within {secs} s (the total_timeout_secs limit)"
-    )]
-    TotalTimeout {
-        /// The endpoint base URL.
-        url: String,
-        /// The limit.
-        secs: u64,
-    },
-    /// The answer started but the connection closed before it was complete.
-    #[error("model endpoint {url}: the connection closed mid-answer ({detail})")]
-    Interrupted {
-        /// The endpoint base URL.
-        url: String,
-        /// How it ended.
-        detail: String,
-        /// Whether deltas of the attempt had already been handed out.
-        shown: bool,
-    },
-    /// The answer exceeded `max_response_bytes`.
-    #[error(
-        "model endpoint {url} sent an answer larger than {limit} bytes (the max_response_bytes limit)"
-    )]
-    TooLarge {
-        /// The endpoint base URL.
-        url: String,
-        /// The limit.
-        limit: u64,
-    },
-    /// The run was cancelled while waiting for the model.
-    #[error("model request cancelled")]
-    Cancelled,
-    /// The client could not be set up.
-    #[error("cannot set up the model client: {0}")]
-    Setup(String),
-}
-
-impl ModelError {
-    /// How many further attempts this failure allows, given `[model] max_retries`:
-    ///
-    /// * a connection that could not be made or closed before the server answered, and
-    ///   HTTP 408, 429, 502, 503, 504: `max_retries` (after `Retry-After` when given);
-    /// * an idle timeout, and a stream cut before it finished (nothing shown yet): one;
-    /// * everything else: none. Other 4xx and 500, 501, 505+ answers repeat for the same
-    ///   request (llama.cpp's 500 "Failed to parse tool call arguments as JSON", a
-    ///   context overflow); so do TLS failures, malformed and oversized answers. The
-    ///   total timeout and cancellation end the request.
-    ///
-    /// The caller also never retries once deltas were handed out (they would repeat).
-    pub fn retry_limit(&self, max_retries: u32) -> u32 {
-        match self {
-            ModelError::Unreachable { .. } => max_retries,
-            ModelError::Http { status, .. } if is_transient_status(*status) => max_retries,
-            ModelError::Timeout { .. } => max_retries.min(1),
-            ModelError::Interrupted { shown: false, .. } => max_retries.min(1),
-            _ => 0,
-        }
-    }
-
-    /// Whether another attempt may succeed (see [`ModelError::retry_limit`]).
-    pub fn is_retryable(&self) -> bool {
-        self.retry_limit(u32::MAX) > 0
-    }
-}
-
-/// HTTP statuses worth another attempt: the request itself was fine.
-pub fn is_transient_status(status: u16) -> bool {
-    matches!(status, 408 | 429 | 502 | 503 | 504)
-}
 
 /// An error status as the transport saw it (carried through async-openai boxed).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,7 +36,7 @@ impl std::error::Error for HttpFailure {}
 
 /// The server's message from an error body: JSON in any of the usual shapes, else the
 /// text itself; an empty body gives the status's reason phrase.
-pub fn error_body_message(body: &[u8], status: u16) -> String {
+pub(super) fn error_body_message(body: &[u8], status: u16) -> String {
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
     let message = match serde_json::from_str::<Value>(text) {
@@ -201,7 +84,7 @@ pub(super) fn json_error_code(v: &Value) -> Option<u16> {
 }
 
 /// A `Retry-After` value: delay seconds, or an HTTP date (past dates wait zero).
-pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+pub(super) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if let Ok(secs) = value.parse::<u64>() {
         return Some(Duration::from_secs(secs));
@@ -382,39 +265,5 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(parse_retry_after("soon", now), None);
-    }
-
-    #[test]
-    fn only_transient_failures_are_retried() {
-        let http = |status| ModelError::Http {
-            url: "u".into(),
-            status,
-            message: "m".into(),
-            retry_after: None,
-        };
-        for s in [408, 429, 502, 503, 504] {
-            assert_eq!(http(s).retry_limit(2), 2, "{s}");
-        }
-        for s in [400, 401, 404, 413, 422, 500, 501, 505] {
-            assert_eq!(http(s).retry_limit(2), 0, "{s}");
-        }
-        let timeout = ModelError::Timeout {
-            url: "u".into(),
-            secs: 1,
-        };
-        assert_eq!(timeout.retry_limit(5), 1);
-        assert_eq!(timeout.retry_limit(0), 0);
-        let cut = |shown| ModelError::Interrupted {
-            url: "u".into(),
-            detail: "d".into(),
-            shown,
-        };
-        assert_eq!(cut(false).retry_limit(3), 1);
-        assert_eq!(cut(true).retry_limit(3), 0);
-        let tls = ModelError::Tls {
-            url: "u".into(),
-            detail: "d".into(),
-        };
-        assert!(!tls.is_retryable());
     }
 }

@@ -34,85 +34,29 @@ mod stream;
 mod transport;
 mod wire;
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_openai::Client;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::{OpenAIError, StreamError};
-use futures::{Future, StreamExt};
-use serde_json::{Value, json};
+use futures::StreamExt;
+use serde_json::Value;
 
 use crate::engine::cancel::CancelToken;
-use crate::engine::capability::ToolDef;
 use crate::engine::config::ModelConfig;
-use crate::engine::messages::{
-    ModelMessage, ModelRequestPart, ModelResponse, ModelResponsePart, UserContent, UserContentValue,
-};
+use crate::engine::messages::ModelResponse;
 
-pub use error::{
-    MAX_RETRY_AFTER, ModelError, error_body_message, is_transient_status, parse_retry_after,
-};
-pub use stream::map_finish_reason;
-pub use wire::{build_request_body, wire_arguments};
+// The engine's model interface, implemented here (kept reachable under `crate::model`).
+pub use crate::engine::chat::{BoxFuture, ChatModel, ModelError, ModelRequestParams, StreamDelta};
 
-use error::{HttpFailure, TransportFailure, classify_reqwest, json_error_code, json_error_message};
+use error::{
+    HttpFailure, MAX_RETRY_AFTER, TransportFailure, classify_reqwest, json_error_code,
+    json_error_message,
+};
 use stream::StreamAccumulator;
 use transport::{PROBE, Probe, Transport};
-use wire::{ChatChunk, ChatCompletion, EmbeddingList, ModelList};
-
-/// A boxed, sendable future.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// One streamed increment of a response.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StreamDelta {
-    /// Answer text.
-    Text(String),
-    /// Reasoning text.
-    Thinking(String),
-    /// A fragment of tool call number `index`.
-    ToolCall {
-        /// Position of the call in the response.
-        index: usize,
-        /// The call id, when this fragment carries it.
-        id: Option<String>,
-        /// The tool name, when this fragment carries it.
-        name: Option<String>,
-        /// A fragment of the JSON arguments.
-        args: Option<String>,
-    },
-    /// Everything streamed so far is void: the stream broke off and the request is being
-    /// made again (once), so its deltas will come anew.
-    Restart,
-}
-
-/// What one model request needs.
-#[derive(Debug, Clone, Copy)]
-pub struct ModelRequestParams<'a> {
-    /// Instructions for this request (sent as the leading system message).
-    pub instructions: &'a str,
-    /// The messages to send (already rewritten by `wrap_model_request`).
-    pub messages: &'a [ModelMessage],
-    /// The tools offered.
-    pub tools: &'a [ToolDef],
-}
-
-/// Something that answers model requests. [`OpenAiModel`] is the real one; tests may
-/// provide others.
-pub trait ChatModel: Send + Sync {
-    /// The model name (for snapshots and responses).
-    fn model_name(&self) -> &str;
-
-    /// Makes one request. Streamed increments go to `on_delta` as they arrive.
-    fn request<'a>(
-        &'a self,
-        params: ModelRequestParams<'a>,
-        on_delta: &'a (dyn Fn(StreamDelta) + Send + Sync),
-        cancel: &'a CancelToken,
-    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
-}
+use wire::{ChatChunk, ChatCompletion, build_request_body};
 
 /// A client for an OpenAI-compatible chat-completions endpoint.
 #[derive(Clone)]
@@ -148,42 +92,6 @@ impl OpenAiModel {
             .with_api_key(config.api_key.as_ref().map_or("", |k| k.expose()));
         let client = Client::with_config(openai).with_http_service(Transport::new(http));
         Ok(OpenAiModel { client, config })
-    }
-
-    /// The configuration in use.
-    pub fn config(&self) -> &ModelConfig {
-        &self.config
-    }
-
-    /// The model ids the endpoint lists (`GET /models`).
-    pub async fn list_models(&self) -> Result<Vec<String>, ModelError> {
-        let list: ModelList = self
-            .client
-            .models()
-            .list_byot()
-            .await
-            .map_err(|e| self.map_error(e, None))?;
-        Ok(list.data.into_iter().map(|m| m.id).collect())
-    }
-
-    /// Embeds `texts` with `model` (`POST /embeddings`), in input order.
-    pub async fn embed(&self, model: &str, texts: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
-        let body = json!({"model": model, "input": texts});
-        let mut out: EmbeddingList = self
-            .client
-            .embeddings()
-            .create_byot(body)
-            .await
-            .map_err(|e| self.map_error(e, None))?;
-        out.data.sort_by_key(|d| d.index);
-        if out.data.len() != texts.len() {
-            return Err(self.malformed(format!(
-                "{} embeddings for {} inputs",
-                out.data.len(),
-                texts.len()
-            )));
-        }
-        Ok(out.data.into_iter().map(|d| d.embedding).collect())
     }
 
     fn url(&self) -> String {
@@ -541,182 +449,19 @@ impl ChatModel for OpenAiModel {
 }
 
 /// Delay before retry number `attempt` (0-based): `base * 2^attempt`, capped at 8 s.
-pub fn backoff_delay(base_ms: u64, attempt: u32) -> Duration {
+fn backoff_delay(base_ms: u64, attempt: u32) -> Duration {
     let ms = base_ms.saturating_mul(1u64 << attempt.min(20));
     Duration::from_millis(ms.min(8_000))
-}
-
-/// Rough token estimate: a quarter of the characters, rounded up. Good enough to
-/// compare the raw and compacted request views; not a tokenizer.
-pub fn estimate_tokens(text: &str) -> usize {
-    text.chars().count().div_ceil(4)
-}
-
-/// Tokens assumed for one image (a mid-size picture in OpenAI's tiling scheme).
-pub const IMAGE_TOKEN_ESTIMATE: usize = 765;
-
-/// Estimated tokens of one message: text, tool arguments and tool results at
-/// chars/4, each image at [`IMAGE_TOKEN_ESTIMATE`], thinking not counted (not sent).
-pub fn estimate_message_tokens(message: &ModelMessage) -> usize {
-    match message {
-        ModelMessage::Request(r) => r
-            .parts
-            .iter()
-            .map(|p| match p {
-                ModelRequestPart::SystemPrompt(s) => estimate_tokens(&s.content),
-                ModelRequestPart::UserPrompt(u) => match &u.content {
-                    UserContentValue::Text(s) => estimate_tokens(s),
-                    UserContentValue::Items(items) => items
-                        .iter()
-                        .map(|i| match i {
-                            UserContent::Text(s) => estimate_tokens(s),
-                            UserContent::Binary(_) => IMAGE_TOKEN_ESTIMATE,
-                            UserContent::Other(_) => 0,
-                        })
-                        .sum(),
-                },
-                ModelRequestPart::ToolReturn(t) => estimate_tokens(&t.content_text()),
-                ModelRequestPart::RetryPrompt(rp) => estimate_tokens(&rp.content.text()),
-                ModelRequestPart::Other(_) => 0,
-            })
-            .sum(),
-        ModelMessage::Response(r) => r
-            .parts
-            .iter()
-            .map(|p| match p {
-                ModelResponsePart::Text(t) => estimate_tokens(&t.content),
-                ModelResponsePart::ToolCall(c) => {
-                    estimate_tokens(&c.tool_name) + estimate_tokens(&c.args_as_json())
-                }
-                ModelResponsePart::Thinking(_) | ModelResponsePart::Other(_) => 0,
-            })
-            .sum(),
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::messages::{
-        ModelRequest, RetryPromptPart, TextPart, ThinkingPart, ToolCallPart, ToolReturnPart,
-        UserPromptPart,
-    };
-
-    #[test]
-    fn body_maps_every_part_kind() {
-        let mut resp = ModelResponse::new(vec![
-            ModelResponsePart::Thinking(ThinkingPart::new("secret reasoning")),
-            ModelResponsePart::Text(TextPart::new("calling")),
-            ModelResponsePart::ToolCall(ToolCallPart::new("search", r#"{"q":"x"}"#, "c1")),
-        ]);
-        resp.model_name = Some("m".into());
-        let image = crate::engine::messages::BinaryContent::from_bytes(b"png", "image/png");
-        let messages = vec![
-            ModelMessage::Request(ModelRequest::new(vec![ModelRequestPart::UserPrompt(
-                UserPromptPart::new(vec![
-                    UserContent::Text("look".into()),
-                    UserContent::Binary(image),
-                ]),
-            )])),
-            ModelMessage::Response(resp),
-            ModelMessage::Request(ModelRequest::new(vec![
-                ModelRequestPart::ToolReturn(ToolReturnPart::new("search", json!("found"), "c1")),
-                ModelRequestPart::RetryPrompt(RetryPromptPart::for_tool("search", "c2", "bad")),
-            ])),
-        ];
-        let config = ModelConfig {
-            model: "m".into(),
-            ..ModelConfig::default()
-        };
-        let body = build_request_body(
-            &config,
-            ModelRequestParams {
-                instructions: "be brief",
-                messages: &messages,
-                tools: &[],
-            },
-        );
-        let wire = body["messages"].as_array().unwrap();
-        assert_eq!(wire[0], json!({"role": "system", "content": "be brief"}));
-        assert_eq!(
-            wire[1]["content"][1]["image_url"]["url"],
-            json!("data:image/png;base64,cG5n")
-        );
-        assert_eq!(
-            wire[2]["tool_calls"][0]["function"]["arguments"],
-            json!(r#"{"q":"x"}"#)
-        );
-        assert!(!body.to_string().contains("secret reasoning"));
-        assert_eq!(
-            wire[3],
-            json!({"role": "tool", "tool_call_id": "c1", "content": "found"})
-        );
-        assert_eq!(wire[4]["tool_call_id"], json!("c2"));
-        assert!(wire[4]["content"].as_str().unwrap().starts_with("bad"));
-        assert!(body.get("tools").is_none());
-        assert_eq!(body["stream"], json!(true));
-        assert!(body.get("max_tokens").is_none());
-    }
-
-    #[test]
-    fn max_tokens_is_sent_when_set() {
-        let config = ModelConfig {
-            max_tokens: Some(64),
-            stream: false,
-            ..ModelConfig::default()
-        };
-        let params = ModelRequestParams {
-            instructions: "",
-            messages: &[],
-            tools: &[],
-        };
-        let body = build_request_body(&config, params);
-        assert_eq!(body["max_tokens"], json!(64));
-        assert!(body.get("stream").is_none());
-    }
-
-    #[test]
-    fn broken_tool_arguments_go_out_as_an_empty_object() {
-        let call = |args: &str| ToolCallPart::new("search", args, "c1");
-        assert_eq!(wire_arguments(&call(r#"{"q": "x"}"#)), r#"{"q": "x"}"#);
-        assert_eq!(wire_arguments(&call(r#"{"q": "unterminated"#)), "{}");
-        assert_eq!(wire_arguments(&call("[1, 2]")), "{}");
-        assert_eq!(wire_arguments(&call("")), "{}");
-        let mut resp = ModelResponse::new(vec![ModelResponsePart::ToolCall(call(r#"{"q": "cut"#))]);
-        resp.finish_reason = Some("length".into());
-        let messages = vec![ModelMessage::Response(resp)];
-        let body = build_request_body(
-            &ModelConfig::default(),
-            ModelRequestParams {
-                instructions: "",
-                messages: &messages,
-                tools: &[],
-            },
-        );
-        assert_eq!(
-            body["messages"][0]["tool_calls"][0]["function"]["arguments"],
-            json!("{}")
-        );
-        // The stored call keeps what the model sent.
-        let ModelMessage::Response(r) = &messages[0] else {
-            unreachable!()
-        };
-        assert_eq!(
-            r.tool_calls().next().unwrap().args_as_json(),
-            r#"{"q": "cut"#
-        );
-    }
 
     #[test]
     fn backoff_doubles_and_caps() {
         assert_eq!(backoff_delay(100, 0), Duration::from_millis(100));
         assert_eq!(backoff_delay(100, 3), Duration::from_millis(800));
         assert_eq!(backoff_delay(100, 30), Duration::from_secs(8));
-    }
-
-    #[test]
-    fn estimate_is_quarter_chars() {
-        assert_eq!(estimate_tokens(""), 0);
-        assert_eq!(estimate_tokens("abcde"), 2);
     }
 }

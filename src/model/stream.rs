@@ -4,8 +4,8 @@
 
 use serde_json::json;
 
-use super::StreamDelta;
 use super::wire::{ChatChunk, WireUsage};
+use crate::engine::chat::StreamDelta;
 use crate::engine::messages::{
     ModelResponse, ModelResponsePart, RequestUsage, TextPart, ThinkingPart, ToolCallPart,
 };
@@ -200,7 +200,7 @@ pub(super) fn from_completion(
 }
 
 /// pydantic-ai's name for an OpenAI finish reason.
-pub fn map_finish_reason(raw: &str) -> Option<&'static str> {
+pub(super) fn map_finish_reason(raw: &str) -> Option<&'static str> {
     match raw {
         "stop" => Some("stop"),
         "length" => Some("length"),

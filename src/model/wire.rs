@@ -11,7 +11,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::ModelRequestParams;
+use crate::engine::chat::ModelRequestParams;
 use crate::engine::config::ModelConfig;
 use crate::engine::messages::{
     ModelMessage, ModelRequestPart, ModelResponse, ToolArgs, ToolCallPart, UserContent,
@@ -21,7 +21,7 @@ use crate::engine::prompts;
 
 /// The chat-completions JSON body for `params`: `model`, `messages`, `tools` when any,
 /// `max_tokens` when configured, and `stream` with usage when streaming.
-pub fn build_request_body(config: &ModelConfig, params: ModelRequestParams<'_>) -> Value {
+pub(super) fn build_request_body(config: &ModelConfig, params: ModelRequestParams<'_>) -> Value {
     let mut messages = Vec::new();
     if !params.instructions.trim().is_empty() {
         messages.push(json!({"role": "system", "content": params.instructions}));
@@ -146,7 +146,7 @@ fn response_to_wire(response: &ModelResponse) -> Value {
 /// session, but servers refuse them in a request (llama.cpp answers HTTP 500 "Failed
 /// to parse tool call arguments as JSON"), and the model learns what went wrong from
 /// the retry prompt that answers the call.
-pub fn wire_arguments(call: &ToolCallPart) -> String {
+pub(super) fn wire_arguments(call: &ToolCallPart) -> String {
     match (call.args_as_object(), &call.args) {
         (Ok(_), Some(ToolArgs::Json(s))) if !s.trim().is_empty() => s.clone(),
         (Ok(m), _) => Value::Object(m).to_string(),
@@ -246,24 +246,116 @@ pub(super) struct ChatChunk {
     pub(super) usage: Option<WireUsage>,
 }
 
-#[derive(Debug, Deserialize)]
-pub(super) struct ModelList {
-    pub(super) data: Vec<ModelEntry>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::messages::{
+        BinaryContent, ModelRequest, ModelResponsePart, RetryPromptPart, TextPart, ThinkingPart,
+        ToolReturnPart, UserContent, UserPromptPart,
+    };
 
-#[derive(Debug, Deserialize)]
-pub(super) struct ModelEntry {
-    pub(super) id: String,
-}
+    #[test]
+    fn body_maps_every_part_kind() {
+        let mut resp = ModelResponse::new(vec![
+            ModelResponsePart::Thinking(ThinkingPart::new("secret reasoning")),
+            ModelResponsePart::Text(TextPart::new("calling")),
+            ModelResponsePart::ToolCall(ToolCallPart::new("search", r#"{"q":"x"}"#, "c1")),
+        ]);
+        resp.model_name = Some("m".into());
+        let image = BinaryContent::from_bytes(b"png", "image/png");
+        let messages = vec![
+            ModelMessage::Request(ModelRequest::new(vec![ModelRequestPart::UserPrompt(
+                UserPromptPart::new(vec![
+                    UserContent::Text("look".into()),
+                    UserContent::Binary(image),
+                ]),
+            )])),
+            ModelMessage::Response(resp),
+            ModelMessage::Request(ModelRequest::new(vec![
+                ModelRequestPart::ToolReturn(ToolReturnPart::new("search", json!("found"), "c1")),
+                ModelRequestPart::RetryPrompt(RetryPromptPart::for_tool("search", "c2", "bad")),
+            ])),
+        ];
+        let config = ModelConfig {
+            model: "m".into(),
+            ..ModelConfig::default()
+        };
+        let body = build_request_body(
+            &config,
+            ModelRequestParams {
+                instructions: "be brief",
+                messages: &messages,
+                tools: &[],
+            },
+        );
+        let wire = body["messages"].as_array().unwrap();
+        assert_eq!(wire[0], json!({"role": "system", "content": "be brief"}));
+        assert_eq!(
+            wire[1]["content"][1]["image_url"]["url"],
+            json!("data:image/png;base64,cG5n")
+        );
+        assert_eq!(
+            wire[2]["tool_calls"][0]["function"]["arguments"],
+            json!(r#"{"q":"x"}"#)
+        );
+        assert!(!body.to_string().contains("secret reasoning"));
+        assert_eq!(
+            wire[3],
+            json!({"role": "tool", "tool_call_id": "c1", "content": "found"})
+        );
+        assert_eq!(wire[4]["tool_call_id"], json!("c2"));
+        assert!(wire[4]["content"].as_str().unwrap().starts_with("bad"));
+        assert!(body.get("tools").is_none());
+        assert_eq!(body["stream"], json!(true));
+        assert!(body.get("max_tokens").is_none());
+    }
 
-#[derive(Debug, Deserialize)]
-pub(super) struct EmbeddingList {
-    pub(super) data: Vec<EmbeddingEntry>,
-}
+    #[test]
+    fn max_tokens_is_sent_when_set() {
+        let config = ModelConfig {
+            max_tokens: Some(64),
+            stream: false,
+            ..ModelConfig::default()
+        };
+        let params = ModelRequestParams {
+            instructions: "",
+            messages: &[],
+            tools: &[],
+        };
+        let body = build_request_body(&config, params);
+        assert_eq!(body["max_tokens"], json!(64));
+        assert!(body.get("stream").is_none());
+    }
 
-#[derive(Debug, Deserialize)]
-pub(super) struct EmbeddingEntry {
-    #[serde(default)]
-    pub(super) index: usize,
-    pub(super) embedding: Vec<f32>,
+    #[test]
+    fn broken_tool_arguments_go_out_as_an_empty_object() {
+        let call = |args: &str| ToolCallPart::new("search", args, "c1");
+        assert_eq!(wire_arguments(&call(r#"{"q": "x"}"#)), r#"{"q": "x"}"#);
+        assert_eq!(wire_arguments(&call(r#"{"q": "unterminated"#)), "{}");
+        assert_eq!(wire_arguments(&call("[1, 2]")), "{}");
+        assert_eq!(wire_arguments(&call("")), "{}");
+        let mut resp = ModelResponse::new(vec![ModelResponsePart::ToolCall(call(r#"{"q": "cut"#))]);
+        resp.finish_reason = Some("length".into());
+        let messages = vec![ModelMessage::Response(resp)];
+        let body = build_request_body(
+            &ModelConfig::default(),
+            ModelRequestParams {
+                instructions: "",
+                messages: &messages,
+                tools: &[],
+            },
+        );
+        assert_eq!(
+            body["messages"][0]["tool_calls"][0]["function"]["arguments"],
+            json!("{}")
+        );
+        // The stored call keeps what the model sent.
+        let ModelMessage::Response(r) = &messages[0] else {
+            unreachable!()
+        };
+        assert_eq!(
+            r.tool_calls().next().unwrap().args_as_json(),
+            r#"{"q": "cut"#
+        );
+    }
 }

@@ -21,9 +21,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::engine::capability::ToolDef;
+use crate::engine::chat::{estimate_message_tokens, estimate_tokens};
 use crate::engine::events::{RequestSnapshot, TokenCounts};
 use crate::engine::messages::ModelMessage;
-use crate::model::{estimate_message_tokens, estimate_tokens};
 
 /// A request's stored history: `messages[..upto]` with `patches` in place of the
 /// messages the committed history no longer holds in that form, then `extra`.

@@ -28,9 +28,9 @@ use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use crate::config::AppConfig;
 use crate::engine::agent::RunInput;
+use crate::engine::chat::ChatModel;
 use crate::engine::events::CoreEvent;
 use crate::host::ask::{AskOptions, CapabilityChoice};
-use crate::model::ChatModel;
 use crate::session::Session;
 use crate::store::Store;
 

@@ -9,6 +9,7 @@ pub mod caps;
 pub mod hashembed;
 pub mod kb;
 pub mod llama;
+pub mod memory_model;
 pub mod scripted_server;
 pub mod tmux;
 pub mod workbench;
