@@ -180,3 +180,26 @@ pub fn driving_vision(config: &AppConfig, choices: &[CapabilityChoice]) -> bool 
         config.qa.model.vision
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_refusals() {
+        assert_eq!(capability_names(&[]), ["rag"]);
+        assert_eq!(
+            capability_names(&[CapabilityChoice::Analysis, CapabilityChoice::Rag]),
+            ["analysis", "rag"]
+        );
+        assert_eq!("analysis".parse(), Ok(CapabilityChoice::Analysis));
+        assert!("x".parse::<CapabilityChoice>().is_err());
+        let refused = Composer::new(None, None, AppConfig::default())
+            .agent(&AskOptions::default())
+            .err();
+        assert_eq!(
+            refused,
+            Some(ComposeError("no model or database available".into()))
+        );
+    }
+}

@@ -230,3 +230,127 @@ impl Conversation {
         write_export(path, &self.export(format, title))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::engine::messages::{ModelResponse, ModelResponsePart, TextPart};
+    use crate::model::{BoxFuture, ChatModel, ModelError, ModelRequestParams, StreamDelta};
+
+    /// Answers every request with `answer N`, recording how many messages each was sent.
+    #[derive(Default)]
+    struct Echo(Mutex<Vec<usize>>);
+
+    impl ChatModel for Echo {
+        fn model_name(&self) -> &str {
+            "echo"
+        }
+        fn request<'a>(
+            &'a self,
+            params: ModelRequestParams<'a>,
+            _on_delta: &'a (dyn Fn(StreamDelta) + Send + Sync),
+            _cancel: &'a CancelToken,
+        ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+            let mut seen = self.0.lock().unwrap();
+            seen.push(params.messages.len());
+            let text = format!("answer {}", seen.len());
+            Box::pin(async move {
+                Ok(ModelResponse::new(vec![ModelResponsePart::Text(
+                    TextPart::new(text),
+                )]))
+            })
+        }
+    }
+
+    fn agent(model: &Arc<Echo>) -> Agent {
+        Agent::builder(model.clone()).build().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_question_runs_over_the_committed_history_and_commits_only_on_success() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = Arc::new(Echo::default());
+        let mut c = Conversation::new(Session::new("echo"), dir.path().join("s.json"));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let q = c.start(
+            agent(&model),
+            "first?",
+            Some("run-1".into()),
+            tx,
+            CancelToken::new(),
+        );
+        assert_eq!(q.run_id(), Some("run-1"));
+        let outcome = q.outcome().await;
+        assert!(c.session().messages.is_empty(), "nothing before the commit");
+        assert!(c.commit(&outcome));
+        assert_eq!(c.session().messages.len(), 2);
+        assert_eq!(c.session().groundwork.timings[0].run_id, "run-1");
+        let mut finished = false;
+        while let Ok(ev) = rx.try_recv() {
+            finished |=
+                matches!(ev, CoreEvent::RunFinished { ref run_id, .. } if run_id == "run-1");
+        }
+        assert!(finished, "the outcome event reached the face's channel");
+
+        // The next question is sent the committed history; a cancelled one commits nothing.
+        let outcome = c
+            .start(agent(&model), "second?", None, None, CancelToken::new())
+            .outcome()
+            .await;
+        assert!(c.commit(&outcome));
+        assert_eq!(*model.0.lock().unwrap(), vec![1, 3]);
+        let before = c.session().clone();
+        let cancel = CancelToken::new();
+        cancel.cancel();
+        let q = c.start(agent(&model), "third?", None, None, cancel);
+        let outcome = q.outcome().await;
+        assert!(matches!(outcome, Err(RunError::Cancelled)), "{outcome:?}");
+        assert!(!c.commit(&outcome));
+        assert_eq!(c.session(), &before);
+    }
+
+    #[tokio::test]
+    async fn ask_commits_and_saves_as_the_one_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join("s.json");
+        let model = Arc::new(Echo::default());
+        let mut c = Conversation::open_locked(path.clone(), "echo").unwrap();
+        assert!(matches!(
+            Conversation::open_locked(path.clone(), "echo"),
+            Err(SessionError::Busy { .. })
+        ));
+        let out = c
+            .ask(&agent(&model), "q?", None, CancelToken::new())
+            .await
+            .unwrap();
+        assert_eq!(out.answer, "answer 1");
+        assert!(matches!(
+            c.ask(&agent(&model), "  ", None, CancelToken::new()).await,
+            Err(AskError::EmptyQuestion)
+        ));
+        let saved = c.save().unwrap();
+        assert_eq!((saved.path.as_path(), saved.note), (path.as_path(), None));
+        let session = c.into_session();
+        assert_eq!(Session::load(&path).unwrap(), session);
+        // The lock went with the conversation.
+        let again = Conversation::open_locked(path.clone(), "echo").unwrap();
+        assert_eq!(again.session(), &session);
+    }
+
+    #[test]
+    fn the_document_filter_makes_the_rag_state_and_clears() {
+        let mut c = Conversation::new(Session::new("m"), PathBuf::from("s.json"));
+        let sql = c.set_document_filter(&["manual".to_string()]).unwrap();
+        let rag = &c.session().state[StateKind::Rag.namespace()];
+        assert_eq!(rag["document_filter"], Value::String(sql));
+        assert_eq!(c.set_document_filter(&[]), None);
+        assert_eq!(
+            c.session().state[StateKind::Rag.namespace()]["document_filter"],
+            Value::Null
+        );
+        assert!(c.export(ExportFormat::Markdown, "T").contains('T'));
+        assert!(c.export(ExportFormat::Json, "T").starts_with('{'));
+    }
+}
