@@ -6,7 +6,8 @@
 //!
 //! [`Conversation`] owns its session (the `ask` command). The workbench keeps its session
 //! in its own view-model, which commits from the run's events; it uses the same functions
-//! over that session ([`start_question`], [`save_shared`], [`write_export`]).
+//! over that session ([`start_question`], [`commit_finished`], [`save_shared`],
+//! [`write_export`], [`apply_document_filter`]).
 
 use std::path::{Path, PathBuf};
 
@@ -16,9 +17,9 @@ use serde_json::{Map, Value};
 use crate::capabilities::state::{EvidenceState, StateKind};
 use crate::engine::agent::{Agent, RunError, RunInput, RunResult};
 use crate::engine::cancel::CancelToken;
-use crate::engine::events::{CoreEvent, EventSink};
-use crate::engine::messages::UserContentValue;
-use crate::session::{Saved, Session, SessionError, SessionLock};
+use crate::engine::events::{CoreEvent, EventSink, RequestSnapshot};
+use crate::engine::messages::{ModelMessage, UserContentValue};
+use crate::session::{RunTiming, Saved, Session, SessionError, SessionLock};
 
 use super::ask::{AskError, AskOutcome};
 use super::transcript::{self, Transcript};
@@ -82,6 +83,28 @@ pub fn start_question(
         cancel,
         handle,
     }
+}
+
+/// Commits a question a face followed through its events rather than its outcome (the
+/// workbench: `RunFinished` carries the history and state, the requests came one by one
+/// in `RequestBuilt`), with its timing, as [`Session::commit_run`] does for an outcome.
+pub fn commit_finished(
+    session: &mut Session,
+    run_id: String,
+    messages: Vec<ModelMessage>,
+    state: Map<String, Value>,
+    requests: impl IntoIterator<Item = RequestSnapshot>,
+    started: std::time::Instant,
+    model_requests: usize,
+) {
+    session.commit(messages, state, requests);
+    let elapsed = started.elapsed();
+    session.groundwork.timings.push(RunTiming {
+        run_id,
+        started_at: chrono::Utc::now() - chrono::Duration::from_std(elapsed).unwrap_or_default(),
+        duration_ms: elapsed.as_millis() as u64,
+        requests: model_requests,
+    });
 }
 
 /// Saves `session` to `path` for a writer that holds no lock between saves (the
@@ -337,6 +360,19 @@ mod tests {
         // The lock went with the conversation.
         let again = Conversation::open_locked(path.clone(), "echo").unwrap();
         assert_eq!(again.session(), &session);
+    }
+
+    #[test]
+    fn a_question_followed_through_its_events_commits_with_its_timing() {
+        let mut s = Session::new("m");
+        let started = std::time::Instant::now();
+        let messages = vec![ModelMessage::Request(
+            crate::engine::messages::ModelRequest::user("q"),
+        )];
+        commit_finished(&mut s, "r".into(), messages, Map::new(), [], started, 2);
+        assert_eq!(s.messages.len(), 1);
+        let t = &s.groundwork.timings[0];
+        assert_eq!((t.run_id.as_str(), t.requests), ("r", 2));
     }
 
     #[test]
