@@ -26,6 +26,7 @@ pub use context::{CmdContext, choose_model, prepare_embedder};
 pub use ingest::ensure_demo_db;
 pub use logging::init_logging;
 
+/// Runs the parsed command line; the exit code says how it went.
 pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
     let cli = merge_workbench_flags(cli)?;
     let ctx = CmdContext::new(&cli.global, env)?;

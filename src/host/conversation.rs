@@ -42,9 +42,14 @@ impl Question {
         self.cancel.cancel();
     }
 
-    /// Waits for the run's outcome (a task that panicked counts as cancelled).
+    /// Waits for the run's outcome. A run that panicked panics here, as it would have
+    /// run inline; one whose task was aborted (the runtime shutting down) is cancelled.
     pub async fn outcome(self) -> Result<RunResult, RunError> {
-        self.handle.await.unwrap_or(Err(RunError::Cancelled))
+        match self.handle.await {
+            Ok(outcome) => outcome,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(RunError::Cancelled),
+        }
     }
 }
 
