@@ -1,73 +1,21 @@
-//! One question, headless: the host that `groundwork ask` is (and that the TUI will drive
-//! through the same engine). It composes the capabilities, runs the agent over the session's
-//! history and state, and commits both to the session only when the run succeeds
-//! (SPEC §2.5): a failed or cancelled question leaves the session as it was.
-
-use std::sync::Arc;
+//! One question, headless: what `groundwork ask` prints. [`ask`] runs the agent over
+//! the session's history and state and commits both to the session only when the run
+//! succeeds (SPEC §2.5): a failed or cancelled question leaves the session as it was.
+//! [`summarise`] reads the answer's citations, ledger status and violation from the
+//! state. Composition lives in [`super::compose`]; its options are re-exported here.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::capabilities::analysis::AnalysisCapability;
-use crate::capabilities::compaction::hook::EvidenceCompactionCapability;
-use crate::capabilities::policy::CitationPolicyCapability;
-use crate::capabilities::rag::RagCapability;
 use crate::capabilities::state::{self, EvidenceState, StateKind};
-use crate::config::AppConfig;
-use crate::engine::agent::{Agent, RunInput, RunOutput};
+use crate::engine::agent::{Agent, RunOutput};
 use crate::engine::cancel::CancelToken;
-use crate::engine::capability::Capability;
-use crate::engine::chat::ChatModel;
 use crate::engine::events::{CoreEvent, RequestSnapshot};
 use crate::session::Session;
-use crate::store::Store;
 
-/// The host's own system preamble (SPEC §1.1 `AGENT_PREAMBLE`), in our words.
-pub fn agent_preamble() -> &'static str {
-    include_str!("../../assets/prompts/agent_preamble.md")
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CapabilityChoice {
-    Rag,
-    Analysis,
-}
-
-impl std::str::FromStr for CapabilityChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "rag" => Ok(Self::Rag),
-            "analysis" => Ok(Self::Analysis),
-            other => Err(format!("unknown capability '{other}' (rag, analysis)")),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct AskOptions {
-    /// Evidence capabilities to register; empty means RAG.
-    pub capabilities: Vec<CapabilityChoice>,
-    /// Register them eagerly even when there are several (otherwise several are deferred).
-    pub eager: bool,
-    pub compaction: bool,
-    pub policy: bool,
-    /// The analysis sandbox worker executable (default: `$GROUNDWORK_SANDBOX_WORKER`,
-    /// else this executable).
-    pub sandbox_worker: Option<std::path::PathBuf>,
-}
-
-impl Default for AskOptions {
-    fn default() -> Self {
-        Self {
-            capabilities: Vec::new(),
-            eager: false,
-            compaction: true,
-            policy: true,
-            sandbox_worker: None,
-        }
-    }
-}
+pub use super::compose::{
+    AskOptions, CapabilityChoice, ComposeError, agent_preamble, build_agent, driving_vision,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AskError {
@@ -77,6 +25,12 @@ pub enum AskError {
     Agent(String),
     #[error("the question failed: {0}")]
     Run(String),
+}
+
+impl From<ComposeError> for AskError {
+    fn from(e: ComposeError) -> Self {
+        AskError::Agent(e.0)
+    }
 }
 
 /// What `ask --json` prints.
@@ -98,68 +52,6 @@ pub struct AskOutcome {
     pub requests: Vec<RequestSnapshot>,
 }
 
-/// Builds the agent for a question.
-pub fn build_agent(
-    model: Arc<dyn ChatModel>,
-    store: Arc<Store>,
-    config: &AppConfig,
-    opts: &AskOptions,
-) -> Result<Agent, AskError> {
-    let mut choices = opts.capabilities.clone();
-    if choices.is_empty() {
-        choices.push(CapabilityChoice::Rag);
-    }
-    choices.dedup();
-    let deferred = choices.len() > 1 && !opts.eager;
-    let vision = driving_vision(config, &choices);
-    let mut caps: Vec<Arc<dyn Capability>> = Vec::new();
-    for c in &choices {
-        match c {
-            CapabilityChoice::Rag => caps.push(Arc::new(
-                RagCapability::new(store.clone(), config.clone())
-                    .defer_loading(deferred)
-                    .vision(Some(vision)),
-            )),
-            CapabilityChoice::Analysis => {
-                let mut analysis = AnalysisCapability::new(store.clone(), config.clone())
-                    .defer_loading(deferred)
-                    .vision(Some(vision));
-                if let Some(worker) = &opts.sandbox_worker {
-                    analysis = analysis.worker(worker.clone());
-                }
-                caps.push(Arc::new(analysis))
-            }
-        }
-    }
-    if opts.compaction {
-        caps.push(Arc::new(EvidenceCompactionCapability::new()));
-    }
-    if opts.policy {
-        caps.push(Arc::new(CitationPolicyCapability::new()));
-    }
-    let mut builder = Agent::builder(model).instructions(agent_preamble());
-    for c in caps {
-        builder = builder.capability(c);
-    }
-    builder.build().map_err(|e| AskError::Agent(e.to_string()))
-}
-
-/// The driving model's vision (haiku.rag's chat host): `analysis.model` (falling back
-/// to `qa.model`) when Analysis is the only capability, `qa.model` otherwise. Every
-/// capability of the agent follows it, since one model reads every tool result.
-pub fn driving_vision(config: &AppConfig, choices: &[CapabilityChoice]) -> bool {
-    if choices == [CapabilityChoice::Analysis] {
-        config
-            .analysis
-            .model
-            .as_ref()
-            .unwrap_or(&config.qa.model)
-            .vision
-    } else {
-        config.qa.model.vision
-    }
-}
-
 /// Runs one question over `session` and commits it on success.
 pub async fn ask(
     agent: &Agent,
@@ -171,9 +63,7 @@ pub async fn ask(
     if question.trim().is_empty() {
         return Err(AskError::EmptyQuestion);
     }
-    let input = RunInput::prompt(question)
-        .with_history(session.messages.clone())
-        .with_state(session.state.clone());
+    let input = super::conversation::question_input(session, question, None);
     let outcome = agent.run(input, events, cancel).await;
     let result = match &outcome {
         Ok(r) => r.clone(),

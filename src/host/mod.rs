@@ -1,8 +1,11 @@
 //! The host: what every face (the `ask` command, the workbench) shares — composing
-//! agents from the configuration, running a question against a session and committing
-//! it, and the read-only views of a session (transcript, ledger, request inspection).
+//! agents from the configuration ([`compose`]), asking a question over a session and
+//! committing and saving it ([`conversation`], [`ask`]), and the read-only views of a
+//! session (transcript, ledger, request inspection).
 
 pub mod ask;
+pub mod compose;
+pub mod conversation;
 pub mod demo;
 pub mod inspect;
 pub mod transcript;

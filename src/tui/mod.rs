@@ -27,10 +27,11 @@ use serde::Deserialize;
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
 use crate::config::AppConfig;
-use crate::engine::agent::RunInput;
 use crate::engine::chat::ChatModel;
 use crate::engine::events::CoreEvent;
 use crate::host::ask::{AskOptions, CapabilityChoice};
+use crate::host::compose::Composer;
+use crate::host::conversation;
 use crate::session::Session;
 use crate::store::Store;
 
@@ -70,6 +71,11 @@ impl Services {
             picker: Picker::halfblocks(),
             sandbox_worker: None,
         }
+    }
+
+    /// What the agents of questions are composed from.
+    pub fn composer(&self) -> Composer {
+        Composer::new(self.model.clone(), self.store.clone(), self.config.clone())
     }
 }
 
@@ -322,40 +328,31 @@ fn execute(
             options,
             cancel,
         } => {
-            let fail = |error: String| {
-                let _ = core_tx.send(CoreEvent::RunFailed {
-                    run_id: run_id.clone(),
-                    request: 0,
-                    error,
-                });
-            };
-            let (Some(model), Some(store)) = (services.model.clone(), services.store.clone())
-            else {
-                fail("no model or database available".into());
-                return;
-            };
             let opts = AskOptions {
                 capabilities: services.capabilities.clone(),
                 eager: services.eager,
                 sandbox_worker: services.sandbox_worker.clone(),
                 ..options
             };
-            let agent = match crate::host::ask::build_agent(model, store, &services.config, &opts) {
-                Ok(a) => a,
+            match services.composer().agent(&opts) {
+                // Outcome events (finished, failed, cancelled) come through `core_tx`;
+                // the app commits from them.
+                Ok(agent) => drop(conversation::start_question(
+                    agent,
+                    &app.session,
+                    prompt,
+                    Some(run_id),
+                    core_tx.clone(),
+                    cancel,
+                )),
                 Err(e) => {
-                    fail(e.to_string());
-                    return;
+                    let _ = core_tx.send(CoreEvent::RunFailed {
+                        run_id,
+                        request: 0,
+                        error: e.to_string(),
+                    });
                 }
-            };
-            let input = RunInput::prompt(prompt)
-                .with_history(app.session.messages.clone())
-                .with_state(app.session.state.clone())
-                .with_run_id(run_id);
-            let tx = core_tx.clone();
-            tokio::spawn(async move {
-                // Outcome events (finished, failed, cancelled) come through `tx`.
-                let _ = agent.run(input, tx, cancel).await;
-            });
+            }
         }
         Effect::Save(path) => {
             let session = app.session.clone();
@@ -363,7 +360,7 @@ fn execute(
             tokio::task::spawn_blocking(move || {
                 // Never over another writer's work (an `ask` on the same file): then the
                 // conversation is kept beside it, and the error says where.
-                let msg = match session.save_or_keep(&path, true) {
+                let msg = match conversation::save_shared(&session, &path) {
                     Ok(saved) if saved.note.is_some() => Msg::Error(saved.note.unwrap_or_default()),
                     Ok(saved) => Msg::Notice(format!(
                         "saved {}",
@@ -381,7 +378,7 @@ fn execute(
         Effect::Export { path, contents } => {
             let tx = msg_tx.clone();
             tokio::task::spawn_blocking(move || {
-                let msg = match crate::session::write_atomic(&path, contents.as_bytes()) {
+                let msg = match conversation::write_export(&path, &contents) {
                     Ok(()) => Msg::Notice(format!(
                         "exported {}",
                         path.file_name()

@@ -1,0 +1,207 @@
+//! The command line's shape: the clap types of `groundwork [--db PATH] <command>`, the
+//! global flags and each subcommand's arguments. Parsing only; nothing here runs.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "groundwork",
+    version,
+    about = "A terminal workbench for grounded research over haiku.rag knowledge bases"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// Without a command, the workbench opens on the database and a new session.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Workbench options (without a command).
+    #[command(flatten)]
+    pub workbench: WorkbenchArgs,
+}
+
+/// The capabilities of the workbench's questions.
+#[derive(Debug, Clone, Args, Default)]
+pub struct WorkbenchArgs {
+    /// Evidence capability for questions in the workbench (repeatable): rag (default) or
+    /// analysis.
+    #[arg(long = "capability", value_name = "NAME")]
+    pub capabilities: Vec<crate::host::ask::CapabilityChoice>,
+    /// Register several capabilities eagerly instead of deferred.
+    #[arg(long)]
+    pub eager: bool,
+}
+
+/// Flags accepted before or after the subcommand.
+#[derive(Debug, Clone, Args, Default)]
+pub struct GlobalArgs {
+    /// Database location (a directory, or s3://, gs://, az://, db:// with the `cloud` feature).
+    /// Default: $HAIKU_RAG_DB, else <data dir>/haiku.rag.lancedb.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub db: Option<String>,
+    /// OpenAI-compatible embeddings endpoint, e.g. http://127.0.0.1:11434/v1
+    /// (env GROUNDWORK_EMBED_URL). Overrides the embedder recorded in the database.
+    #[arg(long, global = true, value_name = "URL")]
+    pub embed_url: Option<String>,
+    /// Embedding model name at --embed-url (env GROUNDWORK_EMBED_MODEL).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub embed_model: Option<String>,
+    /// Embedding dimension; probed from the endpoint when omitted (env GROUNDWORK_EMBED_DIM).
+    #[arg(long, global = true, value_name = "N")]
+    pub embed_dim: Option<usize>,
+    /// Session file to continue and save to (default: a new file under <data dir>/sessions).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub session: Option<PathBuf>,
+    /// OpenAI-compatible chat endpoint, e.g. http://127.0.0.1:11434/v1 (env GROUNDWORK_MODEL_URL).
+    #[arg(long, global = true, value_name = "URL")]
+    pub model_url: Option<String>,
+    /// Chat model name (env GROUNDWORK_MODEL).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Idle timeout for the model: the longest wait for its first byte and between
+    /// streamed bytes (config `[model] timeout_secs`, default 120).
+    #[arg(long, global = true, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: Option<u64>,
+    /// Token limit per model answer, sent as `max_tokens` (config `[model] max_tokens`).
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tokens: Option<u32>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Add or update documents (Markdown, text, HTML, PDF; folders are walked).
+    Ingest(IngestArgs),
+    /// Hybrid search (vector + BM25, fused by RRF).
+    Search(SearchArgs),
+    /// Database path, embedder, counts and index status.
+    Info(InfoArgs),
+    /// Delete a document by id or URI.
+    Delete(DeleteArgs),
+    /// List documents.
+    List(ListArgs),
+    /// Show the model requests of a saved session, the stored history beside what was sent.
+    Inspect(InspectArgs),
+    /// Ask one question and print the answer (the session is saved after a successful run).
+    Ask(AskArgs),
+    /// Open a saved session in the workbench (Groundwork's or a haiku.rag host's; `demo`
+    /// opens the scripted demo session).
+    Open(OpenArgs),
+}
+
+#[derive(Debug, Args, Default)]
+pub struct OpenArgs {
+    /// A session file, or `demo`.
+    #[arg(id = "session_file", value_name = "SESSION")]
+    pub session: String,
+    /// Evidence capability for new questions (repeatable): rag (default) or analysis.
+    #[arg(long = "capability", value_name = "NAME")]
+    pub capabilities: Vec<crate::host::ask::CapabilityChoice>,
+    /// Register several capabilities eagerly instead of deferred.
+    #[arg(long)]
+    pub eager: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    pub question: String,
+    /// Evidence capability to register (repeatable): rag (default) or analysis.
+    #[arg(long = "capability", value_name = "NAME")]
+    pub capabilities: Vec<crate::host::ask::CapabilityChoice>,
+    /// Register several capabilities eagerly instead of deferred.
+    #[arg(long)]
+    pub eager: bool,
+    /// Do not register evidence compaction.
+    #[arg(long)]
+    pub no_compaction: bool,
+    /// Do not register the citation policy.
+    #[arg(long)]
+    pub no_policy: bool,
+    /// Print answer, citations, ledger status and every request (raw and compacted) as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// A session file (Groundwork's, or one recorded by a haiku.rag host).
+    pub session: PathBuf,
+    /// Show this request (1-based) in detail.
+    #[arg(long)]
+    pub request: Option<usize>,
+    /// Print the requests (raw and compacted messages, tools, instructions, tokens) as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    /// Files or folders.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    pub query: String,
+    /// Number of results (default: config search.limit, 5).
+    #[arg(long, short)]
+    pub limit: Option<usize>,
+    /// SQL WHERE clause over document_meta (id, uri, title, metadata, created_at, updated_at).
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Print the results as JSON (the SearchResult fields).
+    #[arg(long)]
+    pub json: bool,
+    /// Show raw chunks instead of context-expanded results.
+    #[arg(long)]
+    pub no_expand: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// Document id or URI.
+    pub document: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[arg(long)]
+    pub filter: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+    /// clap's own consistency checks (ids, conflicts, value types) over every command.
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+        let cli =
+            Cli::try_parse_from(["groundwork", "--session", "s.json", "open", "x.json"]).unwrap();
+        assert_eq!(
+            cli.global.session.as_deref(),
+            Some(std::path::Path::new("s.json"))
+        );
+        let Some(Command::Open(a)) = cli.command else {
+            panic!("open")
+        };
+        assert_eq!(a.session, "x.json");
+        assert!(
+            Cli::try_parse_from(["groundwork"])
+                .unwrap()
+                .command
+                .is_none()
+        );
+    }
+}

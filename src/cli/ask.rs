@@ -1,0 +1,136 @@
+//! `groundwork ask`: one question through the host's [`Conversation`], printed as text
+//! (the answer and its sources) or as JSON; the session is saved after a successful run.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+
+use crate::host::compose::Composer;
+use crate::host::conversation::Conversation;
+use crate::paths;
+
+use super::args::{AskArgs, GlobalArgs};
+use super::context::{CmdContext, choose_model};
+
+pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCode> {
+    if a.question.trim().is_empty() {
+        bail!(crate::host::ask::AskError::EmptyQuestion);
+    }
+    let options = crate::host::ask::AskOptions {
+        capabilities: a.capabilities.clone(),
+        eager: a.eager,
+        compaction: !a.no_compaction,
+        policy: !a.no_policy,
+        sandbox_worker: None,
+    };
+    let model_config = match choose_model(ctx, global).await? {
+        crate::engine::discover::ModelChoice::None(hint) => bail!("{hint}"),
+        crate::engine::discover::ModelChoice::Discovered(c, found) => {
+            eprintln!(
+                "using {} at {} (found {})",
+                c.model, c.base_url, found.server
+            );
+            c
+        }
+        crate::engine::discover::ModelChoice::Configured(c) => c,
+    };
+    let model_name = model_config.model.clone();
+    let model: std::sync::Arc<dyn crate::engine::chat::ChatModel> =
+        std::sync::Arc::new(crate::model::OpenAiModel::new(model_config)?);
+    let store = std::sync::Arc::new(ctx.open_store().await?);
+    let agent = Composer::new(Some(model), Some(store), ctx.config.clone()).agent(&options)?;
+    let path = match &global.session {
+        Some(p) => p.clone(),
+        None => crate::session::new_session_path(&paths::data_dir(&ctx.env).join("sessions")),
+    };
+    // One writer from loading to committing: a second `ask` on this session is refused.
+    let mut conversation = Conversation::open_locked(path.clone(), model_name)?;
+    let outcome = conversation
+        .ask(
+            &agent,
+            &a.question,
+            None,
+            crate::engine::cancel::CancelToken::new(),
+        )
+        .await?;
+    // The answer is printed whatever the save does, and a failed save is reported after
+    // it: a full disk or a read-only folder must not cost the user the answer. Never over
+    // another writer's work: then the answer is kept beside.
+    let saved = conversation.save();
+    let path = saved.as_ref().map_or(path.clone(), |s| s.path.clone());
+    let mut out = std::io::stdout().lock();
+    let to_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let clean = |s: &str| -> String {
+        if to_terminal {
+            crate::terminal_text::strip_controls(s).into_owned()
+        } else {
+            s.to_string()
+        }
+    };
+    if a.json {
+        let mut v = serde_json::to_value(&outcome)?;
+        if let serde_json::Value::Object(m) = &mut v {
+            m.insert(
+                "session".into(),
+                serde_json::Value::String(path.display().to_string()),
+            );
+        }
+        serde_json::to_writer_pretty(&mut out, &v)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "{}", clean(&outcome.answer))?;
+        if !outcome.citations.is_empty() {
+            writeln!(out)?;
+            writeln!(out, "Sources:")?;
+            for c in &outcome.citations {
+                let source = c["document_title"]
+                    .as_str()
+                    .or(c["document_uri"].as_str())
+                    .unwrap_or("");
+                let pages = c["page_numbers"]
+                    .as_array()
+                    .filter(|p| !p.is_empty())
+                    .map(|p| {
+                        format!(
+                            ", p. {}",
+                            p.iter()
+                                .map(|x| x.to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    })
+                    .unwrap_or_default();
+                writeln!(out, "  [{}] {}{pages}", c["index"], clean(source))?;
+            }
+        }
+        let cut = if outcome.cut_off {
+            "; the answer was cut off at the model's token limit (max_tokens)"
+        } else {
+            ""
+        };
+        if matches!(&saved, Ok(s) if s.note.is_none()) {
+            eprintln!(
+                "({}{cut}; session saved to {})",
+                outcome.status,
+                path.display()
+            );
+        }
+    }
+    out.flush()?;
+    drop(out);
+    match saved {
+        Err(e) => {
+            eprintln!(
+                "error: the answer above was not saved: the session could not be written to {}: {}",
+                path.display(),
+                crate::errors::render(&e)
+            );
+            Ok(ExitCode::FAILURE)
+        }
+        Ok(crate::session::Saved {
+            note: Some(note), ..
+        }) => bail!("{note}"),
+        Ok(_) => Ok(ExitCode::SUCCESS),
+    }
+}

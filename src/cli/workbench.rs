@@ -1,0 +1,114 @@
+//! `groundwork` and `groundwork open SESSION`: setting up and starting the workbench —
+//! the first-run demo database, the store and the model, the session to open, and what
+//! the TUI shows about them.
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+
+use crate::paths;
+
+use super::args::{GlobalArgs, OpenArgs};
+use super::context::{CmdContext, choose_model};
+use super::ingest::ensure_demo_db;
+
+/// Whether the database is the default one (no `--db`, no `HAIKU_RAG_DB`).
+fn is_default_db(global: &GlobalArgs, ctx: &CmdContext) -> bool {
+    global.db.as_deref().is_none_or(str::is_empty)
+        && ctx.env.get("HAIKU_RAG_DB").is_none_or(|v| v.is_empty())
+}
+
+/// `groundwork` and `groundwork open SESSION`: the workbench TUI.
+pub(super) async fn workbench(
+    ctx: &CmdContext,
+    global: &GlobalArgs,
+    open: Option<OpenArgs>,
+) -> Result<ExitCode> {
+    use crate::session::Session;
+    use crate::tui;
+    // Without a terminal, say so before any set-up (first-run ingest, model probing).
+    tui::require_terminal()?;
+    // Everything that can fail on bad configuration fails here, before raw mode.
+    let (theme, keymap) = tui::load_tui_config(&paths::config_file(&ctx.env))?;
+    let open = open.unwrap_or_default();
+    let fresh_demo = if is_default_db(global, ctx) {
+        ensure_demo_db(ctx).await?
+    } else {
+        false
+    };
+    // Probing for a model (up to 400 ms) overlaps opening the store.
+    let (opened, choice) = tokio::join!(ctx.open_store(), choose_model(ctx, global));
+    let choice = choice?;
+    let store = match opened {
+        Ok(s) => Some(std::sync::Arc::new(s)),
+        Err(e) if open.session.is_empty() => return Err(e),
+        Err(e) => {
+            // A saved session is inspectable without its database.
+            eprintln!("warning: {e:#}; the session opens without search");
+            None
+        }
+    };
+    let model: Option<std::sync::Arc<dyn crate::engine::chat::ChatModel>> = match choice.config() {
+        Some(c) => Some(std::sync::Arc::new(crate::model::OpenAiModel::new(
+            c.clone(),
+        )?)),
+        None => None,
+    };
+    let sessions_dir = paths::data_dir(&ctx.env).join("sessions");
+    let new_path = || crate::session::new_session_path(&sessions_dir);
+    let (session, path) = if open.session == "demo"
+        || (open.session.is_empty() && global.session.is_none() && fresh_demo)
+    {
+        match crate::host::demo::session() {
+            // Questions asked on top of the demo are saved to a new file.
+            Some(s) => (s?, Some(new_path())),
+            None => (Session::new(model_name(&choice)), Some(new_path())),
+        }
+    } else {
+        let explicit = if open.session.is_empty() {
+            global.session.clone()
+        } else {
+            Some(std::path::PathBuf::from(&open.session))
+        };
+        match explicit {
+            Some(p) if p.exists() => (Session::load(&p)?, Some(p)),
+            Some(p) if !open.session.is_empty() => {
+                bail!("session file {} does not exist", p.display())
+            }
+            Some(p) => (Session::new(model_name(&choice)), Some(p)),
+            None => (Session::new(model_name(&choice)), Some(new_path())),
+        }
+    };
+    let capabilities = crate::host::compose::capability_names(&open.capabilities);
+    let host = tui::app::HostInfo {
+        db: ctx.db.clone(),
+        model: match &choice {
+            crate::engine::discover::ModelChoice::None(_) => "none configured".into(),
+            other => other.describe(),
+        },
+        model_ready: model.is_some() && store.is_some(),
+        model_help: match &choice {
+            crate::engine::discover::ModelChoice::None(hint) => hint.clone(),
+            _ => "the database could not be opened; questions need it".into(),
+        },
+        capabilities,
+        max_searches: ctx.config.qa.max_searches,
+        max_executions: ctx.config.analysis.max_executions,
+    };
+    let app = tui::app::App::new(session, path, host)
+        .with_keymap(keymap)
+        .with_theme(theme);
+    let services = tui::Services::new(
+        store,
+        model,
+        ctx.config.clone(),
+        open.capabilities.clone(),
+        open.eager,
+    );
+    tui::run(app, services).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn model_name(choice: &crate::engine::discover::ModelChoice) -> String {
+    choice.config().map(|c| c.model.clone()).unwrap_or_default()
+}

@@ -1,0 +1,205 @@
+//! Composing an agent for a question: the evidence capabilities the options choose
+//! (RAG, analysis, deferred when several), evidence compaction and the citation policy,
+//! over the host's preamble. Every face (the `ask` command, the workbench) gets its
+//! agents here, so a question is composed the same way wherever it is asked.
+
+use std::sync::Arc;
+
+use crate::capabilities::analysis::AnalysisCapability;
+use crate::capabilities::compaction::hook::EvidenceCompactionCapability;
+use crate::capabilities::policy::CitationPolicyCapability;
+use crate::capabilities::rag::RagCapability;
+use crate::config::AppConfig;
+use crate::engine::agent::Agent;
+use crate::engine::capability::Capability;
+use crate::engine::chat::ChatModel;
+use crate::store::Store;
+
+/// The host's own system preamble (SPEC §1.1 `AGENT_PREAMBLE`), in our words.
+pub fn agent_preamble() -> &'static str {
+    include_str!("../../assets/prompts/agent_preamble.md")
+}
+
+/// An evidence capability a question can register.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CapabilityChoice {
+    Rag,
+    Analysis,
+}
+
+impl CapabilityChoice {
+    /// The name the command line takes and the workbench shows.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Rag => "rag",
+            Self::Analysis => "analysis",
+        }
+    }
+}
+
+impl std::str::FromStr for CapabilityChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "rag" => Ok(Self::Rag),
+            "analysis" => Ok(Self::Analysis),
+            other => Err(format!("unknown capability '{other}' (rag, analysis)")),
+        }
+    }
+}
+
+/// The names of the evidence capabilities `choices` registers (RAG when empty).
+pub fn capability_names(choices: &[CapabilityChoice]) -> Vec<String> {
+    if choices.is_empty() {
+        return vec![CapabilityChoice::Rag.as_str().into()];
+    }
+    choices.iter().map(|c| c.as_str().to_string()).collect()
+}
+
+/// How a question's agent is composed.
+#[derive(Debug, Clone)]
+pub struct AskOptions {
+    /// Evidence capabilities to register; empty means RAG.
+    pub capabilities: Vec<CapabilityChoice>,
+    /// Register them eagerly even when there are several (otherwise several are deferred).
+    pub eager: bool,
+    pub compaction: bool,
+    pub policy: bool,
+    /// The analysis sandbox worker executable (default: `$GROUNDWORK_SANDBOX_WORKER`,
+    /// else this executable).
+    pub sandbox_worker: Option<std::path::PathBuf>,
+}
+
+impl Default for AskOptions {
+    fn default() -> Self {
+        Self {
+            capabilities: Vec::new(),
+            eager: false,
+            compaction: true,
+            policy: true,
+            sandbox_worker: None,
+        }
+    }
+}
+
+/// Why no agent could be composed (one line, shown as it is).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ComposeError(pub String);
+
+/// What agents are composed from: the model, the database and the configuration. Either
+/// of the first two may be missing (the workbench opens a saved session without them);
+/// then questions are refused with one line.
+#[derive(Clone)]
+pub struct Composer {
+    pub model: Option<Arc<dyn ChatModel>>,
+    pub store: Option<Arc<Store>>,
+    pub config: AppConfig,
+}
+
+impl Composer {
+    pub fn new(
+        model: Option<Arc<dyn ChatModel>>,
+        store: Option<Arc<Store>>,
+        config: AppConfig,
+    ) -> Self {
+        Composer {
+            model,
+            store,
+            config,
+        }
+    }
+
+    /// The agent for a question with `opts`.
+    pub fn agent(&self, opts: &AskOptions) -> Result<Agent, ComposeError> {
+        let (Some(model), Some(store)) = (self.model.clone(), self.store.clone()) else {
+            return Err(ComposeError("no model or database available".into()));
+        };
+        build_agent(model, store, &self.config, opts)
+    }
+}
+
+/// Builds the agent for a question.
+pub fn build_agent(
+    model: Arc<dyn ChatModel>,
+    store: Arc<Store>,
+    config: &AppConfig,
+    opts: &AskOptions,
+) -> Result<Agent, ComposeError> {
+    let mut choices = opts.capabilities.clone();
+    if choices.is_empty() {
+        choices.push(CapabilityChoice::Rag);
+    }
+    choices.dedup();
+    let deferred = choices.len() > 1 && !opts.eager;
+    let vision = driving_vision(config, &choices);
+    let mut caps: Vec<Arc<dyn Capability>> = Vec::new();
+    for c in &choices {
+        match c {
+            CapabilityChoice::Rag => caps.push(Arc::new(
+                RagCapability::new(store.clone(), config.clone())
+                    .defer_loading(deferred)
+                    .vision(Some(vision)),
+            )),
+            CapabilityChoice::Analysis => {
+                let mut analysis = AnalysisCapability::new(store.clone(), config.clone())
+                    .defer_loading(deferred)
+                    .vision(Some(vision));
+                if let Some(worker) = &opts.sandbox_worker {
+                    analysis = analysis.worker(worker.clone());
+                }
+                caps.push(Arc::new(analysis))
+            }
+        }
+    }
+    if opts.compaction {
+        caps.push(Arc::new(EvidenceCompactionCapability::new()));
+    }
+    if opts.policy {
+        caps.push(Arc::new(CitationPolicyCapability::new()));
+    }
+    let mut builder = Agent::builder(model).instructions(agent_preamble());
+    for c in caps {
+        builder = builder.capability(c);
+    }
+    builder.build().map_err(|e| ComposeError(e.to_string()))
+}
+
+/// The driving model's vision (haiku.rag's chat host): `analysis.model` (falling back
+/// to `qa.model`) when Analysis is the only capability, `qa.model` otherwise. Every
+/// capability of the agent follows it, since one model reads every tool result.
+pub fn driving_vision(config: &AppConfig, choices: &[CapabilityChoice]) -> bool {
+    if choices == [CapabilityChoice::Analysis] {
+        config
+            .analysis
+            .model
+            .as_ref()
+            .unwrap_or(&config.qa.model)
+            .vision
+    } else {
+        config.qa.model.vision
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_refusals() {
+        assert_eq!(capability_names(&[]), ["rag"]);
+        assert_eq!(
+            capability_names(&[CapabilityChoice::Analysis, CapabilityChoice::Rag]),
+            ["analysis", "rag"]
+        );
+        assert_eq!("analysis".parse(), Ok(CapabilityChoice::Analysis));
+        assert!("x".parse::<CapabilityChoice>().is_err());
+        let refused = Composer::new(None, None, AppConfig::default())
+            .agent(&AskOptions::default())
+            .err();
+        assert_eq!(
+            refused,
+            Some(ComposeError("no model or database available".into()))
+        );
+    }
+}
