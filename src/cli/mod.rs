@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::AppConfig;
+use crate::config::{Config, ModelOverrides};
 use crate::embed::{self, EmbedOverrides, EmbedderSpec};
 use crate::ingest::pipeline::{self, Outcome};
 use crate::paths::{self, Env};
@@ -190,17 +190,18 @@ pub struct ListArgs {
 /// Everything a command needs from the environment.
 pub struct CmdContext {
     pub env: Env,
-    pub config: AppConfig,
+    /// The config file with the environment and the model flags applied.
+    pub config: Config,
     pub db: String,
     pub overrides: EmbedOverrides,
 }
 
 impl CmdContext {
     pub fn new(global: &GlobalArgs, env: Env) -> Result<Self> {
-        let config = AppConfig::load_from_env(&env)?;
+        let config = Config::from_env(&env, &model_overrides(global))?;
         let db = paths::resolve_db(
             global.db.as_deref(),
-            config.storage.data_dir.as_deref(),
+            config.app.storage.data_dir.as_deref(),
             &env,
         );
         let overrides = EmbedOverrides::resolve(
@@ -227,7 +228,7 @@ impl CmdContext {
 
     /// Attaches the search config and the query embedder to an open store.
     async fn attach_embedder(&self, store: &mut Store) -> Result<()> {
-        store.set_search_config(self.config.search.clone());
+        store.set_search_config(self.config.app.search.clone());
         let mut spec = self.overrides.apply(store.embedder_spec());
         if !self.overrides.is_empty()
             && self.overrides.dim.is_none()
@@ -260,7 +261,7 @@ impl CmdContext {
                 base_url: Some(url.clone()),
             });
         }
-        if let Some(spec) = &self.config.embeddings.model {
+        if let Some(spec) = &self.config.app.embeddings.model {
             return Ok(spec.clone());
         }
         // The default: all-MiniLM-L6-v2 run in-process.
@@ -366,26 +367,26 @@ pub async fn ensure_demo_db(ctx: &CmdContext) -> Result<bool> {
     Ok(true)
 }
 
+/// The model flags as config overrides.
+fn model_overrides(global: &GlobalArgs) -> ModelOverrides {
+    ModelOverrides {
+        base_url: global.model_url.clone(),
+        model: global.model.clone(),
+        timeout_secs: global.timeout,
+        max_tokens: global.max_tokens,
+        ..Default::default()
+    }
+}
+
 /// The model to use: configured, else found on a local server, else none (with a hint).
-pub async fn choose_model(
-    ctx: &CmdContext,
-    global: &GlobalArgs,
-) -> Result<crate::engine::discover::ModelChoice> {
-    use crate::engine::config::ModelOverrides;
-    Ok(crate::engine::discover::choose_model_with(
-        Some(&paths::config_file(&ctx.env)),
+pub async fn choose_model(ctx: &CmdContext) -> Result<crate::engine::discover::ModelChoice> {
+    Ok(crate::engine::discover::choose_model_for(
+        &ctx.config,
         &ctx.env,
-        &ModelOverrides {
-            base_url: global.model_url.clone(),
-            model: global.model.clone(),
-            timeout_secs: global.timeout,
-            max_tokens: global.max_tokens,
-            ..Default::default()
-        },
         &crate::engine::discover::candidates(&ctx.env),
         &|note| eprintln!("{note}"),
     )
-    .await?)
+    .await)
 }
 
 /// `groundwork` and `groundwork open SESSION`: the workbench TUI.
@@ -399,7 +400,9 @@ async fn workbench(
     // Without a terminal, say so before any set-up (first-run ingest, model probing).
     tui::require_terminal()?;
     // Everything that can fail on bad configuration fails here, before raw mode.
-    let (theme, keymap) = tui::load_tui_config(&paths::config_file(&ctx.env))?;
+    let config_path = ctx.config.path.clone().unwrap_or_default();
+    let keymap = tui::keymap_from_config(&ctx.config.tui, &config_path)?;
+    let theme = ctx.config.tui.theme;
     let open = open.unwrap_or_default();
     let fresh_demo = if is_default_db(global, ctx) {
         ensure_demo_db(ctx).await?
@@ -407,7 +410,7 @@ async fn workbench(
         false
     };
     // Probing for a model (up to 400 ms) overlaps opening the store.
-    let (opened, choice) = tokio::join!(ctx.open_store(), choose_model(ctx, global));
+    let (opened, choice) = tokio::join!(ctx.open_store(), choose_model(ctx));
     let choice = choice?;
     let store = match opened {
         Ok(s) => Some(std::sync::Arc::new(s)),
@@ -472,8 +475,8 @@ async fn workbench(
             _ => "the database could not be opened; questions need it".into(),
         },
         capabilities,
-        max_searches: ctx.config.qa.max_searches,
-        max_executions: ctx.config.analysis.max_executions,
+        max_searches: ctx.config.app.qa.max_searches,
+        max_executions: ctx.config.app.analysis.max_executions,
     };
     let app = tui::app::App::new(session, path, host)
         .with_keymap(keymap)
@@ -481,7 +484,7 @@ async fn workbench(
     let services = tui::Services::new(
         store,
         model,
-        ctx.config.clone(),
+        ctx.config.app.clone(),
         open.capabilities.clone(),
         open.eager,
     );
@@ -570,7 +573,7 @@ async fn open_or_create(ctx: &CmdContext) -> Result<Store> {
             // The embedder first: if it cannot be had, no empty database is left behind.
             let embedder = prepare_embedder(&spec, &ctx.env).await?;
             let mut store = Store::create(&ctx.db, &spec).await?;
-            store.set_search_config(ctx.config.search.clone());
+            store.set_search_config(ctx.config.app.search.clone());
             store.set_embedder(embedder)?;
             eprintln!("created {} (embedder {})", ctx.db, spec.name);
             store
@@ -763,7 +766,7 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
         policy: !a.no_policy,
         sandbox_worker: None,
     };
-    let model_config = match choose_model(ctx, global).await? {
+    let model_config = match choose_model(ctx).await? {
         crate::engine::discover::ModelChoice::None(hint) => bail!("{hint}"),
         crate::engine::discover::ModelChoice::Discovered(c, found) => {
             eprintln!(
@@ -777,7 +780,7 @@ async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCo
     let model_name = model_config.model.clone();
     let model = std::sync::Arc::new(crate::model::OpenAiModel::new(model_config)?);
     let store = std::sync::Arc::new(ctx.open_store().await?);
-    let agent = crate::host::ask::build_agent(model, store, &ctx.config, &options)?;
+    let agent = crate::host::ask::build_agent(model, store, &ctx.config.app, &options)?;
     let path = match &global.session {
         Some(p) => p.clone(),
         None => crate::session::new_session_path(&paths::data_dir(&ctx.env).join("sessions")),

@@ -44,9 +44,9 @@ use async_openai::error::{OpenAIError, StreamError};
 use futures::{Future, StreamExt};
 use serde_json::{Value, json};
 
+use crate::config::ModelConfig;
 use crate::engine::cancel::CancelToken;
 use crate::engine::capability::ToolDef;
-use crate::engine::config::ModelConfig;
 use crate::engine::messages::{
     ModelMessage, ModelRequestPart, ModelResponse, ModelResponsePart, UserContent, UserContentValue,
 };

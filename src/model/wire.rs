@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::ModelRequestParams;
-use crate::engine::config::ModelConfig;
+use crate::config::ModelConfig;
 use crate::engine::messages::{
     ModelMessage, ModelRequestPart, ModelResponse, ToolArgs, ToolCallPart, UserContent,
     UserContentValue,
