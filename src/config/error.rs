@@ -266,3 +266,56 @@ fn hide_quoted(message: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wrong_string_is_not_quoted_back() {
+        assert_eq!(
+            hide_string_values(r#"invalid type: string "sk-\"x\"-1", expected u64"#),
+            "invalid type: a string, expected u64"
+        );
+        assert_eq!(hide_string_values("unclosed table"), "unclosed table");
+    }
+
+    #[test]
+    fn headers_with_comments_count_and_arrays_do_not() {
+        assert_eq!(
+            table_header("[model] # the endpoint").as_deref(),
+            Some("model")
+        );
+        assert_eq!(table_header("[[tui.keys]]").as_deref(), Some("tui.keys"));
+        assert_eq!(table_header(r#"["a", "b"]"#), None);
+        assert_eq!(table_header(r#"["a"],"#), None);
+        let text = "[model] # x\nmodel = \"m\"\n[tui.keys]\nhelp = [\"f1\"]\n";
+        assert_eq!(line_of_key(text, "model.model"), Some(2));
+        assert_eq!(line_of_key(text, "tui.keys.help"), Some(4));
+        assert_eq!(line_of_key(text, "tui.keys.quit"), None);
+    }
+
+    #[test]
+    fn an_unknown_key_names_its_section() {
+        let text = "[search]\nlimit = 3\n\n[qa.model]\nvison = true\n";
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Qa {
+            vision: Option<bool>,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct File {
+            qa: std::collections::HashMap<String, Qa>,
+        }
+        let e = toml::from_str::<File>(text).unwrap_err();
+        let info = describe_toml_error(text, &e);
+        assert_eq!(info.line, 5);
+        assert_eq!(info.key.as_deref(), Some("qa.model.vison"));
+        assert_eq!(
+            info.message,
+            "unknown key `vison` in [qa.model]; expected `vision`"
+        );
+    }
+}
