@@ -187,6 +187,25 @@ mod tests {
     }
 
     #[test]
+    fn unknown_keys_are_refused_in_the_file_but_not_in_a_spec_mapping() {
+        let err = Config::parse(
+            "[qa]\nmax_searches = 2\nenvironment = 1\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("line 3, key `qa.environment`"), "{err}");
+        // A capability spec's `config` (haiku.rag's AppConfig dump) may carry keys
+        // Groundwork does not read.
+        let c: AppConfig = serde_json::from_value(serde_json::json!({
+            "environment": "production",
+            "qa": {"max_searches": 2, "max_iterations": 9},
+        }))
+        .unwrap();
+        assert_eq!(c.qa.max_searches, 2);
+    }
+
+    #[test]
     fn corrupt_file_names_file_and_line() {
         let err = Config::parse("[search\nlimit = 3", Path::new("/etc/gw.toml")).unwrap_err();
         let msg = err.to_string();
