@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     let env = groundwork::paths::process_env();
     // Secrets are known before anything can print or log them.
     groundwork::errors::register_env(&env);
-    if let Ok(text) = std::fs::read_to_string(groundwork::paths::config_file(&env)) {
+    if let Ok(text) = std::fs::read_to_string(groundwork::config::file_path(&env)) {
         groundwork::errors::register_config_text(&text);
     }
     let _log = groundwork::cli::init_logging(&env);

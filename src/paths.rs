@@ -1,4 +1,5 @@
-//! Where things live: database URI resolution, data and config directories.
+//! Where things live: database URI resolution and the data directory (the config
+//! file's path is `crate::config::file_path`).
 //!
 //! The database location is a URI (a local path, or `s3://`, `gs://`, `az://`, `db://`
 //! with the `cloud` feature). Only the default location assumes a local disk.
@@ -26,21 +27,6 @@ pub fn data_dir(env: &Env) -> PathBuf {
     dirs::data_dir()
         .unwrap_or_else(|| PathBuf::from("."))
         .join("groundwork")
-}
-
-/// Groundwork's config file: `$XDG_CONFIG_HOME/groundwork/config.toml`.
-pub fn config_file(env: &Env) -> PathBuf {
-    if let Some(p) = env.get("GROUNDWORK_CONFIG").filter(|s| !s.is_empty()) {
-        return PathBuf::from(p);
-    }
-    let dir = if let Some(x) = env.get("XDG_CONFIG_HOME").filter(|s| !s.is_empty()) {
-        PathBuf::from(x)
-    } else if let Some(home) = env.get("HOME").filter(|s| !s.is_empty()) {
-        PathBuf::from(home).join(".config")
-    } else {
-        dirs::config_dir().unwrap_or_else(|| PathBuf::from("."))
-    };
-    dir.join("groundwork").join("config.toml")
 }
 
 /// Expands a leading `~` or `~/` using `HOME`.

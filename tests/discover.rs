@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use groundwork::engine::config::ModelOverrides;
+use groundwork::config::ModelOverrides;
 use groundwork::engine::discover::{
     Discovery, ModelChoice, choose_model, choose_model_with, discover, discover_waiting,
 };

@@ -6,10 +6,10 @@ mod support;
 
 use std::time::Duration;
 
+use groundwork::config::ModelConfig;
 use groundwork::engine::agent::{RunError, RunInput, RunOutput};
 use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::chat::ModelError;
-use groundwork::engine::config::ModelConfig;
 use groundwork::model::OpenAiModel;
 use groundwork::session::Session;
 use serde_json::json;

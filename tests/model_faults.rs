@@ -10,11 +10,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use groundwork::config::ModelConfig;
 use groundwork::engine::agent::{RunError, RunInput, RunOutput, RunResult};
 use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::capability::ToolOutcome;
 use groundwork::engine::chat::ModelError;
-use groundwork::engine::config::ModelConfig;
 use groundwork::engine::events::CoreEvent;
 use serde_json::{Value, json};
 use support::caps::TestCap;

@@ -13,9 +13,9 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex as StdMutex;
 
+use groundwork::config::{ModelConfig, ModelOverrides};
 use groundwork::engine::agent::{RunError, RunInput, RunOutput};
 use groundwork::engine::cancel::CancelToken;
-use groundwork::engine::config::{ModelConfig, ModelOverrides};
 use groundwork::engine::discover::{Discovery, ModelChoice, choose_model_with, discover_waiting};
 use groundwork::engine::events::CoreEvent;
 use groundwork::engine::messages::{ModelMessage, ModelResponsePart};

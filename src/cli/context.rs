@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result};
 
-use crate::config::AppConfig;
+use crate::config::{Config, ModelOverrides};
 use crate::embed::{self, EmbedOverrides, EmbedderSpec};
 use crate::paths::{self, Env};
 use crate::store::{Store, StoreError};
@@ -15,17 +15,18 @@ use super::args::GlobalArgs;
 /// Everything a command needs from the environment.
 pub struct CmdContext {
     pub env: Env,
-    pub config: AppConfig,
+    /// The config file with the environment and the model flags applied.
+    pub config: Config,
     pub db: String,
     pub overrides: EmbedOverrides,
 }
 
 impl CmdContext {
     pub fn new(global: &GlobalArgs, env: Env) -> Result<Self> {
-        let config = AppConfig::load_from_env(&env)?;
+        let config = Config::from_env(&env, &model_overrides(global))?;
         let db = paths::resolve_db(
             global.db.as_deref(),
-            config.storage.data_dir.as_deref(),
+            config.app.storage.data_dir.as_deref(),
             &env,
         );
         let overrides = EmbedOverrides::resolve(
@@ -52,7 +53,7 @@ impl CmdContext {
 
     /// Attaches the search config and the query embedder to an open store.
     async fn attach_embedder(&self, store: &mut Store) -> Result<()> {
-        store.set_search_config(self.config.search.clone());
+        store.set_search_config(self.config.app.search.clone());
         let mut spec = self.overrides.apply(store.embedder_spec());
         if !self.overrides.is_empty()
             && self.overrides.dim.is_none()
@@ -85,7 +86,7 @@ impl CmdContext {
                 base_url: Some(url.clone()),
             });
         }
-        if let Some(spec) = &self.config.embeddings.model {
+        if let Some(spec) = &self.config.app.embeddings.model {
             return Ok(spec.clone());
         }
         // The default: all-MiniLM-L6-v2 run in-process.
@@ -93,26 +94,26 @@ impl CmdContext {
     }
 }
 
+/// The model flags as config overrides.
+fn model_overrides(global: &GlobalArgs) -> ModelOverrides {
+    ModelOverrides {
+        base_url: global.model_url.clone(),
+        model: global.model.clone(),
+        timeout_secs: global.timeout,
+        max_tokens: global.max_tokens,
+        ..Default::default()
+    }
+}
+
 /// The model to use: configured, else found on a local server, else none (with a hint).
-pub async fn choose_model(
-    ctx: &CmdContext,
-    global: &GlobalArgs,
-) -> Result<crate::engine::discover::ModelChoice> {
-    use crate::engine::config::ModelOverrides;
-    Ok(crate::engine::discover::choose_model_with(
-        Some(&paths::config_file(&ctx.env)),
+pub async fn choose_model(ctx: &CmdContext) -> Result<crate::engine::discover::ModelChoice> {
+    Ok(crate::engine::discover::choose_model_for(
+        &ctx.config,
         &ctx.env,
-        &ModelOverrides {
-            base_url: global.model_url.clone(),
-            model: global.model.clone(),
-            timeout_secs: global.timeout,
-            max_tokens: global.max_tokens,
-            ..Default::default()
-        },
         &crate::engine::discover::candidates(&ctx.env),
         &|note| eprintln!("{note}"),
     )
-    .await?)
+    .await)
 }
 
 /// Builds the embedder a spec names. The local model is fetched first if needed (once, from
@@ -171,7 +172,7 @@ pub(super) async fn open_or_create(ctx: &CmdContext) -> Result<Store> {
             // The embedder first: if it cannot be had, no empty database is left behind.
             let embedder = prepare_embedder(&spec, &ctx.env).await?;
             let mut store = Store::create(&ctx.db, &spec).await?;
-            store.set_search_config(ctx.config.search.clone());
+            store.set_search_config(ctx.config.app.search.clone());
             store.set_embedder(embedder)?;
             eprintln!("created {} (embedder {})", ctx.db, spec.name);
             store

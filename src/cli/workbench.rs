@@ -29,7 +29,9 @@ pub(super) async fn workbench(
     // Without a terminal, say so before any set-up (first-run ingest, model probing).
     tui::require_terminal()?;
     // Everything that can fail on bad configuration fails here, before raw mode.
-    let (theme, keymap) = tui::load_tui_config(&paths::config_file(&ctx.env))?;
+    let config_path = ctx.config.path.clone().unwrap_or_default();
+    let keymap = tui::keymap_from_config(&ctx.config.tui, &config_path)?;
+    let theme = ctx.config.tui.theme;
     let open = open.unwrap_or_default();
     let fresh_demo = if is_default_db(global, ctx) {
         ensure_demo_db(ctx).await?
@@ -37,7 +39,7 @@ pub(super) async fn workbench(
         false
     };
     // Probing for a model (up to 400 ms) overlaps opening the store.
-    let (opened, choice) = tokio::join!(ctx.open_store(), choose_model(ctx, global));
+    let (opened, choice) = tokio::join!(ctx.open_store(), choose_model(ctx));
     let choice = choice?;
     let store = match opened {
         Ok(s) => Some(std::sync::Arc::new(s)),
@@ -92,8 +94,8 @@ pub(super) async fn workbench(
             _ => "the database could not be opened; questions need it".into(),
         },
         capabilities,
-        max_searches: ctx.config.qa.max_searches,
-        max_executions: ctx.config.analysis.max_executions,
+        max_searches: ctx.config.app.qa.max_searches,
+        max_executions: ctx.config.app.analysis.max_executions,
     };
     let app = tui::app::App::new(session, path, host)
         .with_keymap(keymap)
@@ -101,7 +103,7 @@ pub(super) async fn workbench(
     let services = tui::Services::new(
         store,
         model,
-        ctx.config.clone(),
+        ctx.config.app.clone(),
         open.capabilities.clone(),
         open.eager,
     );

@@ -6,21 +6,13 @@
 //! [`EmbedderSpec`]; by default queries use that same embedder.
 
 use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 
 pub mod local;
 pub mod openai;
 
-/// How haiku.rag records an embedding model in `settings.embeddings.model`
-/// (`provider`, `name`, `vector_dim`, `base_url`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EmbedderSpec {
-    pub provider: String,
-    pub name: String,
-    pub vector_dim: usize,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub base_url: Option<String>,
-}
+/// How haiku.rag records an embedding model (plain data, defined with the config's
+/// `[embeddings.model]`).
+pub use crate::config::EmbedderSpec;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {

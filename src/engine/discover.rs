@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::config::{ENV_MODEL, ENV_MODEL_URL, ModelConfig, ModelOverrides};
+use crate::config::model::{ENV_MODEL, ENV_MODEL_URL};
+use crate::config::{Config, ConfigError, ModelConfig, ModelOverrides};
 
 /// Where local servers listen by default, in the order they are preferred.
 pub const LOCAL_SERVERS: &[(&str, &str)] = &[
@@ -191,27 +192,6 @@ impl ModelChoice {
     }
 }
 
-/// Whether a model endpoint is set by flags, environment or the config file.
-pub fn endpoint_configured(
-    path: Option<&Path>,
-    env: &HashMap<String, String>,
-    overrides: &ModelOverrides,
-) -> bool {
-    if overrides.base_url.is_some() {
-        return true;
-    }
-    if env.get(ENV_MODEL_URL).is_some_and(|v| !v.trim().is_empty()) {
-        return true;
-    }
-    let Some(text) = path.and_then(|p| std::fs::read_to_string(p).ok()) else {
-        return false;
-    };
-    toml::from_str::<toml::Value>(&text)
-        .ok()
-        .and_then(|v| v.get("model")?.get("base_url").cloned())
-        .is_some()
-}
-
 /// One server's answer to `GET {base_url}/models`.
 #[derive(Debug)]
 enum Probe {
@@ -377,7 +357,7 @@ pub async fn choose_model(
     env: &HashMap<String, String>,
     overrides: &ModelOverrides,
     candidates: &[(String, String)],
-) -> Result<ModelChoice, super::config::ConfigError> {
+) -> Result<ModelChoice, ConfigError> {
     choose_model_with(path, env, overrides, candidates, &|_| {}).await
 }
 
@@ -388,27 +368,36 @@ pub async fn choose_model_with(
     overrides: &ModelOverrides,
     candidates: &[(String, String)],
     on_wait: &(dyn Fn(&str) + Sync),
-) -> Result<ModelChoice, super::config::ConfigError> {
-    let config = ModelConfig::load(path, env, overrides)?;
-    if endpoint_configured(path, env, overrides) {
-        return Ok(ModelChoice::Configured(config));
+) -> Result<ModelChoice, ConfigError> {
+    let config = Config::load(path, env, overrides)?;
+    Ok(choose_model_for(&config, env, candidates, on_wait).await)
+}
+
+/// [`choose_model_with`] for an already loaded configuration.
+pub async fn choose_model_for(
+    config: &Config,
+    env: &HashMap<String, String>,
+    candidates: &[(String, String)],
+    on_wait: &(dyn Fn(&str) + Sync),
+) -> ModelChoice {
+    if config.endpoint_named {
+        return ModelChoice::Configured(config.model.clone());
     }
     let wait = wait_budget(env);
     let found = match discover_waiting(candidates, Duration::from_millis(400), wait, on_wait).await
     {
         Discovery::Found(f) => f,
-        Discovery::Loading(l) => return Ok(ModelChoice::None(loading_message(&l, wait))),
-        Discovery::Nothing => return Ok(ModelChoice::None(configure_hint_for(candidates))),
+        Discovery::Loading(l) => return ModelChoice::None(loading_message(&l, wait)),
+        Discovery::Nothing => return ModelChoice::None(configure_hint_for(candidates)),
     };
-    let name_given = overrides.model.is_some()
-        || env.get(ENV_MODEL).is_some_and(|v| !v.trim().is_empty())
-        || config.model != super::config::DEFAULT_MODEL;
-    let mut config = config;
-    config.base_url = found.base_url.clone();
-    if !name_given && let Some(first) = found.models.first() {
-        config.model = first.clone();
+    let mut model = config.model.clone();
+    model.base_url = found.base_url.clone();
+    if !config.model_named
+        && let Some(first) = found.models.first()
+    {
+        model.model = first.clone();
     }
-    Ok(ModelChoice::Discovered(config, found))
+    ModelChoice::Discovered(model, found)
 }
 
 #[cfg(test)]

@@ -6,13 +6,12 @@
 //! ```no_run
 //! # async fn demo() -> anyhow::Result<()> {
 //! use std::sync::Arc;
-//! use groundwork::engine::{agent::{Agent, RunInput}, cancel::CancelToken,
-//!     config::{ModelConfig, ModelOverrides}};
+//! use groundwork::engine::{agent::{Agent, RunInput}, cancel::CancelToken};
+//! use groundwork::config::{Config, ModelOverrides};
 //! use groundwork::{model::OpenAiModel, session::Session};
 //!
-//! let env: std::collections::HashMap<String, String> = std::env::vars().collect();
-//! let config = ModelConfig::load(
-//!     groundwork::engine::config::default_config_path().as_deref(), &env, &ModelOverrides::default())?;
+//! let env = groundwork::paths::process_env();
+//! let config = Config::from_env(&env, &ModelOverrides::default())?.model;
 //! let agent = Agent::builder(Arc::new(OpenAiModel::new(config)?))
 //!     .instructions("Answer from the knowledge base.")
 //!     .build()?;
@@ -33,7 +32,6 @@ pub mod agent;
 pub mod cancel;
 pub mod capability;
 pub mod chat;
-pub mod config;
 pub mod discover;
 pub mod events;
 pub mod messages;

@@ -43,8 +43,8 @@ use async_openai::error::{OpenAIError, StreamError};
 use futures::StreamExt;
 use serde_json::Value;
 
+use crate::config::ModelConfig;
 use crate::engine::cancel::CancelToken;
-use crate::engine::config::ModelConfig;
 use crate::engine::messages::ModelResponse;
 
 // The engine's model interface, implemented here (kept reachable under `crate::model`).

@@ -11,8 +11,8 @@
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::config::ModelConfig;
 use crate::engine::chat::ModelRequestParams;
-use crate::engine::config::ModelConfig;
 use crate::engine::messages::{
     ModelMessage, ModelRequestPart, ModelResponse, ToolArgs, ToolCallPart, UserContent,
     UserContentValue,

@@ -305,6 +305,32 @@ pub enum KeymapError {
     },
 }
 
+impl KeymapError {
+    /// The actions the error is about, as named in the config (two for a conflict).
+    pub fn actions(&self) -> Vec<&str> {
+        match self {
+            KeymapError::BadKey { action, .. }
+            | KeymapError::UnknownAction { action, .. }
+            | KeymapError::PlainGlobal { action, .. } => vec![action],
+            KeymapError::Conflict { first, second, .. } => vec![second, first],
+        }
+    }
+
+    /// What is wrong, without the file and the table (for a config error naming both).
+    pub fn detail(&self) -> String {
+        match self {
+            KeymapError::BadKey { message, .. } => message.clone(),
+            KeymapError::UnknownAction { action, .. } => format!("unknown action '{action}'"),
+            KeymapError::Conflict {
+                key, first, second, ..
+            } => format!("key '{key}' is bound to both {first} and {second}"),
+            KeymapError::PlainGlobal { key, .. } => {
+                format!("'{key}' cannot be global; use a Ctrl, Alt, Esc or function key")
+            }
+        }
+    }
+}
+
 fn action_name(a: Action) -> String {
     serde_json::to_value(a)
         .ok()

@@ -13,7 +13,6 @@ pub mod theme;
 pub mod view;
 pub mod wrap;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,10 +22,9 @@ use futures::{Stream, StreamExt};
 use ratatui::Terminal;
 use ratatui::backend::Backend;
 use ratatui_image::picker::{Picker, ProtocolType};
-use serde::Deserialize;
 use tokio::sync::mpsc::{UnboundedSender, unbounded_channel};
 
-use crate::config::AppConfig;
+use crate::config::{AppConfig, ConfigError};
 use crate::engine::chat::ChatModel;
 use crate::engine::events::CoreEvent;
 use crate::host::ask::{AskOptions, CapabilityChoice};
@@ -79,35 +77,36 @@ impl Services {
     }
 }
 
-/// `[tui]` of the config file.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TuiConfig {
-    #[serde(default)]
-    pub theme: ThemeName,
-    #[serde(default)]
-    pub keys: BTreeMap<String, Vec<String>>,
-}
+/// `[tui]` of the config file (plain data; parsed with the rest of the file).
+pub use crate::config::TuiConfig;
 
-#[derive(Debug, Default, Deserialize)]
-struct FileWithTui {
-    #[serde(default)]
-    tui: TuiConfig,
-}
-
-/// Reads `[tui]` from the config file and builds the keymap; errors name the file.
-pub fn load_tui_config(path: &Path) -> Result<(ThemeName, Keymap)> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok((ThemeName::default(), Keymap::default()));
+/// The keymap `[tui.keys]` of the config file `path` asks for. A bad key, an unknown
+/// action, a plain key bound globally or a key bound twice is a config error naming the
+/// file, the line and the action's key (`tui.keys.quit`).
+pub fn keymap_from_config(tui: &TuiConfig, path: &Path) -> Result<Keymap, ConfigError> {
+    Keymap::with_overrides(&tui.keys, path).map_err(|e| {
+        let actions = e.actions();
+        let action = actions
+            .iter()
+            .find(|a| tui.keys.contains_key(**a))
+            .or(actions.first())
+            .copied()
+            .unwrap_or_default();
+        ConfigError::Parse {
+            path: path.to_path_buf(),
+            line: tui.line_of(action),
+            key: Some(format!("tui.keys.{action}")),
+            message: e.detail(),
         }
-        Err(e) => anyhow::bail!("cannot read config file {}: {e}", path.display()),
-    };
-    let parsed: FileWithTui = toml::from_str(&text)
-        .map_err(|e| crate::config::ConfigError::from_toml(path, &text, &e))?;
-    let keymap = Keymap::with_overrides(&parsed.tui.keys, path)?;
-    Ok((parsed.tui.theme, keymap))
+    })
+}
+
+/// Reads the config file `path` (all of it is checked) and builds the theme and the
+/// keymap from its `[tui]`; errors name the file, the line and the key.
+pub fn load_tui_config(path: &Path) -> Result<(ThemeName, Keymap)> {
+    let config = crate::config::Config::load_file(path)?;
+    let keymap = keymap_from_config(&config.tui, path)?;
+    Ok((config.tui.theme, keymap))
 }
 
 /// Picks the image protocol once, before the event loop reads input. Inside tmux, and

@@ -6,20 +6,11 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::style::{Color, Modifier, Style};
-use serde::{Deserialize, Serialize};
 
 use super::background::Background;
 
-/// Which theme. `auto` (the default) follows the terminal's background: light on a
-/// light background, dark otherwise.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ThemeName {
-    #[default]
-    Auto,
-    Dark,
-    Light,
-}
+/// Which theme (`[tui] theme` of the config file).
+pub use crate::config::ThemeName;
 
 impl ThemeName {
     /// The theme for a terminal with background `bg` (`auto` resolved; dark when unknown).

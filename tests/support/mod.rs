@@ -16,8 +16,8 @@ pub mod workbench;
 
 use std::sync::Arc;
 
+use groundwork::config::{ApiKey, ModelConfig};
 use groundwork::engine::agent::{Agent, AgentBuilder};
-use groundwork::engine::config::{ApiKey, ModelConfig};
 use groundwork::engine::events::CoreEvent;
 use groundwork::model::OpenAiModel;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};

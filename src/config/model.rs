@@ -1,7 +1,8 @@
-//! Model endpoint configuration.
+//! `[model]`: the OpenAI-compatible endpoint, its environment and flag overrides, and
+//! the API key (which never appears in `Debug`, `Display` or error output).
 //!
-//! Precedence, lowest first: built-in defaults, the `[model]` table of
-//! `$XDG_CONFIG_HOME/groundwork/config.toml` (see [`default_config_path`]), the
+//! Precedence, lowest first: built-in defaults, the `[model]` table of the config file
+//! (see [`crate::config::file_path`]), the
 //! environment (`GROUNDWORK_MODEL_URL`, `GROUNDWORK_MODEL`, `OPENAI_API_KEY`), then
 //! explicit overrides (command-line flags). The environment is passed in as a map so
 //! tests never touch the process environment.
@@ -25,6 +26,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use super::ConfigError;
 
 /// Environment variable naming the endpoint base URL.
 pub const ENV_MODEL_URL: &str = "GROUNDWORK_MODEL_URL";
@@ -142,66 +145,12 @@ pub struct ModelOverrides {
     pub max_tokens: Option<u32>,
 }
 
-/// Why the configuration could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file exists but could not be read.
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The IO error.
-        source: std::io::Error,
-    },
-    /// The file is not valid TOML or has wrong types.
-    #[error("invalid config file {}, line {line}, column {column}{}: {message}", path.display(), key.as_deref().map(|k| format!(", key `{k}`")).unwrap_or_default())]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line of the error.
-        line: usize,
-        /// 1-based column of the error.
-        column: usize,
-        /// The dotted key, when known.
-        key: Option<String>,
-        /// The TOML error message.
-        message: String,
-    },
-    /// A value is out of range.
-    #[error("invalid config value {key}: {message}")]
-    Invalid {
-        /// The key.
-        key: String,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-impl ConfigError {
-    /// An [`ConfigError::Invalid`] value that came from the config file `path` (holding
-    /// `text`), named with the file and the line of its key.
-    fn in_file(self, path: &Path, text: &str) -> ConfigError {
-        match self {
-            ConfigError::Invalid { key, message } => match crate::config::line_of_key(text, &key) {
-                Some(line) => ConfigError::Parse {
-                    path: path.to_path_buf(),
-                    line,
-                    column: 1,
-                    key: Some(key),
-                    message,
-                },
-                None => ConfigError::Invalid { key, message },
-            },
-            other => other,
-        }
-    }
-}
-
+/// `[model]` of the config file, as written: every key optional, unknown keys refused.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileModel {
-    base_url: Option<String>,
-    model: Option<String>,
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct FileModel {
+    pub(super) base_url: Option<String>,
+    pub(super) model: Option<String>,
     api_key: Option<ApiKey>,
     timeout_secs: Option<u64>,
     total_timeout_secs: Option<u64>,
@@ -213,42 +162,44 @@ struct FileModel {
     max_response_bytes: Option<u64>,
 }
 
-#[derive(Debug, Default, Deserialize)]
-struct FileConfig {
-    #[serde(default)]
-    model: FileModel,
-}
-
-/// `$XDG_CONFIG_HOME/groundwork/config.toml` (or the platform equivalent).
+/// The config file as [`crate::config::file_path`] resolves it from the process
+/// environment (`GROUNDWORK_CONFIG`, else `$XDG_CONFIG_HOME/groundwork/config.toml`).
 pub fn default_config_path() -> Option<PathBuf> {
-    dirs::config_dir().map(|d| d.join("groundwork").join("config.toml"))
+    Some(super::file_path(&crate::paths::process_env()))
 }
 
 impl ModelConfig {
     /// Loads the configuration. `path` is the config file (a missing file is not an
-    /// error: defaults apply); `env` is the environment to read variables from.
+    /// error: defaults apply); `env` is the environment to read variables from. The
+    /// whole file is read and checked (see [`super::Config::load`]).
     pub fn load(
         path: Option<&Path>,
         env: &HashMap<String, String>,
         overrides: &ModelOverrides,
     ) -> Result<ModelConfig, ConfigError> {
+        super::Config::load(path, env, overrides).map(|c| c.model)
+    }
+
+    /// The file's `[model]` (from `path`, holding `text`) over the defaults, checked; a
+    /// bad value is named with its file and line.
+    pub(super) fn from_file(
+        file: FileModel,
+        path: &Path,
+        text: &str,
+    ) -> Result<ModelConfig, ConfigError> {
         let mut cfg = ModelConfig::default();
-        if let Some(path) = path {
-            match std::fs::read_to_string(path) {
-                Ok(text) => {
-                    cfg.apply_file(path, &text)?;
-                    // A value out of range in the file is named with its file and line.
-                    cfg.validate().map_err(|e| e.in_file(path, &text))?;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(source) => {
-                    return Err(ConfigError::Read {
-                        path: path.to_path_buf(),
-                        source,
-                    });
-                }
-            }
-        }
+        cfg.apply_file(file);
+        cfg.validate().map_err(|e| e.in_file(path, text))?;
+        Ok(cfg)
+    }
+
+    /// Applies the environment, then `overrides`, and checks the result.
+    pub(super) fn apply_env_and_flags(
+        &mut self,
+        env: &HashMap<String, String>,
+        overrides: &ModelOverrides,
+    ) -> Result<(), ConfigError> {
+        let cfg = self;
         let non_empty = |k: &str| env.get(k).filter(|v| !v.trim().is_empty()).cloned();
         if let Some(v) = non_empty(ENV_MODEL_URL) {
             cfg.base_url = v;
@@ -280,22 +231,10 @@ impl ModelConfig {
         if let Some(v) = overrides.max_tokens {
             cfg.max_tokens = Some(v);
         }
-        cfg.validate()?;
-        Ok(cfg)
+        cfg.validate()
     }
 
-    fn apply_file(&mut self, path: &Path, text: &str) -> Result<(), ConfigError> {
-        let parsed: FileConfig = toml::from_str(text).map_err(|e| {
-            let info = crate::config::describe_toml_error(text, &e);
-            ConfigError::Parse {
-                path: path.to_path_buf(),
-                line: info.line,
-                column: info.column,
-                key: info.key,
-                message: info.message,
-            }
-        })?;
-        let m = parsed.model;
+    fn apply_file(&mut self, m: FileModel) {
         if let Some(v) = m.base_url {
             self.base_url = v;
         }
@@ -329,7 +268,6 @@ impl ModelConfig {
         if let Some(v) = m.max_response_bytes {
             self.max_response_bytes = v;
         }
-        Ok(())
     }
 
     /// Whether the values are usable (URLs, non-zero limits).
