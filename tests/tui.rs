@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyModifiers};
-use groundwork::capabilities::state::CitationStatus;
+use groundwork::host::transcript::CitationStatus;
 use groundwork::session::Session;
 use groundwork::tui::Runtime;
 use groundwork::tui::app::{App, Ended, ImageState, Pane, Popup};
@@ -410,6 +410,13 @@ async fn palette_filter_export_and_attachments() {
         input.insert_str(png.to_string_lossy());
     }
     press(&rt, &mut app, KeyCode::Enter);
+    // The Runtime resolves the path and reads the image off the UI task.
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| !a.attachments.is_empty())
+            .await,
+        "the image was attached: {:?}",
+        app.error
+    );
     assert!(app.popup.is_none());
     assert_eq!(app.attachments.len(), 1);
     assert_eq!(app.input.lines().join(""), "[Image #1]");
@@ -425,6 +432,11 @@ async fn palette_filter_export_and_attachments() {
         input.insert_str(txt.to_string_lossy());
     }
     press(&rt, &mut app, KeyCode::Enter);
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| a.error.is_some())
+            .await
+    );
+    assert!(app.popup.is_none());
     assert!(app.error.as_deref().unwrap().contains("not an image"));
 }
 
