@@ -412,3 +412,97 @@ fn list_paths(input: &TextArea<'static>, purpose: PathPurpose) -> Effect {
         purpose,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crossterm::event::{KeyEventKind, KeyModifiers};
+
+    use super::*;
+    use crate::engine::messages::BinaryContent;
+    use crate::session::Session;
+    use crate::tui::app::{HostInfo, Msg};
+
+    fn app() -> App {
+        let host = HostInfo {
+            db: String::new(),
+            model: String::new(),
+            model_ready: false,
+            model_help: String::new(),
+            capabilities: Vec::new(),
+            max_searches: 5,
+            max_executions: 15,
+        };
+        let mut app = App::new(Session::new("m"), None, host);
+        app.start_dir = "/nowhere/".into();
+        app
+    }
+
+    fn key(app: &mut App, code: KeyCode, mods: KeyModifiers) -> Vec<Effect> {
+        app.update(Msg::Key(KeyEvent::new_with_kind(
+            code,
+            mods,
+            KeyEventKind::Press,
+        )))
+    }
+
+    #[test]
+    fn the_path_prompt_leaves_the_filesystem_to_the_runtime() {
+        let mut app = app();
+        let effects = key(&mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
+        assert!(matches!(
+            effects.as_slice(),
+            [Effect::ListPaths { typed, purpose: PathPurpose::AttachImage }] if typed == "/nowhere/"
+        ));
+        // Completions for text typed since are dropped; those for the text are shown.
+        let effects = key(&mut app, KeyCode::Char('a'), KeyModifiers::NONE);
+        assert!(
+            matches!(effects.as_slice(), [Effect::ListPaths { typed, .. }] if typed == "/nowhere/a")
+        );
+        app.update(Msg::PathEntries {
+            typed: "/nowhere/".into(),
+            entries: vec!["/nowhere/old/".into()],
+        });
+        app.update(Msg::PathEntries {
+            typed: "/nowhere/a".into(),
+            entries: vec!["/nowhere/a.png".into()],
+        });
+        let Some(Popup::Path { entries, .. }) = &app.popup else {
+            panic!("the prompt is open")
+        };
+        assert_eq!(entries, &["/nowhere/a.png".to_string()]);
+        // Enter asks what the path is; a file ends the prompt with the purpose's effect.
+        let effects = key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
+        assert!(matches!(
+            effects.as_slice(),
+            [Effect::ResolvePath { typed, highlighted: Some(h) }]
+                if typed == "/nowhere/a" && h == "/nowhere/a.png"
+        ));
+        assert!(app.popup.is_some(), "open until the path is resolved");
+        let effects = app.update(Msg::PathResolved {
+            typed: "/nowhere/a".into(),
+            outcome: PathOutcome::File("/nowhere/a.png".into()),
+        });
+        assert!(app.popup.is_none());
+        assert!(matches!(effects.as_slice(), [Effect::AttachImage(p)] if p.ends_with("a.png")));
+        // The image, read off the UI task, is attached with its token.
+        app.update(Msg::ImageAttached {
+            path: "/nowhere/a.png".into(),
+            result: Ok(BinaryContent::from_bytes(&[1], "image/jpeg")),
+        });
+        assert_eq!(app.attachments.len(), 1);
+        assert_eq!(app.input.lines().join(""), "[Image #1]");
+    }
+
+    #[test]
+    fn the_document_filter_is_written_through_the_host() {
+        let mut app = app();
+        app.apply_filter(vec!["Battery Guide".into()]);
+        let sql = app.document_filter().expect("a filter");
+        assert!(
+            sql.contains("LOWER(title) LIKE LOWER('%BatteryGuide%')"),
+            "{sql}"
+        );
+        app.apply_filter(Vec::new());
+        assert_eq!(app.document_filter(), None);
+    }
+}
