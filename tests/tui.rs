@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyModifiers};
-use groundwork::capabilities::state::CitationStatus;
+use groundwork::host::transcript::CitationStatus;
 use groundwork::session::Session;
 use groundwork::tui::Runtime;
 use groundwork::tui::app::{App, Ended, ImageState, Pane, Popup};
@@ -410,6 +410,15 @@ async fn palette_filter_export_and_attachments() {
         input.insert_str(png.to_string_lossy());
     }
     press(&rt, &mut app, KeyCode::Enter);
+    // The Runtime resolves the path and reads the image off the UI task.
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| !a
+            .attachments
+            .is_empty())
+            .await,
+        "the image was attached: {:?}",
+        app.error
+    );
     assert!(app.popup.is_none());
     assert_eq!(app.attachments.len(), 1);
     assert_eq!(app.input.lines().join(""), "[Image #1]");
@@ -425,6 +434,11 @@ async fn palette_filter_export_and_attachments() {
         input.insert_str(txt.to_string_lossy());
     }
     press(&rt, &mut app, KeyCode::Enter);
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| a.error.is_some())
+            .await
+    );
+    assert!(app.popup.is_none());
     assert!(app.error.as_deref().unwrap().contains("not an image"));
 }
 
@@ -1026,4 +1040,31 @@ fn the_workbench_without_a_terminal_says_it_needs_one() {
         assert!(!data.join("haiku.rag.lancedb").exists(), "{args:?}");
         assert!(!data.join("sessions").exists(), "{args:?}");
     }
+}
+
+/// The screen goes through the host: nothing under `src/tui/` names the capabilities.
+#[test]
+fn the_screen_reads_the_host_never_the_capabilities() {
+    fn visit(dir: &std::path::Path, offenders: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                visit(&path, offenders);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (n, line) in text.lines().enumerate() {
+                    let code = line.split("//").next().unwrap_or("");
+                    if code.contains("capabilities::") {
+                        offenders.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                    }
+                }
+            }
+        }
+    }
+    let mut offenders = Vec::new();
+    visit(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/tui"),
+        &mut offenders,
+    );
+    assert!(offenders.is_empty(), "{}", offenders.join("\n"));
 }

@@ -9,8 +9,11 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::capabilities::state::{
-    self, CapabilityEvidenceRecord, Citation, CitationStatus, EvidenceState, StateKind,
+    self, CapabilityEvidenceRecord, Citation, EvidenceState, StateKind,
 };
+
+/// The citation verdict of a question; re-exported so the screen reads it from the host.
+pub use crate::capabilities::state::CitationStatus;
 use crate::engine::messages::{
     ModelMessage, ModelRequestPart, ModelResponsePart, UserContent, UserContentValue,
 };
@@ -691,6 +694,29 @@ pub fn set_document_filter(state: &mut Map<String, Value>, filter: Option<&str>)
             );
         }
     }
+}
+
+/// Applies the document filter chosen from `labels` (haiku.rag's SQL, see
+/// [`document_filter_sql`]) to the session state: the RAG state is created when absent,
+/// then every evidence state present gets the filter (none when `labels` is empty).
+pub fn apply_document_filter(state: &mut Map<String, Value>, labels: &[String]) {
+    let sql = document_filter_sql(labels);
+    if !state.contains_key(StateKind::Rag.namespace()) {
+        state.insert(
+            StateKind::Rag.namespace().into(),
+            EvidenceState::empty(StateKind::Rag).to_value(),
+        );
+    }
+    set_document_filter(state, sql.as_deref());
+}
+
+/// The document filter of the session state (the RAG state's), if any.
+pub fn document_filter(state: &Map<String, Value>) -> Option<String> {
+    state
+        .get(StateKind::Rag.namespace())
+        .and_then(|s| s.get("document_filter"))
+        .and_then(|v| v.as_str())
+        .map(String::from)
 }
 
 /// The JSON export: the transcript plus the session's raw messages and state.

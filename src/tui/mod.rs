@@ -273,19 +273,33 @@ pub async fn run_loop<B: Backend>(
     if std::env::var_os("GROUNDWORK_TEST_PANIC").is_some() {
         panic!("GROUNDWORK_TEST_PANIC is set: panicking after the first frame");
     }
-    loop {
+    let mut input_open = true;
+    while input_open {
         tokio::select! {
             m = input.next() => match m {
                 Some(m) => rt.handle(app, m),
                 None => break,
             },
-            Some(m) = rt.next_background() => {
-                rt.handle(app, m);
-                rt.drain(app);
-            }
+            Some(m) = rt.next_background() => rt.handle(app, m),
             _ = tick.tick(), if app.animating() => rt.handle(app, Msg::Tick),
         }
-        if app.quit {
+        // Everything already pending, terminal input and core events alike, is handled
+        // before one draw (STYLE §2.1.5). `poll!` registers this task's waker.
+        while !app.quit {
+            let mut handled = rt.drain(app);
+            match futures::poll!(input.next()) {
+                std::task::Poll::Ready(Some(m)) => {
+                    rt.handle(app, m);
+                    handled += 1;
+                }
+                std::task::Poll::Ready(None) => input_open = false,
+                std::task::Poll::Pending => {}
+            }
+            if handled == 0 || !input_open {
+                break;
+            }
+        }
+        if app.quit || !input_open {
             break;
         }
         if app.dirty {
@@ -448,6 +462,27 @@ fn execute(
                     },
                 };
                 let _ = tx.send(Msg::ChunkText { chunk_id, text });
+            });
+        }
+        Effect::ListPaths { typed, purpose } => {
+            let tx = msg_tx.clone();
+            tokio::task::spawn_blocking(move || {
+                let entries = app::paths::complete(&typed, purpose);
+                let _ = tx.send(Msg::PathEntries { typed, entries });
+            });
+        }
+        Effect::ResolvePath { typed, highlighted } => {
+            let tx = msg_tx.clone();
+            tokio::task::spawn_blocking(move || {
+                let outcome = app::paths::resolve(&typed, highlighted.as_deref());
+                let _ = tx.send(Msg::PathResolved { typed, outcome });
+            });
+        }
+        Effect::AttachImage(path) => {
+            let tx = msg_tx.clone();
+            tokio::task::spawn_blocking(move || {
+                let result = app::attach_image(&path);
+                let _ = tx.send(Msg::ImageAttached { path, result });
             });
         }
         Effect::LoadImages {

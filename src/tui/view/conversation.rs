@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::{SPINNER, markdown, pane_block, plain, title};
-use crate::capabilities::state::CitationStatus;
+use crate::host::transcript::CitationStatus;
 use crate::host::transcript::{LedgerRow, StepStatus, ToolStep, Turn};
 use crate::tui::app::{App, Ended, Pane};
 use crate::tui::theme::Theme;

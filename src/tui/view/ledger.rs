@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::{pane_block, title};
-use crate::capabilities::state::CitationStatus;
+use crate::host::transcript::CitationStatus;
 use crate::tui::app::{App, Pane};
 use crate::tui::keymap::Action;
 use crate::tui::wrap::truncate;

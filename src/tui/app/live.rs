@@ -1,0 +1,201 @@
+//! The question being answered: its phase for the spinner line, the live turn and
+//! requests built from the engine's `CoreEvent`s, and the commit when the run finishes.
+
+use crate::engine::cancel::CancelToken;
+use crate::engine::events::{CoreEvent, OutputSummary, RequestSnapshot, ToolCallStatus};
+use crate::host::transcript::{StepStatus, ToolStep, Turn, tool_summary};
+use crate::session::RunTiming;
+
+use super::{App, Effect};
+
+/// What a running question is doing, from the engine's events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Asked; the first request is not built yet.
+    Starting,
+    /// Request N was sent; nothing has come back yet (the model reads the prompt, or
+    /// writes a tool call, which streams no event).
+    Waiting(usize),
+    /// Reasoning text streams.
+    Thinking,
+    /// Answer text streams.
+    Writing,
+    /// These tools run.
+    Tools(Vec<String>),
+    /// The tool calls ended; the next request is being built.
+    NextRequest,
+}
+
+impl Phase {
+    /// The label next to the spinner.
+    pub fn label(&self) -> String {
+        match self {
+            Phase::Starting => "starting…".into(),
+            Phase::Waiting(1) => "waiting for the model (it reads the prompt first)…".into(),
+            Phase::Waiting(n) => format!("waiting for the model (request {n})…"),
+            Phase::Thinking => "the model is thinking…".into(),
+            Phase::Writing => "writing the answer…".into(),
+            Phase::Tools(names) => {
+                let mut what: Vec<&str> = names.iter().map(|n| tool_activity(n)).collect();
+                what.dedup();
+                format!("{}…", what.join(", "))
+            }
+            Phase::NextRequest => "preparing the next request…".into(),
+        }
+    }
+}
+
+/// What a running tool is doing, for the spinner line.
+fn tool_activity(name: &str) -> &'static str {
+    match name {
+        "rag_search" | "analysis_search" => "running search",
+        "rag_cite" | "analysis_cite" => "checking citations",
+        "analysis_execute_code" => "running the program",
+        _ => "running a tool",
+    }
+}
+
+/// A question being answered.
+pub struct LiveRun {
+    pub run_id: String,
+    pub cancel: CancelToken,
+    pub turn: Turn,
+    pub requests: Vec<RequestSnapshot>,
+    /// What it is doing now.
+    pub phase: Phase,
+    pub started: std::time::Instant,
+}
+
+/// How the last question ended when it did not commit.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ended {
+    Cancelled(String),
+    Failed(String, String),
+}
+
+impl App {
+    /// One engine event of the running question; events of other runs are dropped.
+    pub(super) fn on_core(&mut self, ev: CoreEvent) -> Vec<Effect> {
+        let Some(live) = &mut self.live else {
+            return Vec::new();
+        };
+        if ev.run_id() != live.run_id {
+            // A run we cancelled or replaced: newest wins.
+            self.dirty = false;
+            return Vec::new();
+        }
+        match ev {
+            CoreEvent::RequestBuilt {
+                snapshot, request, ..
+            } => {
+                live.phase = Phase::Waiting(request);
+                live.turn.requests += 1;
+                live.requests.push(*snapshot);
+                // The answer is the last request's text.
+                live.turn.answer.clear();
+                self.bump();
+            }
+            CoreEvent::ResponseRestarted { request, .. } => {
+                // The broken-off stream is asked for again: what it showed is void.
+                live.turn.answer.clear();
+                live.phase = Phase::Waiting(request);
+                self.bump();
+            }
+            CoreEvent::TextDelta { text, .. } => {
+                live.turn.answer.push_str(&text);
+                live.phase = Phase::Writing;
+                self.bump();
+            }
+            CoreEvent::ThinkingDelta { .. } => {
+                if live.phase != Phase::Thinking {
+                    live.phase = Phase::Thinking;
+                    self.bump();
+                } else {
+                    self.dirty = false;
+                }
+            }
+            CoreEvent::StateChanged { .. } => {}
+            CoreEvent::ToolCallStarted {
+                name,
+                args,
+                call_id,
+                ..
+            } => {
+                match &mut live.phase {
+                    Phase::Tools(names) => names.push(name.clone()),
+                    phase => *phase = Phase::Tools(vec![name.clone()]),
+                }
+                live.turn.steps.push(ToolStep {
+                    summary: tool_summary(&name, &args),
+                    call_id,
+                    name,
+                    status: StepStatus::Running,
+                    args,
+                });
+                self.bump();
+            }
+            CoreEvent::ToolCallFinished {
+                call_id, outcome, ..
+            } => {
+                if let Some(step) = live.turn.steps.iter_mut().find(|s| s.call_id == call_id) {
+                    step.status = match outcome {
+                        ToolCallStatus::Ok | ToolCallStatus::Deferred => StepStatus::Ok,
+                        ToolCallStatus::Failed | ToolCallStatus::Retry => StepStatus::Failed,
+                    };
+                    if let Phase::Tools(names) = &mut live.phase
+                        && let Some(i) = names.iter().position(|n| *n == step.name)
+                    {
+                        names.remove(i);
+                        if names.is_empty() {
+                            live.phase = Phase::NextRequest;
+                        }
+                    }
+                }
+                self.bump();
+            }
+            CoreEvent::RunFinished {
+                messages,
+                state,
+                usage,
+                output,
+                ..
+            } => {
+                let live = self.live.take().expect("checked above");
+                self.session.commit(messages, state, live.requests);
+                self.session.groundwork.timings.push(RunTiming {
+                    run_id: live.run_id,
+                    started_at: chrono::Utc::now()
+                        - chrono::Duration::from_std(live.started.elapsed()).unwrap_or_default(),
+                    duration_ms: live.started.elapsed().as_millis() as u64,
+                    requests: usage.requests,
+                });
+                if let OutputSummary::Deferred { .. } = output {
+                    self.notice = Some("the run paused for deferred tool calls".into());
+                }
+                self.rebuild();
+                self.inspector.selected = None;
+                self.ledger.selected = self.transcript.ledger.len().saturating_sub(1);
+                self.ledger.in_chunks = false;
+                let mut effects = Vec::new();
+                if let Some(path) = &self.session_path {
+                    effects.push(Effect::Save(path.clone()));
+                }
+                effects.extend(self.select_latest_citation());
+                return effects;
+            }
+            CoreEvent::RunFailed { error, .. } => {
+                let live = self.live.take().expect("checked above");
+                self.error = Some(error.clone());
+                self.ended = Some(Ended::Failed(live.turn.prompt, error));
+                self.bump();
+            }
+            CoreEvent::RunCancelled { .. } => {
+                let live = self.live.take().expect("checked above");
+                self.ended = Some(Ended::Cancelled(live.turn.prompt));
+                self.notice = Some("cancelled; nothing was committed".into());
+                self.bump();
+            }
+        }
+        Vec::new()
+    }
+}

@@ -1,0 +1,451 @@
+//! The application model and its update function.
+//!
+//! `App` is the UI's own view of the session: the committed session, the transcript and
+//! ledger derived from it, the live run built from `CoreEvent`s, and each pane's
+//! selection and scroll. `App::update` takes one `Msg` and returns the `Effect`s the run
+//! loop must carry out (start or cancel a question, load images, list a directory for
+//! path completion, read an attached image, save); it performs no I/O and no heavy work
+//! itself, so tests drive it directly, and every result comes back as another `Msg`.
+//!
+//! The parts: `msg` (the two enums), `live` (the running question and its core events),
+//! `commands` (keys and the keymap's global actions), `input` (composer, history,
+//! attachments), `navigation` (pane focus, scrolling, selection, the images target),
+//! `popups` (palette, filter, info, path picker, help, chunk detail) and `paths` (the
+//! filesystem work of path completion and attachments, which the Runtime runs).
+
+mod commands;
+mod input;
+mod live;
+mod msg;
+mod navigation;
+pub mod paths;
+mod popups;
+
+use std::path::PathBuf;
+
+use crossterm::event::KeyEventKind;
+use ratatui_textarea::TextArea;
+
+use crate::engine::events::RequestSnapshot;
+use crate::engine::messages::BinaryContent;
+use crate::host::ask::AskOptions;
+use crate::host::inspect::InspectedRequest;
+use crate::host::transcript::{ToolStep, Transcript};
+use crate::session::Session;
+
+use super::background::Background;
+use super::keymap::Keymap;
+use super::theme::{Theme, ThemeName};
+
+pub use input::build_prompt;
+use input::new_input;
+pub use live::{Ended, LiveRun, Phase};
+pub use msg::{Effect, ImageMeta, ImageTarget, Msg, PathOutcome};
+pub use navigation::{
+    Areas, ConversationView, IMAGE_LIST_ROWS, ImageItem, ImageState, ImagesView, InspectorView,
+    LedgerView, image_cells,
+};
+pub use paths::attach_image;
+pub use popups::{PathPurpose, Popup};
+
+/// The panes, in `Tab` order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pane {
+    Input,
+    Conversation,
+    Inspector,
+    Ledger,
+    Images,
+}
+
+impl Pane {
+    pub const ORDER: [Pane; 5] = [
+        Pane::Input,
+        Pane::Conversation,
+        Pane::Inspector,
+        Pane::Ledger,
+        Pane::Images,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Pane::Input => "Question",
+            Pane::Conversation => "Conversation",
+            Pane::Inspector => "Request inspector",
+            Pane::Ledger => "Citation ledger",
+            Pane::Images => "Page images",
+        }
+    }
+}
+
+/// What the host knows about its surroundings, for the status bar.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostInfo {
+    pub db: String,
+    /// `name @ url`, or why there is none.
+    pub model: String,
+    /// Whether questions can be asked.
+    pub model_ready: bool,
+    /// How to configure a model, shown when asking without one.
+    pub model_help: String,
+    pub capabilities: Vec<String>,
+    pub max_searches: usize,
+    /// `analysis_execute_code` calls allowed per run.
+    pub max_executions: usize,
+}
+
+/// Inspector lines for (request index, width, diff mode, full instructions, theme).
+pub type InspectorCache = (
+    (usize, u16, bool, bool, ThemeName),
+    std::rc::Rc<Vec<ratatui::text::Line<'static>>>,
+);
+
+/// Wrapped conversation lines for (width, version).
+pub type WrapCache = (u16, u64, std::rc::Rc<Vec<ratatui::text::Line<'static>>>);
+
+pub struct App {
+    pub session: Session,
+    pub session_path: Option<PathBuf>,
+    pub transcript: Transcript,
+    /// Committed request snapshots (or reconstructed for sessions without them).
+    /// The committed requests, each rebuilt from the session when first shown.
+    pub committed_requests: Vec<std::cell::OnceCell<InspectedRequest>>,
+    pub live: Option<LiveRun>,
+    pub ended: Option<Ended>,
+    pub focus: Pane,
+    pub input: TextArea<'static>,
+    pub history: Vec<String>,
+    history_pos: Option<usize>,
+    pub attachments: Vec<(String, BinaryContent)>,
+    pub conversation: ConversationView,
+    pub inspector: InspectorView,
+    pub ledger: LedgerView,
+    pub images: ImagesView,
+    pub popup: Option<Popup>,
+    pub notice: Option<String>,
+    pub error: Option<String>,
+    pub options: AskOptions,
+    pub keymap: Keymap,
+    pub theme: Theme,
+    /// The theme the configuration asked for (`auto` follows `terminal_background`).
+    pub theme_setting: ThemeName,
+    /// The terminal's background, when it answered the start-up query.
+    pub terminal_background: Option<Background>,
+    pub host: HostInfo,
+    pub areas: Areas,
+    /// Width of the conversation column in percent (wide layout).
+    pub split: u16,
+    /// Show the focused pane alone.
+    pub zoom: bool,
+    /// Bumped whenever the conversation's content changes (wrap cache key).
+    pub version: u64,
+    pub spinner: usize,
+    pub dirty: bool,
+    pub quit: bool,
+    /// Selected document labels of the filter (kept across openings).
+    pub filter_labels: Vec<String>,
+    /// Where the open and attach prompts start (`dir/`): the working directory, read once
+    /// here so that opening a prompt reads nothing.
+    pub start_dir: String,
+    pub wrap_cache: std::cell::RefCell<Option<WrapCache>>,
+    /// The inspector's lines for (request, width, diff, theme); snapshots never change.
+    pub inspector_cache: std::cell::RefCell<Option<InspectorCache>>,
+}
+
+impl App {
+    pub fn new(session: Session, session_path: Option<PathBuf>, host: HostInfo) -> Self {
+        let mut app = App {
+            session,
+            session_path,
+            transcript: Transcript::default(),
+            committed_requests: Vec::new(),
+            live: None,
+            ended: None,
+            focus: Pane::Input,
+            input: new_input(),
+            history: Vec::new(),
+            history_pos: None,
+            attachments: Vec::new(),
+            conversation: ConversationView::default(),
+            inspector: InspectorView::default(),
+            ledger: LedgerView::default(),
+            images: ImagesView::default(),
+            popup: None,
+            notice: None,
+            error: None,
+            options: AskOptions::default(),
+            keymap: Keymap::default(),
+            theme: Theme::dark(),
+            theme_setting: ThemeName::Auto,
+            terminal_background: None,
+            host,
+            areas: Areas::default(),
+            split: 50,
+            zoom: false,
+            version: 0,
+            spinner: 0,
+            dirty: true,
+            quit: false,
+            filter_labels: Vec::new(),
+            start_dir: std::env::current_dir()
+                .map(|d| format!("{}/", d.display()))
+                .unwrap_or_default(),
+            wrap_cache: std::cell::RefCell::new(None),
+            inspector_cache: std::cell::RefCell::new(None),
+        };
+        app.rebuild();
+        app
+    }
+
+    pub fn with_keymap(mut self, keymap: Keymap) -> Self {
+        self.keymap = keymap;
+        self
+    }
+
+    pub fn with_theme(mut self, theme: ThemeName) -> Self {
+        self.theme_setting = theme;
+        self.theme = Theme::for_terminal(theme, self.terminal_background);
+        self
+    }
+
+    /// What the terminal said about its background (`None`: it did not answer).
+    pub fn set_terminal_background(&mut self, bg: Option<Background>) {
+        self.terminal_background = bg;
+        self.theme = Theme::for_terminal(self.theme_setting, bg);
+        *self.inspector_cache.borrow_mut() = None;
+        self.version += 1;
+        self.dirty = true;
+    }
+
+    /// Rebuilds everything derived from the committed session.
+    fn rebuild(&mut self) {
+        self.transcript = Transcript::build(&self.session.messages, &self.session.state);
+        self.committed_requests = (0..crate::host::inspect::SessionRequests::of(&self.session)
+            .len())
+            .map(|_| std::cell::OnceCell::new())
+            .collect();
+        *self.inspector_cache.borrow_mut() = None;
+        self.history = self
+            .transcript
+            .turns
+            .iter()
+            .map(|t| t.prompt.clone())
+            .collect();
+        self.ledger.selected = self
+            .ledger
+            .selected
+            .min(self.transcript.ledger.len().saturating_sub(1));
+        self.version += 1;
+        self.bump();
+    }
+
+    /// Live content changed (the committed part, and so `version`, did not).
+    fn bump(&mut self) {
+        if self.conversation.scroll.is_some() {
+            self.conversation.new_below = true;
+        }
+        self.dirty = true;
+    }
+
+    /// Whether the session shown is the scripted demonstration.
+    pub fn scripted_demo(&self) -> bool {
+        self.session.groundwork.scripted_demo
+    }
+
+    /// Committed and live requests, in order.
+    pub fn requests(&self) -> Vec<InspectedRequest> {
+        let mut out = crate::host::inspect::requests(&self.session);
+        if let Some(live) = &self.live {
+            for s in &live.requests {
+                out.push(InspectedRequest {
+                    number: out.len() + 1,
+                    recorded: true,
+                    snapshot: s.clone(),
+                });
+            }
+        }
+        out
+    }
+
+    /// The number of requests (cheaper than `requests()`).
+    pub fn request_count(&self) -> usize {
+        self.committed_requests.len() + self.live.as_ref().map_or(0, |l| l.requests.len())
+    }
+
+    /// The request the inspector shows (0-based), if any.
+    pub fn selected_request(&self) -> Option<usize> {
+        let n = self.request_count();
+        if n == 0 {
+            return None;
+        }
+        Some(self.inspector.selected.unwrap_or(n - 1).min(n - 1))
+    }
+
+    /// The snapshot of request `i` (0-based) without cloning the others.
+    pub fn request_at(&self, i: usize) -> Option<(bool, &RequestSnapshot)> {
+        let c = self.committed_requests.len();
+        if i < c {
+            let r = self.committed_requests[i].get_or_init(|| {
+                crate::host::inspect::SessionRequests::of(&self.session)
+                    .get(i + 1)
+                    .expect("counted in rebuild")
+            });
+            Some((r.recorded, &r.snapshot))
+        } else {
+            self.live
+                .as_ref()
+                .and_then(|l| l.requests.get(i - c))
+                .map(|s| (true, s))
+        }
+    }
+
+    /// The ledger rows the filter lets through, with their index in the transcript.
+    pub fn visible_ledger(&self) -> Vec<usize> {
+        self.transcript
+            .ledger
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !self.ledger.violations_only || r.violation)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    pub fn running(&self) -> bool {
+        self.live.is_some()
+    }
+
+    /// Whether something animates (the spinner of a running question).
+    pub fn animating(&self) -> bool {
+        self.running()
+    }
+
+    /// One message in, the effects to carry out out.
+    pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
+        self.dirty = true;
+        match msg {
+            Msg::Key(k) if k.kind == KeyEventKind::Press || k.kind == KeyEventKind::Repeat => {
+                self.on_key(k)
+            }
+            Msg::Key(_) => {
+                self.dirty = false;
+                Vec::new()
+            }
+            Msg::Mouse(m) => self.on_mouse(m),
+            Msg::Paste(text) => {
+                if self.focus == Pane::Input && self.popup.is_none() {
+                    self.input.insert_str(text);
+                }
+                Vec::new()
+            }
+            Msg::Resize => self.refresh_images(),
+            Msg::Tick => {
+                self.spinner = self.spinner.wrapping_add(1);
+                Vec::new()
+            }
+            Msg::Started => {
+                if self.images.target.is_none() {
+                    self.select_latest_citation()
+                } else {
+                    Vec::new()
+                }
+            }
+            Msg::Core(ev) => self.on_core(ev),
+            Msg::ImagesListed { generation, items } => {
+                self.images_listed(generation, items);
+                Vec::new()
+            }
+            Msg::ImageReady {
+                generation,
+                index,
+                result,
+            } => {
+                self.image_ready(generation, index, result);
+                Vec::new()
+            }
+            Msg::ChunkText { chunk_id, text } => {
+                self.chunk_text(chunk_id, text);
+                Vec::new()
+            }
+            Msg::Documents(docs) => {
+                self.documents(docs);
+                Vec::new()
+            }
+            Msg::DbInfo(info) => {
+                self.db_info(info);
+                Vec::new()
+            }
+            Msg::PathEntries { typed, entries } => {
+                self.path_entries(typed, entries);
+                Vec::new()
+            }
+            Msg::PathResolved { typed, outcome } => self.path_resolved(typed, outcome),
+            Msg::ImageAttached { path, result } => {
+                self.image_attached(path, result);
+                Vec::new()
+            }
+            Msg::SessionOpened(result) => {
+                match result {
+                    Ok((path, session)) => {
+                        self.load_session(*session, Some(path.clone()));
+                        self.notice = Some(format!("opened {}", path.display()));
+                        return self.select_latest_citation();
+                    }
+                    Err(e) => self.error = Some(e),
+                }
+                Vec::new()
+            }
+            Msg::Notice(n) => {
+                self.notice = Some(n);
+                self.error = None;
+                Vec::new()
+            }
+            Msg::Error(e) => {
+                self.error = Some(e);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Replaces the session (new, opened).
+    pub fn load_session(&mut self, session: Session, path: Option<PathBuf>) {
+        self.session = session;
+        self.session_path = path;
+        self.live = None;
+        self.ended = None;
+        self.inspector = InspectorView::default();
+        self.ledger = LedgerView::default();
+        self.conversation = ConversationView::default();
+        self.images = ImagesView {
+            generation: self.images.generation + 1,
+            ..ImagesView::default()
+        };
+        self.rebuild();
+    }
+
+    /// The current document filter, if any.
+    pub fn document_filter(&self) -> Option<String> {
+        crate::host::transcript::document_filter(&self.session.state)
+    }
+
+    /// Searches and executions of the running (or last) question.
+    pub fn budget_use(&self) -> (usize, usize) {
+        let steps: &[ToolStep] = match &self.live {
+            Some(l) => &l.turn.steps,
+            None => self
+                .transcript
+                .turns
+                .last()
+                .map(|t| t.steps.as_slice())
+                .unwrap_or(&[]),
+        };
+        let s = steps
+            .iter()
+            .filter(|s| matches!(s.name.as_str(), "rag_search" | "analysis_search"))
+            .count();
+        let e = steps
+            .iter()
+            .filter(|s| s.name == "analysis_execute_code")
+            .count();
+        (s, e)
+    }
+}

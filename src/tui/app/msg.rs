@@ -1,0 +1,145 @@
+//! The two enums of the update loop: `Msg`, everything fed into `App::update` (input,
+//! core events, the results of effects), and `Effect`, what `update` asks the Runtime to
+//! do (`execute` in `tui/mod.rs`); every effect's result comes back as a `Msg`.
+
+use std::path::PathBuf;
+
+use crossterm::event::{KeyEvent, MouseEvent};
+
+use crate::engine::cancel::CancelToken;
+use crate::engine::events::CoreEvent;
+use crate::engine::messages::{BinaryContent, UserContentValue};
+use crate::host::ask::AskOptions;
+use crate::session::Session;
+
+use super::PathPurpose;
+
+/// Everything the loop feeds into `update`.
+pub enum Msg {
+    Key(KeyEvent),
+    Mouse(MouseEvent),
+    Paste(String),
+    Resize,
+    Core(CoreEvent),
+    Tick,
+    /// The loop has started (first frame drawn): show the latest evidence's images.
+    Started,
+    /// Images of the selected evidence were listed (captions known, bytes loading).
+    ImagesListed {
+        generation: u64,
+        items: Vec<ImageMeta>,
+    },
+    /// One image is ready to draw, or failed.
+    ImageReady {
+        generation: u64,
+        index: usize,
+        result: Result<Box<ratatui_image::protocol::Protocol>, String>,
+    },
+    /// A chunk's full text for the ledger detail.
+    ChunkText {
+        chunk_id: String,
+        text: Result<String, String>,
+    },
+    /// Documents for the filter modal: `(label, id)`.
+    Documents(Result<Vec<String>, String>),
+    /// Database info text.
+    DbInfo(Result<String, String>),
+    /// A session file was opened.
+    SessionOpened(Result<(PathBuf, Box<Session>), String>),
+    /// Directory entries completing `typed` in the path prompt.
+    PathEntries {
+        typed: String,
+        entries: Vec<String>,
+    },
+    /// What Enter in the path prompt chose, once the filesystem was asked.
+    PathResolved {
+        typed: String,
+        outcome: PathOutcome,
+    },
+    /// An image file to attach was read and re-encoded (or refused).
+    ImageAttached {
+        path: PathBuf,
+        result: Result<BinaryContent, String>,
+    },
+    /// Something the loop did (saved, exported), for the status line.
+    Notice(String),
+    /// Something the loop failed to do.
+    Error(String),
+}
+
+/// What the loop must do.
+#[derive(Debug, Clone)]
+pub enum Effect {
+    /// Start a question.
+    Ask {
+        run_id: String,
+        prompt: UserContentValue,
+        options: AskOptions,
+        cancel: CancelToken,
+    },
+    /// Save the session (atomically) to this path.
+    Save(PathBuf),
+    /// Write an export.
+    Export {
+        path: PathBuf,
+        contents: String,
+    },
+    /// List and load the images of a piece of evidence.
+    LoadImages {
+        generation: u64,
+        target: ImageTarget,
+        /// Cells available for the picture.
+        size: (u16, u16),
+    },
+    /// Load a chunk's full text.
+    LoadChunk(String),
+    LoadDocuments,
+    LoadDbInfo,
+    OpenSession(PathBuf),
+    /// List the directory of the typed path for completion (`Msg::PathEntries`).
+    ListPaths {
+        typed: String,
+        purpose: PathPurpose,
+    },
+    /// Resolve Enter in the path prompt (`Msg::PathResolved`): when `typed` is a
+    /// directory the highlighted entry is chosen; a chosen directory is entered.
+    ResolvePath {
+        typed: String,
+        highlighted: Option<String>,
+    },
+    /// Read an image file, check it decodes and re-encode it (`Msg::ImageAttached`).
+    AttachImage(PathBuf),
+    Quit,
+}
+
+/// What Enter in the path prompt chose.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PathOutcome {
+    /// A directory: the prompt moves into it.
+    Directory(String),
+    /// A file (or a path to create): the prompt's purpose is carried out.
+    File(PathBuf),
+    /// Nothing to choose (a directory with no entry highlighted).
+    Nothing,
+}
+
+/// Evidence whose images the images pane shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageTarget {
+    pub chunk_id: String,
+    pub document_id: String,
+    pub document: String,
+    pub pages: Vec<i64>,
+    pub picture_refs: Vec<String>,
+}
+
+/// One image of the evidence (caption and what it is).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageMeta {
+    /// `figure #/pictures/0` or `page 2`.
+    pub caption: String,
+    pub document: String,
+    pub page: Option<i64>,
+    pub self_ref: Option<String>,
+    pub chunk_id: String,
+}

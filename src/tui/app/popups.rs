@@ -1,0 +1,508 @@
+//! Popups over the panes: their state (help, command palette, document filter,
+//! database info, path prompt, chunk detail), their keys, and the effect results that
+//! fill them. The path prompt's completions and Enter are resolved by the Runtime
+//! (`paths`), so no key here touches the filesystem.
+
+use std::path::PathBuf;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui_textarea::TextArea;
+
+use crate::tui::keymap::Action;
+
+use super::{App, Effect, PathOutcome};
+
+/// A popup over the panes.
+pub enum Popup {
+    Help {
+        scroll: u16,
+    },
+    Palette {
+        query: String,
+        selected: usize,
+    },
+    Filter {
+        all: Option<Vec<String>>,
+        query: String,
+        cursor: usize,
+        chosen: Vec<String>,
+    },
+    Info(Option<String>),
+    /// A path prompt for save-as, open and attach.
+    Path {
+        purpose: PathPurpose,
+        input: Box<TextArea<'static>>,
+        entries: Vec<String>,
+        selected: usize,
+    },
+    ChunkDetail {
+        chunk_id: String,
+        text: Option<String>,
+        scroll: u16,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathPurpose {
+    SaveAs,
+    Open,
+    AttachImage,
+}
+
+impl App {
+    /// Opens the path prompt; its completions are listed by the Runtime.
+    pub(super) fn open_path_prompt(&mut self, purpose: PathPurpose) -> Vec<Effect> {
+        let mut input = TextArea::default();
+        let start = match purpose {
+            PathPurpose::SaveAs => self
+                .session_path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "session.json".into()),
+            _ => self.start_dir.clone(),
+        };
+        input.insert_str(start);
+        let effect = list_paths(&input, purpose);
+        self.popup = Some(Popup::Path {
+            purpose,
+            input: Box::new(input),
+            entries: Vec::new(),
+            selected: 0,
+        });
+        vec![effect]
+    }
+
+    /// Palette entries matching `query`.
+    pub fn palette_entries(&self, query: &str) -> Vec<Action> {
+        const COMMANDS: &[Action] = &[
+            Action::NewSession,
+            Action::OpenSession,
+            Action::SaveAs,
+            Action::ExportMarkdown,
+            Action::ExportJson,
+            Action::FilterDocuments,
+            Action::DatabaseInfo,
+            Action::ToggleCompaction,
+            Action::TogglePolicy,
+            Action::AttachImage,
+            Action::ToggleTheme,
+            Action::ViolationsOnly,
+            Action::ToggleDiff,
+            Action::Help,
+            Action::Quit,
+        ];
+        let q = query.to_lowercase();
+        COMMANDS
+            .iter()
+            .copied()
+            .filter(|a| q.is_empty() || a.description().to_lowercase().contains(&q))
+            .collect()
+    }
+
+    /// Documents of the filter modal matching its query.
+    pub fn filter_matches<'a>(all: &'a [String], query: &str) -> Vec<&'a String> {
+        let q = query.to_lowercase();
+        all.iter()
+            .filter(|d| q.is_empty() || d.to_lowercase().contains(&q))
+            .collect()
+    }
+
+    pub(super) fn on_popup_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        let Some(mut popup) = self.popup.take() else {
+            return Vec::new();
+        };
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        if ctrl && matches!(key.code, KeyCode::Char('q')) {
+            self.quit = true;
+            return vec![Effect::Quit];
+        }
+        if ctrl && matches!(key.code, KeyCode::Char('c')) {
+            if self.cancel_running() {
+                self.popup = Some(popup);
+                return Vec::new();
+            }
+            return Vec::new();
+        }
+        let mut effects = Vec::new();
+        let keep = match &mut popup {
+            Popup::Help { scroll } => match key.code {
+                KeyCode::Up | KeyCode::Char('k') => {
+                    *scroll = scroll.saturating_sub(1);
+                    true
+                }
+                KeyCode::Down | KeyCode::Char('j') => {
+                    *scroll += 1;
+                    true
+                }
+                KeyCode::PageUp => {
+                    *scroll = scroll.saturating_sub(10);
+                    true
+                }
+                KeyCode::PageDown => {
+                    *scroll += 10;
+                    true
+                }
+                KeyCode::Esc
+                | KeyCode::Enter
+                | KeyCode::Char('q')
+                | KeyCode::Char('?')
+                | KeyCode::F(1) => false,
+                _ => true,
+            },
+            Popup::Info(_) => !matches!(
+                key.code,
+                KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') | KeyCode::Char('I')
+            ),
+            Popup::ChunkDetail { scroll, .. } => match key.code {
+                KeyCode::Up | KeyCode::Char('k') => {
+                    *scroll = scroll.saturating_sub(1);
+                    true
+                }
+                KeyCode::Down | KeyCode::Char('j') => {
+                    *scroll += 1;
+                    true
+                }
+                KeyCode::PageDown => {
+                    *scroll += 10;
+                    true
+                }
+                KeyCode::PageUp => {
+                    *scroll = scroll.saturating_sub(10);
+                    true
+                }
+                KeyCode::Esc | KeyCode::Enter | KeyCode::Backspace | KeyCode::Char('q') => false,
+                _ => true,
+            },
+            Popup::Palette { query, selected } => match key.code {
+                KeyCode::Esc => false,
+                KeyCode::Up => {
+                    *selected = selected.saturating_sub(1);
+                    true
+                }
+                KeyCode::Down => {
+                    *selected += 1;
+                    true
+                }
+                KeyCode::Backspace => {
+                    query.pop();
+                    *selected = 0;
+                    true
+                }
+                KeyCode::Enter => {
+                    let entries = self.palette_entries(query);
+                    if let Some(&a) = entries.get((*selected).min(entries.len().saturating_sub(1)))
+                    {
+                        effects = self.on_action(a);
+                        return effects;
+                    }
+                    false
+                }
+                KeyCode::Char(c) if !ctrl => {
+                    query.push(c);
+                    *selected = 0;
+                    true
+                }
+                _ => true,
+            },
+            Popup::Filter {
+                all,
+                query,
+                cursor,
+                chosen,
+            } => {
+                let matches: Vec<String> = all
+                    .as_deref()
+                    .map(|a| App::filter_matches(a, query).into_iter().cloned().collect())
+                    .unwrap_or_default();
+                match key.code {
+                    KeyCode::Esc => false,
+                    KeyCode::Up => {
+                        *cursor = cursor.saturating_sub(1);
+                        true
+                    }
+                    KeyCode::Down => {
+                        if *cursor + 1 < matches.len() {
+                            *cursor += 1;
+                        }
+                        true
+                    }
+                    KeyCode::Char(' ') | KeyCode::Tab => {
+                        if let Some(d) = matches.get(*cursor) {
+                            if let Some(p) = chosen.iter().position(|c| c == d) {
+                                chosen.remove(p);
+                            } else {
+                                chosen.push(d.clone());
+                            }
+                        }
+                        true
+                    }
+                    KeyCode::Backspace => {
+                        query.pop();
+                        *cursor = 0;
+                        true
+                    }
+                    KeyCode::Enter => {
+                        let chosen = chosen.clone();
+                        self.apply_filter(chosen);
+                        false
+                    }
+                    KeyCode::Char(c) if !ctrl => {
+                        query.push(c);
+                        *cursor = 0;
+                        true
+                    }
+                    _ => true,
+                }
+            }
+            Popup::Path {
+                purpose,
+                input,
+                entries,
+                selected,
+            } => match key.code {
+                KeyCode::Esc => false,
+                KeyCode::Up => {
+                    *selected = selected.saturating_sub(1);
+                    true
+                }
+                KeyCode::Down => {
+                    if *selected + 1 < entries.len() {
+                        *selected += 1;
+                    }
+                    true
+                }
+                KeyCode::Tab => {
+                    if let Some(e) = entries.get(*selected).cloned() {
+                        let mut t = TextArea::default();
+                        t.insert_str(e);
+                        **input = t;
+                        *selected = 0;
+                    }
+                    effects.push(list_paths(input, *purpose));
+                    true
+                }
+                KeyCode::Enter => {
+                    // Whether the typed path or the highlighted entry is a directory is
+                    // the filesystem's to say: the Runtime resolves it.
+                    effects.push(Effect::ResolvePath {
+                        typed: input.lines().join(""),
+                        highlighted: entries.get(*selected).cloned(),
+                    });
+                    true
+                }
+                _ => {
+                    input.input(key);
+                    *selected = 0;
+                    effects.push(list_paths(input, *purpose));
+                    true
+                }
+            },
+        };
+        if keep {
+            self.popup = Some(popup);
+        }
+        effects
+    }
+
+    fn finish_path(&mut self, purpose: PathPurpose, path: PathBuf) -> Vec<Effect> {
+        match purpose {
+            PathPurpose::SaveAs => {
+                self.session_path = Some(path.clone());
+                vec![Effect::Save(path)]
+            }
+            PathPurpose::Open => {
+                if self.running() {
+                    self.error = Some("cancel the running question first".into());
+                    return Vec::new();
+                }
+                vec![Effect::OpenSession(path)]
+            }
+            PathPurpose::AttachImage => vec![Effect::AttachImage(path)],
+        }
+    }
+
+    fn apply_filter(&mut self, labels: Vec<String>) {
+        crate::host::transcript::apply_document_filter(&mut self.session.state, &labels);
+        self.notice = Some(if labels.is_empty() {
+            "No filter (all documents)".into()
+        } else {
+            format!("{} document(s) selected", labels.len())
+        });
+        self.filter_labels = labels;
+    }
+
+    /// Completions of the path prompt arrived; those for text since changed are dropped.
+    pub(super) fn path_entries(&mut self, typed: String, listed: Vec<String>) {
+        if let Some(Popup::Path { input, entries, .. }) = &mut self.popup
+            && input.lines().join("") == typed
+        {
+            *entries = listed;
+        }
+    }
+
+    /// Enter in the path prompt was resolved: enter a directory or finish with a file.
+    pub(super) fn path_resolved(&mut self, typed: String, outcome: PathOutcome) -> Vec<Effect> {
+        let Some(Popup::Path {
+            purpose,
+            input,
+            selected,
+            ..
+        }) = &mut self.popup
+        else {
+            return Vec::new();
+        };
+        if input.lines().join("") != typed {
+            return Vec::new();
+        }
+        let purpose = *purpose;
+        match outcome {
+            PathOutcome::Directory(dir) => {
+                let mut t = TextArea::default();
+                t.insert_str(dir);
+                **input = t;
+                *selected = 0;
+                vec![list_paths(input, purpose)]
+            }
+            PathOutcome::File(path) => {
+                self.popup = None;
+                self.finish_path(purpose, path)
+            }
+            PathOutcome::Nothing => Vec::new(),
+        }
+    }
+
+    /// A chunk's text for the chunk detail popup, if it still shows that chunk.
+    pub(super) fn chunk_text(&mut self, chunk_id: String, text: Result<String, String>) {
+        if let Some(Popup::ChunkDetail {
+            chunk_id: shown,
+            text: slot,
+            ..
+        }) = &mut self.popup
+            && *shown == chunk_id
+        {
+            *slot = Some(text.unwrap_or_else(|e| format!("(cannot load the chunk: {e})")));
+        }
+    }
+
+    /// The documents of the filter popup.
+    pub(super) fn documents(&mut self, docs: Result<Vec<String>, String>) {
+        if let Some(Popup::Filter { all, .. }) = &mut self.popup {
+            match docs {
+                Ok(d) => *all = Some(d),
+                Err(e) => {
+                    *all = Some(Vec::new());
+                    self.error = Some(format!("cannot list documents: {e}"));
+                }
+            }
+        }
+    }
+
+    /// The database info popup's text.
+    pub(super) fn db_info(&mut self, info: Result<String, String>) {
+        if let Some(Popup::Info(slot)) = &mut self.popup {
+            *slot = Some(info.unwrap_or_else(|e| format!("error: {e}")));
+        }
+    }
+}
+
+/// The effect listing completions of the prompt's text.
+fn list_paths(input: &TextArea<'static>, purpose: PathPurpose) -> Effect {
+    Effect::ListPaths {
+        typed: input.lines().join(""),
+        purpose,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crossterm::event::{KeyEventKind, KeyModifiers};
+
+    use super::*;
+    use crate::engine::messages::BinaryContent;
+    use crate::session::Session;
+    use crate::tui::app::{HostInfo, Msg};
+
+    fn app() -> App {
+        let host = HostInfo {
+            db: String::new(),
+            model: String::new(),
+            model_ready: false,
+            model_help: String::new(),
+            capabilities: Vec::new(),
+            max_searches: 5,
+            max_executions: 15,
+        };
+        let mut app = App::new(Session::new("m"), None, host);
+        app.start_dir = "/nowhere/".into();
+        app
+    }
+
+    fn key(app: &mut App, code: KeyCode, mods: KeyModifiers) -> Vec<Effect> {
+        app.update(Msg::Key(KeyEvent::new_with_kind(
+            code,
+            mods,
+            KeyEventKind::Press,
+        )))
+    }
+
+    #[test]
+    fn the_path_prompt_leaves_the_filesystem_to_the_runtime() {
+        let mut app = app();
+        let effects = key(&mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
+        assert!(matches!(
+            effects.as_slice(),
+            [Effect::ListPaths { typed, purpose: PathPurpose::AttachImage }] if typed == "/nowhere/"
+        ));
+        // Completions for text typed since are dropped; those for the text are shown.
+        let effects = key(&mut app, KeyCode::Char('a'), KeyModifiers::NONE);
+        assert!(
+            matches!(effects.as_slice(), [Effect::ListPaths { typed, .. }] if typed == "/nowhere/a")
+        );
+        app.update(Msg::PathEntries {
+            typed: "/nowhere/".into(),
+            entries: vec!["/nowhere/old/".into()],
+        });
+        app.update(Msg::PathEntries {
+            typed: "/nowhere/a".into(),
+            entries: vec!["/nowhere/a.png".into()],
+        });
+        let Some(Popup::Path { entries, .. }) = &app.popup else {
+            panic!("the prompt is open")
+        };
+        assert_eq!(entries, &["/nowhere/a.png".to_string()]);
+        // Enter asks what the path is; a file ends the prompt with the purpose's effect.
+        let effects = key(&mut app, KeyCode::Enter, KeyModifiers::NONE);
+        assert!(matches!(
+            effects.as_slice(),
+            [Effect::ResolvePath { typed, highlighted: Some(h) }]
+                if typed == "/nowhere/a" && h == "/nowhere/a.png"
+        ));
+        assert!(app.popup.is_some(), "open until the path is resolved");
+        let effects = app.update(Msg::PathResolved {
+            typed: "/nowhere/a".into(),
+            outcome: PathOutcome::File("/nowhere/a.png".into()),
+        });
+        assert!(app.popup.is_none());
+        assert!(matches!(effects.as_slice(), [Effect::AttachImage(p)] if p.ends_with("a.png")));
+        // The image, read off the UI task, is attached with its token.
+        app.update(Msg::ImageAttached {
+            path: "/nowhere/a.png".into(),
+            result: Ok(BinaryContent::from_bytes(&[1], "image/jpeg")),
+        });
+        assert_eq!(app.attachments.len(), 1);
+        assert_eq!(app.input.lines().join(""), "[Image #1]");
+    }
+
+    #[test]
+    fn the_document_filter_is_written_through_the_host() {
+        let mut app = app();
+        app.apply_filter(vec!["Battery Guide".into()]);
+        let sql = app.document_filter().expect("a filter");
+        assert!(
+            sql.contains("LOWER(title) LIKE LOWER('%BatteryGuide%')"),
+            "{sql}"
+        );
+        app.apply_filter(Vec::new());
+        assert_eq!(app.document_filter(), None);
+    }
+}

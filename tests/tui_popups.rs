@@ -1,0 +1,224 @@
+//! Every popup of the workbench (`tui::app::Popup`: help, palette, document filter,
+//! database info, the path prompt for each purpose, chunk detail), opened by its keys on
+//! the headless app and snapshotted over the whole screen at 80×24 and 160×48.
+//! The store-backed popups read the demo corpus in a temporary LanceDB store.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyModifiers};
+use groundwork::tui::Runtime;
+use groundwork::tui::app::{App, Pane, PathPurpose, Popup};
+use support::workbench::*;
+
+/// The whole screen at both sizes, as `<name>_80x24` and `<name>_160x48`.
+fn snapshot_both(app: &mut App, name: &str) {
+    let settings = redactions();
+    let _guard = settings.bind_to_scope();
+    for (w, h) in [(80u16, 24u16), (160, 48)] {
+        insta::assert_snapshot!(format!("{name}_{w}x{h}"), screen(app, w, h));
+    }
+}
+
+/// An app with no database: the popups that need none.
+fn offline() -> (tempfile::TempDir, Runtime, App) {
+    let dir = tempfile::tempdir().unwrap();
+    let app = new_app(dir.path());
+    let rt = Runtime::new(groundwork::tui::Services::new(
+        None,
+        None,
+        groundwork::config::AppConfig::default(),
+        vec![],
+        false,
+    ));
+    (dir, rt, app)
+}
+
+#[tokio::test]
+async fn help() {
+    let (_dir, rt, mut app) = offline();
+    press(&rt, &mut app, KeyCode::F(1));
+    assert!(matches!(app.popup, Some(Popup::Help { .. })));
+    snapshot_both(&mut app, "help");
+}
+
+#[tokio::test]
+async fn palette() {
+    let (_dir, rt, mut app) = offline();
+    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    assert!(matches!(app.popup, Some(Popup::Palette { .. })));
+    snapshot_both(&mut app, "palette");
+    // Typing filters the commands; the selection moves.
+    type_text(&rt, &mut app, "export");
+    press(&rt, &mut app, KeyCode::Down);
+    snapshot_both(&mut app, "palette_query");
+}
+
+#[tokio::test]
+async fn document_filter() {
+    let kb = demo_kb().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    type_text(&rt, &mut app, "filter");
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(matches!(app.popup, Some(Popup::Filter { all: None, .. })));
+    snapshot_both(&mut app, "filter_loading");
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| {
+            matches!(a.popup, Some(Popup::Filter { all: Some(_), .. }))
+        })
+        .await
+    );
+    press(&rt, &mut app, KeyCode::Down);
+    press(&rt, &mut app, KeyCode::Char(' '));
+    snapshot_both(&mut app, "filter");
+}
+
+#[tokio::test]
+async fn database_info() {
+    let kb = demo_kb().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    app.focus = Pane::Ledger;
+    press(&rt, &mut app, KeyCode::Char('I'));
+    assert!(matches!(app.popup, Some(Popup::Info(None))));
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| {
+            matches!(a.popup, Some(Popup::Info(Some(_))))
+        })
+        .await
+    );
+    snapshot_both(&mut app, "info");
+}
+
+/// A folder with a sub-folder, a session, an image and a file neither lists.
+fn fixture_dir(dir: &Path) {
+    std::fs::create_dir(dir.join("older")).unwrap();
+    std::fs::write(dir.join("session.json"), "{}").unwrap();
+    std::fs::write(dir.join("notes.txt"), "hello").unwrap();
+    image::RgbImage::from_pixel(4, 4, image::Rgb([200, 10, 10]))
+        .save(dir.join("chart.png"))
+        .unwrap();
+}
+
+/// Opens the path prompt for `purpose` by its key and waits for its completions.
+async fn path_prompt(rt: &mut Runtime, app: &mut App, purpose: PathPurpose) {
+    match purpose {
+        PathPurpose::AttachImage => press_mod(rt, app, KeyCode::Char('o'), KeyModifiers::CONTROL),
+        PathPurpose::SaveAs => press_mod(rt, app, KeyCode::Char('s'), KeyModifiers::CONTROL),
+        PathPurpose::Open => {
+            app.focus = Pane::Conversation;
+            press(rt, app, KeyCode::Char('o'));
+        }
+    }
+    assert!(matches!(app.popup, Some(Popup::Path { purpose: p, .. }) if p == purpose));
+    assert!(
+        rt.until(app, Duration::from_secs(10), |a| {
+            matches!(&a.popup, Some(Popup::Path { entries, .. }) if !entries.is_empty())
+        })
+        .await,
+        "the prompt lists its completions"
+    );
+}
+
+#[tokio::test]
+async fn path_prompts() {
+    let (dir, mut rt, mut app) = offline();
+    fixture_dir(dir.path());
+    app.start_dir = format!("{}/", dir.path().display());
+
+    path_prompt(&mut rt, &mut app, PathPurpose::AttachImage).await;
+    snapshot_both(&mut app, "path_attach_image");
+    press(&rt, &mut app, KeyCode::Esc);
+
+    path_prompt(&mut rt, &mut app, PathPurpose::SaveAs).await;
+    snapshot_both(&mut app, "path_save_as");
+    press(&rt, &mut app, KeyCode::Esc);
+
+    path_prompt(&mut rt, &mut app, PathPurpose::Open).await;
+    snapshot_both(&mut app, "path_open");
+    // Typing narrows the completions (listed by the Runtime, newest wins); Tab takes the
+    // highlighted one; Enter on a folder goes into it.
+    type_text(&rt, &mut app, "o");
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| {
+            matches!(&a.popup, Some(Popup::Path { entries, .. }) if entries.len() == 1)
+        })
+        .await
+    );
+    press(&rt, &mut app, KeyCode::Tab);
+    let older = format!("{}/older/", dir.path().display());
+    let Some(Popup::Path { input, .. }) = &app.popup else {
+        panic!("the prompt stays open")
+    };
+    assert_eq!(input.lines().join(""), older);
+    settle(&mut rt, &mut app).await;
+    press(&rt, &mut app, KeyCode::Esc);
+    assert!(app.popup.is_none());
+}
+
+#[tokio::test]
+async fn path_prompt_enter_goes_into_a_folder_and_opens_a_session() {
+    let (dir, mut rt, mut app) = offline();
+    fixture_dir(dir.path());
+    let session = groundwork::session::Session::new("scripted-model");
+    session.save(&dir.path().join("older/kept.json")).unwrap();
+    app.start_dir = format!("{}/", dir.path().display());
+    path_prompt(&mut rt, &mut app, PathPurpose::Open).await;
+    // The typed text is a folder: Enter takes the highlighted entry, `older/`, and enters it.
+    let older = format!("{}/older/", dir.path().display());
+    assert!(
+        matches!(&app.popup, Some(Popup::Path { entries, selected: 0, .. }) if entries[0] == older)
+    );
+    press(&rt, &mut app, KeyCode::Enter);
+    let kept = format!("{older}kept.json");
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| {
+            matches!(&a.popup, Some(Popup::Path { entries, .. }) if entries == std::slice::from_ref(&kept))
+        })
+        .await,
+        "the prompt moved into the folder"
+    );
+    // Enter on the highlighted session opens it.
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| a.popup.is_none()
+            && a.session_path.as_deref() == Some(Path::new(&kept)))
+            .await,
+        "the session was opened: {:?}",
+        app.error
+    );
+}
+
+#[tokio::test]
+async fn chunk_detail() {
+    let kb = demo_kb().await;
+    let session = groundwork::host::demo::session()
+        .expect("this build has the demo session")
+        .unwrap();
+    let mut app = App::new(session, None, host());
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    screen(&mut app, 160, 48);
+    press(&rt, &mut app, KeyCode::F(4));
+    press(&rt, &mut app, KeyCode::Char('g'));
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(app.ledger.in_chunks);
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(matches!(
+        app.popup,
+        Some(Popup::ChunkDetail { text: None, .. })
+    ));
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| {
+            matches!(a.popup, Some(Popup::ChunkDetail { text: Some(_), .. }))
+        })
+        .await
+    );
+    settle(&mut rt, &mut app).await;
+    snapshot_both(&mut app, "chunk_detail");
+}
