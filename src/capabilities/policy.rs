@@ -10,7 +10,8 @@ use crate::capabilities::state::{
     ensure_policy_state, record_violation,
 };
 use crate::engine::capability::{
-    BoxFuture, Capability, CapabilityRun, Enqueued, ForRunContext, RunContext, RunOutcomeView,
+    BoxFuture, Capability, CapabilityRun, Enqueued, ForRunContext, LOAD_CAPABILITY_TOOL,
+    RunContext, RunOutcomeView,
 };
 use crate::engine::messages::{ModelMessage, ModelRequestPart, ModelResponse, UserContentValue};
 
@@ -18,8 +19,6 @@ use crate::engine::messages::{ModelMessage, ModelRequestPart, ModelResponse, Use
 pub const CAPABILITY_ID: &str = "haiku-rag-citation-policy";
 /// Marks the redirect message (machine literal).
 pub const REDIRECT_TAG: &str = "[haiku.rag/citation-redirect]";
-/// The name reserved for deferred loading; never an output tool.
-const LOAD_CAPABILITY: &str = "load_capability";
 
 /// The redirect the model receives (ours); ends with [`REDIRECT_TAG`].
 pub fn redirect_text() -> &'static str {
@@ -109,7 +108,7 @@ fn ends_the_question(ctx: &RunContext, response: &ModelResponse) -> bool {
         .collect();
     calls
         .iter()
-        .any(|name| *name != LOAD_CAPABILITY && !offered.iter().any(|o| o == name))
+        .any(|name| *name != LOAD_CAPABILITY_TOOL && !offered.iter().any(|o| o == name))
 }
 
 fn status(evidence: &[&dyn EvidenceSource]) -> (u64, bool, CitationStatus) {

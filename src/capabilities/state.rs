@@ -26,8 +26,8 @@ pub const ANALYSIS_NAMESPACE: &str = "analysis";
 pub const POLICY_NAMESPACE: &str = "citation_policy";
 /// The `searches` bucket that collects in-code `search()` results (SPEC §2.1).
 pub const SANDBOX_BUCKET: &str = "_sandbox";
-/// Prefix of picture item references (`#/pictures/0`).
-pub const PICTURE_REF_PREFIX: &str = "#/pictures/";
+/// Prefix of picture item references (`#/pictures/0`); its home is the store.
+pub use crate::store::docling::PICTURE_REF_PREFIX;
 
 /// Errors of the state model. Each message contains the fragment the SPEC names
 /// (`already answered`, `append-only`, `question identity`,

@@ -34,7 +34,7 @@ use super::prompts;
 use crate::model::{ChatModel, ModelError, ModelRequestParams, StreamDelta};
 
 /// Name of the engine-owned tool that loads a deferred capability (reserved).
-pub const LOAD_CAPABILITY_TOOL: &str = "load_capability";
+pub use super::capability::LOAD_CAPABILITY_TOOL;
 
 /// Retry budget of `load_capability` (as in pydantic-ai).
 const LOAD_CAPABILITY_MAX_RETRIES: u32 = 1;

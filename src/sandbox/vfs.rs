@@ -16,7 +16,7 @@ use std::time::Instant;
 use serde_json::{Map, Value, json};
 
 use super::ReplyError;
-use crate::capabilities::state::PICTURE_REF_PREFIX;
+use crate::store::docling::PICTURE_REF_PREFIX;
 use crate::store::{DocumentItem, DocumentMeta, SearchResult, Store};
 
 /// Results per in-code `search()` when the code gives no limit.

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Map;
 
+use crate::store::docling::PICTURE_REF_PREFIX;
 use crate::store::types::{DocumentItem, SearchResult};
 
 /// Labels excluded from content and from char counting in structured windows.
@@ -33,8 +34,6 @@ const MIN_ANCHOR: usize = 128;
 
 const SEPARATOR: &str = "\n\n";
 const SEPARATOR_CHARS: usize = 2;
-
-const PICTURE_REF_PREFIX: &str = "#/pictures/";
 
 fn is_noise(label: &str) -> bool {
     NOISE_LABELS.contains(&label)

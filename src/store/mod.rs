@@ -21,6 +21,7 @@ use crate::config::SearchConfig;
 use crate::embed::{EmbedError, Embedder, EmbedderSpec};
 
 mod arrow_util;
+pub mod docling;
 pub mod expand;
 pub mod format;
 pub mod schema;
@@ -927,7 +928,9 @@ impl Store {
                 Arc::new(StringArray::from(vec![doc.content.as_str()])),
                 Arc::new(LargeBinaryArray::from_iter(vec![Some(docling.as_slice())])),
                 Arc::new(LargeBinaryArray::from_iter(vec![pages.as_deref()])),
-                Arc::new(StringArray::from(vec![DOCLING_VERSION])),
+                Arc::new(StringArray::from(vec![
+                    crate::store::docling::DOCLING_SCHEMA_VERSION,
+                ])),
             ],
         )?;
         self.documents.add(batch).execute().await?;
@@ -1036,8 +1039,6 @@ impl Store {
 /// Below this many chunks a flat (exact) vector search is fast enough and an IVF-PQ index
 /// would be poorly trained.
 pub const VECTOR_INDEX_MIN_ROWS: usize = 5000;
-
-const DOCLING_VERSION: &str = "1.10.0";
 
 async fn read_settings(table: &Table, uri: &str) -> Result<Value> {
     let batches = collect(table.query().execute().await?).await?;
