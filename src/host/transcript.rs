@@ -16,7 +16,7 @@ use crate::engine::messages::{
 };
 
 /// The tag that marks the policy's redirect message (SPEC §10).
-pub const REDIRECT_TAG: &str = "[haiku.rag/citation-redirect]";
+pub use crate::capabilities::policy::REDIRECT_TAG;
 
 /// How a tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -254,7 +254,7 @@ pub fn tool_summary(name: &str, args: &str) -> String {
 }
 
 /// The tag of pictures attached to search results (SPEC §5).
-pub const RETRIEVED_IMAGE_TAG: &str = "[haiku.rag/retrieved-image]";
+pub use crate::capabilities::kit::RETRIEVED_IMAGE_TAG;
 
 /// The question start indices of a history: requests with a user prompt that is neither
 /// the policy's redirect nor pictures attached to tool results.
