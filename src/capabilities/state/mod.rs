@@ -4,7 +4,8 @@
 //!
 //! Everything here is pure data and bookkeeping: no I/O, no agent loop. The JSON is a
 //! compatibility surface with haiku.rag 0.75+ hosts: keys and nesting are fixed, key
-//! order is not, missing keys take defaults and unknown keys are ignored.//!
+//! order is not, missing keys take defaults and unknown keys are ignored.
+//!
 //! One file per job: `ordered` (the insertion-ordered map the JSON needs),
 //! `record` (the persisted types), `settle` (the `for_run` decision), `status`
 //! (citation status and the policy's violations).
