@@ -16,6 +16,7 @@ use std::time::Instant;
 use serde_json::{Map, Value, json};
 
 use super::ReplyError;
+use super::worker::{LIST_DOCUMENTS_FUNCTION, SEARCH_FUNCTION};
 use crate::store::docling::PICTURE_REF_PREFIX;
 use crate::store::{DocumentItem, DocumentMeta, SearchResult, Store};
 
@@ -125,7 +126,7 @@ impl Corpus {
         kwargs: &Map<String, Value>,
     ) -> Result<Value, ReplyError> {
         match function {
-            "search" => {
+            SEARCH_FUNCTION => {
                 let query = kwargs
                     .get("query")
                     .or(args.first())
@@ -141,7 +142,7 @@ impl Corpus {
                 };
                 self.search(&query, limit).await
             }
-            "list_documents" => {
+            LIST_DOCUMENTS_FUNCTION => {
                 let docs = self.listing().await?;
                 Ok(Value::Array(docs.iter().map(document_dict).collect()))
             }
