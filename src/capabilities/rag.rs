@@ -22,6 +22,8 @@ use crate::engine::capability::{
 use crate::engine::prompts::fill;
 use crate::store::Store;
 
+/// The exact `from_spec` parameter names (SPEC §13).
+pub use crate::capabilities::evidence::SPEC_PARAMETERS;
 pub use crate::capabilities::kit::{
     CITATION_GRACE_REQUESTS, picture_content, py_list, search_picture_label,
 };
@@ -187,15 +189,6 @@ impl RagCapability {
         &self.config
     }
 }
-
-/// The exact `from_spec` parameter names (SPEC §13).
-pub const SPEC_PARAMETERS: &[&str] = &[
-    "config",
-    "db_path",
-    "defer_loading",
-    "request_limit",
-    "vision",
-];
 
 impl Capability for RagCapability {
     fn id(&self) -> &str {

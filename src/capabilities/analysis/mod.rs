@@ -81,7 +81,7 @@ pub struct AnalysisCapability {
 }
 
 /// The exact `from_spec` parameter names (SPEC §13).
-pub const SPEC_PARAMETERS: &[&str] = crate::capabilities::rag::SPEC_PARAMETERS;
+pub use crate::capabilities::evidence::SPEC_PARAMETERS;
 
 fn default_vision(config: &AppConfig) -> bool {
     config
