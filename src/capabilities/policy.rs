@@ -22,7 +22,13 @@ pub const REDIRECT_TAG: &str = "[haiku.rag/citation-redirect]";
 
 /// The redirect the model receives (ours); ends with [`REDIRECT_TAG`].
 pub fn redirect_text() -> &'static str {
-    include_str!("../../assets/prompts/capabilities/citation_redirect.txt").trim_end()
+    static TEXT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        crate::engine::prompts::fill(
+            include_str!("../../assets/prompts/capabilities/citation_redirect.txt").trim_end(),
+            &[("tag", REDIRECT_TAG)],
+        )
+    });
+    &TEXT
 }
 
 /// The policy as registered. Takes no configuration.
@@ -171,5 +177,17 @@ impl CapabilityRun for PolicyRun {
             }
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_redirect_ends_with_its_tag_and_has_no_placeholder_left() {
+        let text = redirect_text();
+        assert!(text.ends_with(&format!(". {REDIRECT_TAG}")), "{text}");
+        assert!(!text.contains('{'), "{text}");
     }
 }

@@ -102,3 +102,42 @@ fn latest_response_called(messages: &[ModelMessage], tools: &[&str]) -> bool {
                 .any(|c| tools.contains(&c.tool_name.as_str()))
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn tool(name: &str, capability: Option<&str>) -> ToolDef {
+        ToolDef {
+            capability_id: capability.map(str::to_string),
+            ..ToolDef::function(name, "", json!({}))
+        }
+    }
+
+    #[test]
+    fn no_limit_never_withdraws_and_grace_needs_own_calls() {
+        let mut unlimited = RequestBudget::new(None);
+        for _ in 0..50 {
+            unlimited.count_request(&[], &["t"]);
+        }
+        assert!(!unlimited.limit_reached() && !unlimited.grace_expired());
+        assert_eq!(unlimited.notice("rag", "rag_cite"), None);
+
+        let mut budget = RequestBudget::new(Some(1));
+        budget.count_request(&[], &["t"]);
+        assert!(budget.limit_reached());
+        // No response called one of the tools: no grace is used.
+        budget.count_request(&[], &["t"]);
+        assert_eq!(budget.grace_requests_used(), 0);
+        let mut tools = vec![
+            tool("t", Some("cap")),
+            tool("cite", Some("cap")),
+            tool("other", None),
+        ];
+        budget.withdraw("cap", "cite", &mut tools);
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["cite", "other"]);
+    }
+}
