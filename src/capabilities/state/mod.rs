@@ -22,8 +22,8 @@ pub use record::{
 };
 pub use settle::{awaits_the_model, settle_for_run};
 pub use status::{
-    CitationStatus, citation_status, citation_status_for, current_question, ensure_policy_state,
-    record_violation, violations,
+    CitationStatus, VIOLATIONS_KEY, citation_status, citation_status_for, current_question,
+    ensure_policy_state, record_violation, violations,
 };
 
 /// State namespace of the RAG capability.

@@ -66,6 +66,9 @@ pub fn citation_status_for(records: &[&CapabilityEvidenceRecord], question: u64)
     }
 }
 
+/// The key of the violation list in `state["citation_policy"]` (machine literal).
+pub const VIOLATIONS_KEY: &str = "violations";
+
 /// `before_run` of the policy: publishes `{"violations": []}` when the key is absent.
 /// A malformed value (not an object, or `violations` not a list) is replaced.
 pub fn ensure_policy_state(state: &mut Map<String, Value>) {
@@ -77,7 +80,7 @@ pub fn ensure_policy_state(state: &mut Map<String, Value>) {
     }
     let policy = entry.as_object_mut().expect("made an object above");
     let violations = policy
-        .entry("violations")
+        .entry(VIOLATIONS_KEY)
         .or_insert_with(|| Value::Array(Vec::new()));
     if !violations.is_array() {
         *violations = Value::Array(Vec::new());
@@ -88,7 +91,7 @@ pub fn ensure_policy_state(state: &mut Map<String, Value>) {
 /// at most once per question. Returns whether it was newly recorded.
 pub fn record_violation(state: &mut Map<String, Value>, question: u64) -> bool {
     ensure_policy_state(state);
-    let violations = state[POLICY_NAMESPACE]["violations"]
+    let violations = state[POLICY_NAMESPACE][VIOLATIONS_KEY]
         .as_array_mut()
         .expect("ensured above");
     if violations.iter().any(|v| v.as_u64() == Some(question)) {
@@ -102,7 +105,7 @@ pub fn record_violation(state: &mut Map<String, Value>, question: u64) -> bool {
 pub fn violations(state: &Map<String, Value>) -> Vec<u64> {
     state
         .get(POLICY_NAMESPACE)
-        .and_then(|p| p.get("violations"))
+        .and_then(|p| p.get(VIOLATIONS_KEY))
         .and_then(Value::as_array)
         .map(|v| v.iter().filter_map(Value::as_u64).collect())
         .unwrap_or_default()
