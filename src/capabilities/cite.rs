@@ -9,7 +9,7 @@ use anyhow::bail;
 use serde_json::{Map, Value, json};
 
 use crate::capabilities::evidence::StoreHandle;
-use crate::capabilities::rag::py_list;
+use crate::capabilities::kit::py_list;
 use crate::capabilities::similarity::closest;
 use crate::capabilities::state::{Citation, CitationRef, EvidenceState};
 use crate::engine::capability::{ToolOutcome, ToolOutput};

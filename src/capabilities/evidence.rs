@@ -165,6 +165,15 @@ pub fn budget_notice(ns: &str, spent: &[&str], remaining: &[&str], cite: &str) -
     )
 }
 
+/// The exact `from_spec` parameter names of both evidence capabilities (SPEC §13).
+pub const SPEC_PARAMETERS: &[&str] = &[
+    "config",
+    "db_path",
+    "defer_loading",
+    "request_limit",
+    "vision",
+];
+
 /// The `from_spec` arguments of an evidence capability (SPEC §13): exactly `db_path`,
 /// `config`, `defer_loading` (default true), `request_limit` (default per capability,
 /// `null` = none) and `vision` (default: the configured one).
@@ -192,7 +201,7 @@ impl EvidenceSpec {
             Value::Object(map) => map,
             other => bail!("{class} arguments must be a mapping, found {other}"),
         };
-        let names = crate::capabilities::rag::SPEC_PARAMETERS;
+        let names = SPEC_PARAMETERS;
         if let Some(key) = args.keys().find(|k| !names.contains(&k.as_str())) {
             bail!(
                 "{class} has no parameter '{key}' (expected one of {})",

@@ -10,7 +10,8 @@ use crate::capabilities::state::{
     ensure_policy_state, record_violation,
 };
 use crate::engine::capability::{
-    BoxFuture, Capability, CapabilityRun, Enqueued, ForRunContext, RunContext, RunOutcomeView,
+    BoxFuture, Capability, CapabilityRun, Enqueued, ForRunContext, LOAD_CAPABILITY_TOOL,
+    RunContext, RunOutcomeView,
 };
 use crate::engine::messages::{ModelMessage, ModelRequestPart, ModelResponse, UserContentValue};
 
@@ -18,12 +19,16 @@ use crate::engine::messages::{ModelMessage, ModelRequestPart, ModelResponse, Use
 pub const CAPABILITY_ID: &str = "haiku-rag-citation-policy";
 /// Marks the redirect message (machine literal).
 pub const REDIRECT_TAG: &str = "[haiku.rag/citation-redirect]";
-/// The name reserved for deferred loading; never an output tool.
-const LOAD_CAPABILITY: &str = "load_capability";
 
 /// The redirect the model receives (ours); ends with [`REDIRECT_TAG`].
 pub fn redirect_text() -> &'static str {
-    include_str!("../../assets/prompts/capabilities/citation_redirect.txt").trim_end()
+    static TEXT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        crate::engine::prompts::fill(
+            include_str!("../../assets/prompts/capabilities/citation_redirect.txt").trim_end(),
+            &[("tag", REDIRECT_TAG)],
+        )
+    });
+    &TEXT
 }
 
 /// The policy as registered. Takes no configuration.
@@ -109,7 +114,7 @@ fn ends_the_question(ctx: &RunContext, response: &ModelResponse) -> bool {
         .collect();
     calls
         .iter()
-        .any(|name| *name != LOAD_CAPABILITY && !offered.iter().any(|o| o == name))
+        .any(|name| *name != LOAD_CAPABILITY_TOOL && !offered.iter().any(|o| o == name))
 }
 
 fn status(evidence: &[&dyn EvidenceSource]) -> (u64, bool, CitationStatus) {
@@ -172,5 +177,17 @@ impl CapabilityRun for PolicyRun {
             }
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_redirect_ends_with_its_tag_and_has_no_placeholder_left() {
+        let text = redirect_text();
+        assert!(text.ends_with(&format!(". {REDIRECT_TAG}")), "{text}");
+        assert!(!text.contains('{'), "{text}");
     }
 }

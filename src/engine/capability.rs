@@ -29,6 +29,10 @@ use super::cancel::CancelToken;
 pub use super::chat::BoxFuture;
 use super::messages::{ModelMessage, ModelResponse, UserContent, UserContentValue};
 
+/// Name of the engine-owned tool that loads a deferred capability (reserved; SPEC §12).
+/// Its one home: the agent loop and the capabilities import it from here.
+pub const LOAD_CAPABILITY_TOOL: &str = "load_capability";
+
 /// A tool offered to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolDef {

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use crate::capabilities::state::{
     self, CapabilityEvidenceRecord, Citation, EvidenceState, StateKind,
 };
+use crate::capabilities::{analysis, rag};
 
 /// The citation verdict of a question; re-exported so the screen reads it from the host.
 pub use crate::capabilities::state::CitationStatus;
@@ -19,7 +20,7 @@ use crate::engine::messages::{
 };
 
 /// The tag that marks the policy's redirect message (SPEC §10).
-pub const REDIRECT_TAG: &str = "[haiku.rag/citation-redirect]";
+pub use crate::capabilities::policy::REDIRECT_TAG;
 
 /// How a tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -224,11 +225,11 @@ pub fn tool_summary(name: &str, args: &str) -> String {
     let parsed: Option<Map<String, Value>> = serde_json::from_str(args).ok();
     let one_line = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     match (name, &parsed) {
-        ("rag_search" | "analysis_search", Some(m)) => match m.get("query") {
+        (rag::SEARCH_TOOL | analysis::SEARCH_TOOL, Some(m)) => match m.get("query") {
             Some(Value::String(q)) => format!("\"{}\"", one_line(q)),
             _ => one_line(args),
         },
-        ("analysis_execute_code", Some(m)) => match m.get("code") {
+        (analysis::EXECUTE_TOOL, Some(m)) => match m.get("code") {
             Some(Value::String(code)) => code
                 .lines()
                 .find(|l| !l.trim().is_empty())
@@ -239,7 +240,7 @@ pub fn tool_summary(name: &str, args: &str) -> String {
                 .collect(),
             _ => one_line(args),
         },
-        ("rag_cite" | "analysis_cite", Some(m)) => match m.get("chunk_ids") {
+        (rag::CITE_TOOL | analysis::CITE_TOOL, Some(m)) => match m.get("chunk_ids") {
             Some(Value::Array(ids)) if ids.is_empty() => "no chunks (ungrounded)".into(),
             Some(Value::Array(ids)) => ids
                 .iter()
@@ -257,7 +258,7 @@ pub fn tool_summary(name: &str, args: &str) -> String {
 }
 
 /// The tag of pictures attached to search results (SPEC §5).
-pub const RETRIEVED_IMAGE_TAG: &str = "[haiku.rag/retrieved-image]";
+pub use crate::capabilities::kit::RETRIEVED_IMAGE_TAG;
 
 /// The question start indices of a history: requests with a user prompt that is neither
 /// the policy's redirect nor pictures attached to tool results.
@@ -347,7 +348,7 @@ fn past_status(turn: &Turn) -> CitationStatus {
         return CitationStatus::Grounded;
     }
     let cited_nothing = turn.steps.iter().any(|s| {
-        matches!(s.name.as_str(), "rag_cite" | "analysis_cite")
+        matches!(s.name.as_str(), rag::CITE_TOOL | analysis::CITE_TOOL)
             && s.status == StepStatus::Ok
             && s.summary == "no chunks (ungrounded)"
     });
@@ -455,8 +456,8 @@ fn ledger_row(
         violation,
         cited,
         uncited,
-        searches: count(&["rag_search", "analysis_search"]),
-        executions: count(&["analysis_execute_code"]),
+        searches: count(&[rag::SEARCH_TOOL, analysis::SEARCH_TOOL]),
+        executions: count(&[analysis::EXECUTE_TOOL]),
         cut_off: turn.cut_off,
     }
 }
@@ -483,7 +484,7 @@ pub fn fill_turn(turn: &mut Turn, messages: &[ModelMessage]) {
                 for p in &r.parts {
                     if let ModelResponsePart::ToolCall(c) = p {
                         let args = c.args_as_json();
-                        if c.tool_name == "analysis_execute_code" {
+                        if c.tool_name == analysis::EXECUTE_TOOL {
                             last_code = serde_json::from_str::<Map<String, Value>>(&args)
                                 .ok()
                                 .and_then(|m| {
@@ -506,8 +507,8 @@ pub fn fill_turn(turn: &mut Turn, messages: &[ModelMessage]) {
                     if let ModelRequestPart::ToolReturn(t) = p
                         && !t.is_failed()
                         && let Some(cap) = match t.tool_name.as_str() {
-                            "rag_search" => Some("rag"),
-                            "analysis_search" => Some("analysis"),
+                            rag::SEARCH_TOOL => Some(state::RAG_NAMESPACE),
+                            analysis::SEARCH_TOOL => Some(state::ANALYSIS_NAMESPACE),
                             _ => None,
                         }
                     {

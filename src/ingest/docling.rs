@@ -27,8 +27,8 @@ use sha2::{Digest, Sha256};
 
 use super::{ParsedDocument, caption_owner, image_mime, table_rows};
 
-/// docling-core schema version we claim (docling-core 2.104 writes 1.10.0).
-pub const DOCLING_SCHEMA_VERSION: &str = "1.10.0";
+/// docling-core schema version we claim; its home is the store.
+pub use crate::store::docling::DOCLING_SCHEMA_VERSION;
 
 fn r(s: &str) -> Value {
     json!({ "$ref": s })

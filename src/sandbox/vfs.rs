@@ -16,7 +16,8 @@ use std::time::Instant;
 use serde_json::{Map, Value, json};
 
 use super::ReplyError;
-use crate::capabilities::state::PICTURE_REF_PREFIX;
+use super::worker::{LIST_DOCUMENTS_FUNCTION, SEARCH_FUNCTION};
+use crate::store::docling::PICTURE_REF_PREFIX;
 use crate::store::{DocumentItem, DocumentMeta, SearchResult, Store};
 
 /// Results per in-code `search()` when the code gives no limit.
@@ -125,7 +126,7 @@ impl Corpus {
         kwargs: &Map<String, Value>,
     ) -> Result<Value, ReplyError> {
         match function {
-            "search" => {
+            SEARCH_FUNCTION => {
                 let query = kwargs
                     .get("query")
                     .or(args.first())
@@ -141,7 +142,7 @@ impl Corpus {
                 };
                 self.search(&query, limit).await
             }
-            "list_documents" => {
+            LIST_DOCUMENTS_FUNCTION => {
                 let docs = self.listing().await?;
                 Ok(Value::Array(docs.iter().map(document_dict).collect()))
             }

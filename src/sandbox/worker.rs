@@ -17,8 +17,12 @@ use serde_json::{Map, Value};
 
 use super::{ExecLimits, HostMessage, ReplyError, WorkerMessage, normalize_path, truncate_output};
 
+/// The host function that searches the knowledge base.
+pub const SEARCH_FUNCTION: &str = "search";
+/// The host function that lists the documents.
+pub const LIST_DOCUMENTS_FUNCTION: &str = "list_documents";
 /// The host functions code may call (SPEC §9.3: exactly two).
-pub const HOST_FUNCTIONS: &[&str] = &["search", "list_documents"];
+pub const HOST_FUNCTIONS: &[&str] = &[SEARCH_FUNCTION, LIST_DOCUMENTS_FUNCTION];
 
 /// Headroom above the soft memory limit before the allocator refuses outright.
 const HARD_CAP_HEADROOM: usize = 64 << 20;

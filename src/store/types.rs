@@ -4,6 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::embed::EmbedderSpec;
+
 /// One search hit, as persisted in `state[ns].searches` (SPEC §5.5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SearchResult {
@@ -68,4 +70,83 @@ pub struct DocumentItem {
     pub heading_level: i64,
     #[serde(default)]
     pub tree_depth: i64,
+}
+
+/// A row of `document_meta`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DocumentMeta {
+    pub id: String,
+    pub uri: Option<String>,
+    pub title: Option<String>,
+    pub metadata: Map<String, Value>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// A row of `chunks`, without its vector.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Chunk {
+    pub id: String,
+    pub document_id: String,
+    pub content: String,
+    pub content_fts: String,
+    pub metadata: Map<String, Value>,
+    pub order: i64,
+}
+
+/// A chunk to be written: content plus haiku.rag chunk metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewChunk {
+    pub content: String,
+    pub content_fts: String,
+    /// `doc_item_refs`, `headings`, `labels`, `page_numbers`.
+    pub metadata: Value,
+    pub order: i64,
+}
+
+/// One page raster of a PDF, kept for the page-images pane.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PageRaster {
+    pub page_no: i64,
+    pub png: Vec<u8>,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// A whole document to be written.
+#[derive(Debug, Clone, Default)]
+pub struct NewDocument {
+    pub uri: Option<String>,
+    pub title: Option<String>,
+    pub metadata: Map<String, Value>,
+    pub content: String,
+    /// The docling-shaped structure, stored zstd-compressed in `documents.docling_document`.
+    pub docling_document: Value,
+    pub pages: Vec<PageRaster>,
+    /// Items in reading order; `document_id` and `position` are assigned on write.
+    pub items: Vec<DocumentItem>,
+    pub chunks: Vec<NewChunk>,
+}
+
+/// What `groundwork info` reports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StoreInfo {
+    pub uri: String,
+    pub haiku_rag_version: Option<String>,
+    pub embedder: EmbedderSpec,
+    pub documents: usize,
+    pub chunks: usize,
+    pub items: usize,
+    pub pictures: usize,
+    pub indexes: Vec<IndexInfo>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IndexInfo {
+    pub table: String,
+    pub name: String,
+    pub kind: String,
+    pub columns: Vec<String>,
+    /// Rows not yet covered by the index (0 when fully indexed or unknown).
+    pub unindexed_rows: usize,
 }

@@ -31,8 +31,8 @@ pub use rewrite::*;
 /// Fixed id of the compaction capability.
 pub const CAPABILITY_ID: &str = "haiku-rag-evidence-compaction";
 
-/// Marks a picture label we attached (`RETRIEVED_IMAGE_TAG`, SPEC §5.6, §8.4).
-pub const RETRIEVED_IMAGE_TAG: &str = "[haiku.rag/retrieved-image]";
+/// Marks a picture label we attached (SPEC §5.6, §8.4); its home is the kit.
+pub use crate::capabilities::kit::RETRIEVED_IMAGE_TAG;
 
 /// Separator between capsule pieces.
 pub const ENTRY_SEPARATOR: &str = "\n\n";

@@ -48,9 +48,8 @@ use super::events::{OutputSummary, RequestSnapshot, RunUsage};
 use super::messages::{ModelMessage, ToolCallPart, UserContentValue};
 
 pub use deferred::load_capability_tool;
-
 /// Name of the engine-owned tool that loads a deferred capability (reserved).
-pub const LOAD_CAPABILITY_TOOL: &str = "load_capability";
+pub use super::capability::LOAD_CAPABILITY_TOOL;
 
 /// Why an agent could not be built.
 #[derive(Debug, thiserror::Error)]

@@ -1,36 +1,34 @@
 //! The analysis capability (`haiku-rag-analysis`, SPEC §1, §5–§7, §9):
 //! `analysis_search`, `analysis_execute_code` and `analysis_cite` over one knowledge
 //! base. Code runs in a sandbox worker process ([`crate::sandbox`]), one per run,
-//! started on the first execution and stopped when the run ends.
+//! started on the first execution and stopped when the run ends. What analysis shares
+//! with RAG (budget, search, pictures) lives in [`super::kit`]; running code in the
+//! sandbox lives in `execute`.
 
-use std::collections::HashSet;
+mod execute;
+
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context as _, bail};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::capabilities::evidence::{
     EvidenceSource, StoreHandle, StoreSource, budget_notice, path_source,
 };
-use crate::capabilities::rag::picture_content;
-use crate::capabilities::state::{
-    ANALYSIS_NAMESPACE, EvidenceState, Execution, SANDBOX_BUCKET, StateKind, awaits_the_model,
-    settle_for_run,
-};
+use crate::capabilities::kit::{self, RequestBudget, search};
+use crate::capabilities::state::{ANALYSIS_NAMESPACE, EvidenceState, StateKind};
 use crate::config::AppConfig;
 use crate::engine::capability::{
     BoxFuture, Capability, CapabilityRun, ForRunContext, RunContext, RunOutcomeView, ToolDef,
-    ToolOutcome, ToolOutput,
+    ToolOutcome,
 };
-use crate::engine::messages::ModelMessage;
-use crate::engine::prompts::fill;
-use crate::sandbox::ExecLimits;
-use crate::sandbox::host::{ExecResult, Sandbox, default_worker};
+use crate::sandbox::host::Sandbox;
 use crate::sandbox::vfs::Corpus;
-use crate::store::SearchResult;
-use crate::store::format::{NO_RESULTS, format_for_agent, join_results};
+use execute::execute_schema;
+
+pub use crate::capabilities::kit::CITATION_GRACE_REQUESTS;
+pub use execute::{failure_text, restarted_note};
 
 /// Fixed id of the analysis capability.
 pub const CAPABILITY_ID: &str = "haiku-rag-analysis";
@@ -42,8 +40,6 @@ pub const EXECUTE_TOOL: &str = "analysis_execute_code";
 pub const CITE_TOOL: &str = "analysis_cite";
 /// Default model requests per run before the tools are withdrawn.
 pub const DEFAULT_REQUEST_LIMIT: usize = 30;
-/// Requests the cite tool stays offered once the request limit is reached.
-pub const CITATION_GRACE_REQUESTS: usize = 2;
 /// The fixed part of the execution-limit failure.
 pub const EXECUTION_LIMIT_MARKER: &str = "Code-execution limit reached";
 /// What a successful execution that printed nothing returns.
@@ -56,7 +52,7 @@ const EVIDENCE_TOOLS: &[&str] = &[SEARCH_TOOL, EXECUTE_TOOL];
 macro_rules! text {
     ($name:ident, $file:literal) => {
         fn $name() -> &'static str {
-            include_str!(concat!("../../assets/prompts/capabilities/", $file)).trim_end()
+            include_str!(concat!("../../../assets/prompts/capabilities/", $file)).trim_end()
         }
     };
 }
@@ -64,41 +60,12 @@ macro_rules! text {
 text!(analysis_md, "../analysis.md");
 text!(description_text, "analysis_description.txt");
 text!(search_description, "analysis_search_description.txt");
-text!(search_query_description, "rag_search_query_description.txt");
-text!(search_limit_description, "rag_search_limit_description.txt");
 text!(execute_description, "analysis_execute_code_description.txt");
-text!(code_description, "analysis_code_description.txt");
 text!(cite_description, "analysis_cite_description.txt");
-text!(search_limit_text, "search_limit.txt");
-text!(execution_limit_text, "execution_limit.txt");
-text!(restarted_text, "sandbox_restarted.txt");
-text!(iteration_hint_text, "iteration_hint.txt");
-text!(notice_grace_text, "notice_grace_expired.txt");
-text!(notice_limit_text, "notice_request_limit.txt");
 
 /// The packaged instructions, with the domain preamble first when set (SPEC §1.1).
 pub fn instructions_text(config: &AppConfig) -> String {
-    let preamble = config.prompts.domain_preamble.trim();
-    if preamble.is_empty() {
-        analysis_md().to_string()
-    } else {
-        format!("{}\n\n{}", config.prompts.domain_preamble, analysis_md())
-    }
-}
-
-/// The note added to stderr when the sandbox session was lost (SPEC §9.2).
-pub fn restarted_note() -> &'static str {
-    restarted_text()
-}
-
-/// The failure text of an execution (SPEC §9.1 step 6).
-pub fn failure_text(stderr: &str, stdout: &str) -> String {
-    let hint = if stderr.contains("TextIOWrapper") && stderr.contains("not iterable") {
-        format!("\n\n{}", iteration_hint_text())
-    } else {
-        String::new()
-    };
-    format!("{stderr}{hint}\n\nOutput: {stdout}")
+    kit::with_preamble(config, analysis_md())
 }
 
 /// The analysis capability as registered on an agent.
@@ -114,7 +81,7 @@ pub struct AnalysisCapability {
 }
 
 /// The exact `from_spec` parameter names (SPEC §13).
-pub const SPEC_PARAMETERS: &[&str] = crate::capabilities::rag::SPEC_PARAMETERS;
+pub use crate::capabilities::evidence::SPEC_PARAMETERS;
 
 fn default_vision(config: &AppConfig) -> bool {
     config
@@ -230,27 +197,18 @@ impl Capability for AnalysisCapability {
     }
 
     fn for_run(&self, ctx: &mut ForRunContext<'_>) -> anyhow::Result<Box<dyn CapabilityRun>> {
-        let awaits = awaits_the_model(ctx.history);
-        let (state, state_carried) = settle_for_run(
-            StateKind::Analysis,
-            ctx.state.get(ANALYSIS_NAMESPACE),
-            ctx.history.len(),
-            awaits,
-        )?;
-        ctx.state
-            .insert(ANALYSIS_NAMESPACE.to_string(), state.to_value());
+        let (state, state_carried) =
+            kit::settle_state(ctx, StateKind::Analysis, ANALYSIS_NAMESPACE)?;
         Ok(Box::new(AnalysisRun {
             config: self.config.clone(),
             store: StoreHandle::new(self.source.clone()),
-            request_limit: self.request_limit,
             vision: self.vision,
             worker: self.worker.clone(),
             state,
             state_carried,
             search_count: 0,
             execute_count: 0,
-            request_count: 0,
-            grace_requests_used: 0,
+            budget: RequestBudget::new(self.request_limit),
             epoch: 0,
             sandbox: None,
             compute_used: Duration::ZERO,
@@ -262,15 +220,13 @@ impl Capability for AnalysisCapability {
 pub struct AnalysisRun {
     config: Arc<AppConfig>,
     store: StoreHandle,
-    request_limit: Option<usize>,
     vision: bool,
     worker: Option<PathBuf>,
     state: EvidenceState,
     state_carried: bool,
     search_count: usize,
     execute_count: usize,
-    request_count: usize,
-    grace_requests_used: usize,
+    budget: RequestBudget,
     epoch: u64,
     sandbox: Option<(Sandbox, Corpus)>,
     compute_used: Duration,
@@ -281,7 +237,7 @@ impl std::fmt::Debug for AnalysisRun {
         f.debug_struct("AnalysisRun")
             .field("search_count", &self.search_count)
             .field("execute_count", &self.execute_count)
-            .field("request_count", &self.request_count)
+            .field("request_count", &self.budget.request_count())
             .field("sandbox", &self.sandbox.as_ref().map(|(s, _)| s))
             .finish_non_exhaustive()
     }
@@ -305,12 +261,12 @@ impl AnalysisRun {
 
     /// Counted model requests in this run.
     pub fn request_count(&self) -> usize {
-        self.request_count
+        self.budget.request_count()
     }
 
     /// Grace requests used after the request limit.
     pub fn grace_requests_used(&self) -> usize {
-        self.grace_requests_used
+        self.budget.grace_requests_used()
     }
 
     /// The sandbox worker's process id, while one runs.
@@ -325,23 +281,9 @@ impl AnalysisRun {
         }
     }
 
-    fn limit_reached(&self) -> bool {
-        self.request_limit
-            .is_some_and(|limit| self.request_count >= limit)
-    }
-
-    fn grace_expired(&self) -> bool {
-        self.request_limit.is_some() && self.grace_requests_used >= CITATION_GRACE_REQUESTS
-    }
-
     /// Removes this capability's withdrawn tools (SPEC §7.2); others are untouched.
     pub fn withdraw(&self, tools: &mut Vec<ToolDef>) {
-        let own = |t: &ToolDef| t.capability_id.as_deref() == Some(CAPABILITY_ID);
-        if self.grace_expired() {
-            tools.retain(|t| !own(t));
-        } else if self.limit_reached() {
-            tools.retain(|t| !own(t) || t.name == CITE_TOOL);
-        }
+        self.budget.withdraw(CAPABILITY_ID, CITE_TOOL, tools);
     }
 
     fn max_searches(&self) -> usize {
@@ -355,14 +297,8 @@ impl AnalysisRun {
     /// The budget notice for the coming request (SPEC §7.3).
     pub fn notice(&self) -> Option<String> {
         let ns = ANALYSIS_NAMESPACE;
-        if self.grace_expired() {
-            return Some(fill(notice_grace_text(), &[("ns", ns)]));
-        }
-        if self.limit_reached() {
-            return Some(fill(
-                notice_limit_text(),
-                &[("ns", ns), ("cite", CITE_TOOL)],
-            ));
+        if let Some(notice) = self.budget.notice(ns, CITE_TOOL) {
+            return Some(notice);
         }
         let mut spent = Vec::new();
         if self.search_count >= self.max_searches() {
@@ -382,171 +318,17 @@ impl AnalysisRun {
         Some(budget_notice(ns, &spent, &remaining, CITE_TOOL))
     }
 
-    fn write_back(&self, ctx: &mut RunContext) {
-        ctx.state
-            .insert(ANALYSIS_NAMESPACE.to_string(), self.state.to_value());
-    }
-
-    fn merge_results(&mut self, query: &str, results: &[SearchResult]) {
-        let bucket = self.state.searches.get_or_insert_with(query, Vec::new);
-        let mut seen: HashSet<String> = bucket.iter().map(|r| r.id().to_string()).collect();
-        for r in results {
-            if seen.insert(r.id().to_string()) {
-                bucket.push(r.clone());
-            }
-        }
-    }
-
     async fn search(&mut self, args: &Map<String, Value>) -> anyhow::Result<ToolOutcome> {
         self.search_count += 1;
-        if self.search_count > self.max_searches() {
-            return Ok(ToolOutcome::Failed(search_limit_text().to_string()));
+        if let Some(refused) = search::over_budget(self.search_count, self.max_searches()) {
+            return Ok(refused);
         }
-        let query = args
-            .get("query")
-            .and_then(Value::as_str)
-            .context("analysis_search needs a string `query`")?
-            .to_string();
-        let limit = match args.get("limit") {
-            None | Some(Value::Null) => self.config.search.limit,
-            Some(v) => v
-                .as_u64()
-                .map(|n| n as usize)
-                .context("`limit` must be a non-negative integer")?,
-        };
+        let (query, limit) = search::parse_args(SEARCH_TOOL, args, self.config.search.limit)?;
         let store = self.store.get().await?;
         let filter = self.state.document_filter.clone();
         let found = store.search(&query, Some(limit), filter.as_deref()).await?;
         let results = store.expand(found).await?;
-        let total = results.len();
-        let text = if results.is_empty() {
-            NO_RESULTS.to_string()
-        } else {
-            let blocks: Vec<String> = results
-                .iter()
-                .enumerate()
-                .map(|(i, r)| format_for_agent(r, Some(i + 1), Some(total)))
-                .collect();
-            join_results(&blocks)
-        };
-        self.merge_results(&query, &results);
-        self.state.evidence.note_evidence(self.epoch)?;
-        let mut output = ToolOutput::text(text);
-        if self.vision {
-            let pictures = picture_content(&results);
-            if !pictures.is_empty() {
-                output = output.with_extra(pictures);
-            }
-        }
-        Ok(ToolOutcome::Ok(output))
-    }
-
-    fn limits(&self) -> ExecLimits {
-        let a = &self.config.analysis;
-        let per_call = Duration::from_secs_f64(a.code_timeout.max(0.0));
-        let total = per_call * a.max_executions.max(1) as u32;
-        ExecLimits {
-            time_limit_ms: per_call.as_millis() as u64,
-            session_remaining_ms: total.saturating_sub(self.compute_used).as_millis() as u64,
-            max_memory: (a.max_memory_mb as u64) << 20,
-            max_recursion: MAX_RECURSION,
-            max_output_chars: a.max_output_chars as u64,
-        }
-    }
-
-    /// Runs `code` in the run's sandbox, starting one if needed. A forced stop (time
-    /// limit, memory, a lost worker) gives a failed result whose stderr says the
-    /// session restarted.
-    async fn run_code(&mut self, code: &str) -> anyhow::Result<ExecResult> {
-        let limits = self.limits();
-        let time_limit =
-            Duration::from_millis(limits.time_limit_ms.min(limits.session_remaining_ms));
-        if time_limit.is_zero() {
-            let total = Duration::from_millis(limits.time_limit_ms)
-                * self.config.analysis.max_executions.max(1) as u32;
-            return Ok(ExecResult {
-                success: false,
-                stdout: String::new(),
-                stderr: crate::sandbox::session_budget_message(total),
-                reset: false,
-            });
-        }
-        if self.sandbox.is_none() {
-            let store = self.store.get().await?;
-            let worker = match &self.worker {
-                Some(w) => w.clone(),
-                None => default_worker().context("cannot locate the sandbox worker")?,
-            };
-            let sandbox = Sandbox::spawn(&worker)
-                .await
-                .with_context(|| format!("cannot start the sandbox worker {}", worker.display()))?;
-            let corpus = Corpus::new(store, self.state.document_filter.clone());
-            self.sandbox = Some((sandbox, corpus));
-        }
-        let code_timeout = self.config.analysis.code_timeout;
-        let Some((sandbox, corpus)) = self.sandbox.as_mut() else {
-            bail!("no sandbox");
-        };
-        corpus.begin_execution(code_timeout);
-        let started = Instant::now();
-        let outcome = sandbox.exec(code, &limits, corpus, time_limit).await;
-        self.compute_used += started.elapsed();
-        let found = corpus.take_results();
-        self.merge_results(SANDBOX_BUCKET, &found);
-        let mut result = match outcome {
-            Ok(result) => result,
-            Err(lost) => {
-                self.sandbox = None;
-                ExecResult {
-                    success: false,
-                    stdout: String::new(),
-                    stderr: lost.0,
-                    reset: true,
-                }
-            }
-        };
-        if result.reset {
-            result.stderr = format!("{}\n{}", result.stderr, restarted_note());
-        }
-        Ok(result)
-    }
-
-    async fn execute(&mut self, args: &Map<String, Value>) -> anyhow::Result<ToolOutcome> {
-        self.execute_count += 1;
-        if self.execute_count > self.max_executions() {
-            return Ok(ToolOutcome::Failed(execution_limit_text().to_string()));
-        }
-        let code = args
-            .get("code")
-            .and_then(Value::as_str)
-            .context("analysis_execute_code needs a string `code`")?
-            .to_string();
-        let result = self.run_code(&code).await?;
-        if result.success || !result.stdout.is_empty() {
-            self.state.evidence.note_evidence(self.epoch)?;
-        }
-        self.state
-            .executions
-            .get_or_insert_with(Vec::new)
-            .push(Execution {
-                code,
-                stdout: result.stdout.clone(),
-                stderr: result.stderr.clone(),
-                success: result.success,
-            });
-        if !result.success {
-            return Ok(ToolOutcome::Failed(failure_text(
-                &result.stderr,
-                &result.stdout,
-            )));
-        }
-        Ok(ToolOutcome::Ok(ToolOutput::text(
-            if result.stdout.is_empty() {
-                NO_OUTPUT.to_string()
-            } else {
-                result.stdout
-            },
-        )))
+        search::finish(&mut self.state, &query, &results, self.epoch, self.vision)
     }
 
     async fn cite(&mut self, args: &Map<String, Value>) -> anyhow::Result<ToolOutcome> {
@@ -559,45 +341,6 @@ impl AnalysisRun {
         )
         .await
     }
-}
-
-/// Whether the newest response in `messages` called one of `tools`.
-fn latest_response_called(messages: &[ModelMessage], tools: &[&str]) -> bool {
-    messages
-        .iter()
-        .rev()
-        .find_map(ModelMessage::as_response)
-        .is_some_and(|r| {
-            r.tool_calls()
-                .any(|c| tools.contains(&c.tool_name.as_str()))
-        })
-}
-
-fn search_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": search_query_description()},
-            "limit": {
-                "anyOf": [{"type": "integer"}, {"type": "null"}],
-                "default": null,
-                "description": search_limit_description()
-            }
-        },
-        "required": ["query"],
-        "additionalProperties": false
-    })
-}
-
-fn execute_schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "code": {"type": "string", "description": code_description()}
-        },
-        "required": ["code"],
-        "additionalProperties": false
-    })
 }
 
 impl EvidenceSource for AnalysisRun {
@@ -614,7 +357,7 @@ impl EvidenceSource for AnalysisRun {
     }
 
     fn cite_available(&self) -> bool {
-        !self.grace_expired()
+        !self.budget.grace_expired()
     }
 
     fn state_carried(&self) -> bool {
@@ -637,7 +380,7 @@ impl CapabilityRun for AnalysisRun {
 
     fn tools(&self, _ctx: &RunContext) -> Vec<ToolDef> {
         vec![
-            ToolDef::function(SEARCH_TOOL, search_description(), search_schema()),
+            ToolDef::function(SEARCH_TOOL, search_description(), search::schema()),
             ToolDef::function(EXECUTE_TOOL, execute_description(), execute_schema()),
             ToolDef::function(
                 CITE_TOOL,
@@ -658,12 +401,8 @@ impl CapabilityRun for AnalysisRun {
         Box::pin(async move {
             self.epoch = ctx.epoch() as u64;
             let notice = self.notice();
-            if self.limit_reached()
-                && latest_response_called(&ctx.messages, &[SEARCH_TOOL, EXECUTE_TOOL, CITE_TOOL])
-            {
-                self.grace_requests_used += 1;
-            }
-            self.request_count += 1;
+            self.budget
+                .count_request(&ctx.messages, &[SEARCH_TOOL, EXECUTE_TOOL, CITE_TOOL]);
             Ok(notice)
         })
     }
@@ -683,7 +422,7 @@ impl CapabilityRun for AnalysisRun {
                     "unknown analysis tool {other}"
                 ))),
             };
-            self.write_back(ctx);
+            kit::write_back(ctx, ANALYSIS_NAMESPACE, &self.state);
             outcome.unwrap_or_else(|e| ToolOutcome::Failed(format!("{name} failed: {e:#}")))
         })
     }
@@ -698,7 +437,7 @@ impl CapabilityRun for AnalysisRun {
             if !result.is_deferred() {
                 self.state.evidence.end_question();
             }
-            self.write_back(ctx);
+            kit::write_back(ctx, ANALYSIS_NAMESPACE, &self.state);
             Ok(())
         })
     }
@@ -722,15 +461,13 @@ mod tests {
         AnalysisRun {
             config: Arc::new(config),
             store: StoreHandle::new(path_source("/nonexistent", AppConfig::default())),
-            request_limit: Some(2),
             vision: false,
             worker: None,
             state: EvidenceState::empty(StateKind::Analysis),
             state_carried: false,
             search_count: 0,
             execute_count: 0,
-            request_count: 0,
-            grace_requests_used: 0,
+            budget: RequestBudget::new(Some(2)),
             epoch: 0,
             sandbox: None,
             compute_used: Duration::ZERO,
@@ -754,10 +491,10 @@ mod tests {
             n.contains("spent its budget for analysis_execute_code, analysis_search"),
             "{n}"
         );
-        r.request_count = 2;
+        r.budget.requests = 2;
         let n = r.notice().unwrap();
         assert!(n.contains("analysis capability has reached its request limit"));
-        r.grace_requests_used = 2;
+        r.budget.grace_used = 2;
         let n = r.notice().unwrap();
         assert!(n.contains("no longer available") && !n.contains("analysis_cite"));
     }

@@ -1,0 +1,113 @@
+//! The search tool both evidence capabilities offer (`rag_search`,
+//! `analysis_search`; SPEC §5): its arguments and schema, and what a search returns
+//! to the model and records in the state.
+
+use std::collections::HashSet;
+
+use anyhow::Context as _;
+use serde_json::{Map, Value, json};
+
+use super::pictures::picture_content;
+use crate::capabilities::state::EvidenceState;
+use crate::engine::capability::{ToolOutcome, ToolOutput};
+use crate::store::SearchResult;
+use crate::store::format::{NO_RESULTS, format_for_agent, join_results};
+
+fn search_query_description() -> &'static str {
+    include_str!("../../../assets/prompts/capabilities/rag_search_query_description.txt").trim_end()
+}
+
+fn search_limit_description() -> &'static str {
+    include_str!("../../../assets/prompts/capabilities/rag_search_limit_description.txt").trim_end()
+}
+
+fn search_limit_text() -> &'static str {
+    include_str!("../../../assets/prompts/capabilities/search_limit.txt").trim_end()
+}
+
+/// The failure of a search past `max_searches` (SPEC §7.1), or `None` while the
+/// budget lasts. `count` is the searches made, this one included.
+pub fn over_budget(count: usize, max_searches: usize) -> Option<ToolOutcome> {
+    (count > max_searches).then(|| ToolOutcome::Failed(search_limit_text().to_string()))
+}
+
+/// The `query` and `limit` arguments of `tool` (`limit` defaults to `default_limit`).
+pub fn parse_args(
+    tool: &str,
+    args: &Map<String, Value>,
+    default_limit: usize,
+) -> anyhow::Result<(String, usize)> {
+    let query = args
+        .get("query")
+        .and_then(Value::as_str)
+        .with_context(|| format!("{tool} needs a string `query`"))?
+        .to_string();
+    let limit = match args.get("limit") {
+        None | Some(Value::Null) => default_limit,
+        Some(v) => v
+            .as_u64()
+            .map(|n| n as usize)
+            .context("`limit` must be a non-negative integer")?,
+    };
+    Ok((query, limit))
+}
+
+/// The argument schema: `query` and an optional `limit`.
+pub fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": search_query_description()},
+            "limit": {
+                "anyOf": [{"type": "integer"}, {"type": "null"}],
+                "default": null,
+                "description": search_limit_description()
+            }
+        },
+        "required": ["query"],
+        "additionalProperties": false
+    })
+}
+
+/// Adds `results` to the state's `searches[bucket]`, skipping chunks already there.
+pub fn merge_results(state: &mut EvidenceState, bucket: &str, results: &[SearchResult]) {
+    let kept = state.searches.get_or_insert_with(bucket, Vec::new);
+    let mut seen: HashSet<String> = kept.iter().map(|r| r.id().to_string()).collect();
+    for r in results {
+        if seen.insert(r.id().to_string()) {
+            kept.push(r.clone());
+        }
+    }
+}
+
+/// Records a search's `results` under `query`, notes evidence in `epoch`, and builds
+/// the return: the numbered result blocks, plus the pictures when `vision` is on.
+pub fn finish(
+    state: &mut EvidenceState,
+    query: &str,
+    results: &[SearchResult],
+    epoch: u64,
+    vision: bool,
+) -> anyhow::Result<ToolOutcome> {
+    let total = results.len();
+    let text = if results.is_empty() {
+        NO_RESULTS.to_string()
+    } else {
+        let blocks: Vec<String> = results
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format_for_agent(r, Some(i + 1), Some(total)))
+            .collect();
+        join_results(&blocks)
+    };
+    merge_results(state, query, results);
+    state.evidence.note_evidence(epoch)?;
+    let mut output = ToolOutput::text(text);
+    if vision {
+        let pictures = picture_content(results);
+        if !pictures.is_empty() {
+            output = output.with_extra(pictures);
+        }
+    }
+    Ok(ToolOutcome::Ok(output))
+}

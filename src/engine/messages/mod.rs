@@ -1,0 +1,255 @@
+//! Message model, byte-compatible with pydantic-ai's `ModelMessagesTypeAdapter` JSON
+//! (pydantic-ai-slim 2.18.0, the version haiku.rag-slim 0.77.0 runs on).
+//!
+//! A conversation is an append-only list of [`ModelMessage`]s: requests sent to the model
+//! and responses it produced. Every struct declares its fields in the order pydantic-ai
+//! dumps them and always writes them (as `null` where unset), so a history written by
+//! pydantic-ai survives a load/save round trip unchanged, key order included. Fields a
+//! later pydantic-ai version adds land in each value's `extra` map and are written back
+//! after the known ones; part kinds this module does not know are kept verbatim as
+//! [`ModelRequestPart::Other`] / [`ModelResponsePart::Other`].
+//!
+//! Timestamps are kept as the exact strings pydantic-ai wrote ([`Timestamp`]); new ones
+//! are produced in the same RFC 3339 UTC format.//!
+//! The request side (prompts, user content, tool returns, retries) is in `request`, the
+//! response side (text, thinking, tool calls, usage) in `response`; this file holds the
+//! message envelope, the discriminator tags and timestamps.
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+/// Declares a zero-sized marker that serializes as one fixed string and only
+/// deserializes from it. Used for the `kind` / `part_kind` discriminators so they are
+/// written at the position pydantic-ai writes them.
+macro_rules! tag {
+    ($(#[$meta:meta])* $name:ident = $value:literal) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct $name;
+
+        impl $name {
+            /// The literal this marker stands for.
+            pub const VALUE: &'static str = $value;
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str($value)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(deserializer)?;
+                if s == $value {
+                    Ok($name)
+                } else {
+                    Err(D::Error::custom(format!(
+                        "expected {:?}, found {:?}",
+                        $value, s
+                    )))
+                }
+            }
+        }
+    };
+}
+
+tag!(
+    /// `kind: "request"`.
+    RequestKind = "request"
+);
+tag!(
+    /// `kind: "response"`.
+    ResponseKind = "response"
+);
+tag!(
+    /// `part_kind: "system-prompt"`.
+    SystemPromptKind = "system-prompt"
+);
+tag!(
+    /// `part_kind: "user-prompt"`.
+    UserPromptKind = "user-prompt"
+);
+tag!(
+    /// `part_kind: "tool-return"`.
+    ToolReturnKind = "tool-return"
+);
+tag!(
+    /// `part_kind: "retry-prompt"`.
+    RetryPromptKind = "retry-prompt"
+);
+tag!(
+    /// `part_kind: "text"`.
+    TextKind = "text"
+);
+tag!(
+    /// `part_kind: "tool-call"`.
+    ToolCallKind = "tool-call"
+);
+tag!(
+    /// `part_kind: "thinking"`.
+    ThinkingKind = "thinking"
+);
+tag!(
+    /// `kind: "binary"` on user content items.
+    BinaryKind = "binary"
+);
+
+mod request;
+mod response;
+
+pub use request::{
+    BinaryContent, ModelRequest, ModelRequestPart, RetryContent, RetryPromptPart, SystemPromptPart,
+    ToolReturnPart, UserContent, UserContentValue, UserPromptPart,
+};
+pub use response::{
+    ModelResponse, ModelResponsePart, RequestUsage, TextPart, ThinkingPart, ToolArgs, ToolCallPart,
+};
+
+/// `tool_kind` pydantic-ai stamps on `load_capability` calls and returns.
+pub const CAPABILITY_LOAD_TOOL_KIND: &str = "capability-load";
+
+/// A timestamp exactly as written in the JSON (RFC 3339, UTC, `Z` suffix).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Timestamp(pub String);
+
+impl Timestamp {
+    /// The current time in pydantic-ai's format (`2026-01-02T03:04:05.123456Z`).
+    pub fn now() -> Self {
+        Timestamp(
+            chrono::Utc::now()
+                .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+                .to_string(),
+        )
+    }
+}
+
+impl Default for Timestamp {
+    fn default() -> Self {
+        Timestamp::now()
+    }
+}
+
+fn complete() -> String {
+    "complete".to_string()
+}
+
+fn success() -> String {
+    "success".to_string()
+}
+
+/// One message in a conversation.
+// Both variants are several hundred bytes; boxing one would complicate every match
+// and every constructor for no measurable gain in a list of messages.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelMessage {
+    /// Sent to the model.
+    Request(ModelRequest),
+    /// Produced by the model.
+    Response(ModelResponse),
+}
+
+impl ModelMessage {
+    /// The request, if this is one.
+    pub fn as_request(&self) -> Option<&ModelRequest> {
+        match self {
+            ModelMessage::Request(r) => Some(r),
+            ModelMessage::Response(_) => None,
+        }
+    }
+
+    /// The response, if this is one.
+    pub fn as_response(&self) -> Option<&ModelResponse> {
+        match self {
+            ModelMessage::Response(r) => Some(r),
+            ModelMessage::Request(_) => None,
+        }
+    }
+}
+
+impl Serialize for ModelMessage {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ModelMessage::Request(r) => r.serialize(serializer),
+            ModelMessage::Response(r) => r.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ModelMessage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = Map::<String, Value>::deserialize(deserializer)?;
+        match map.get("kind").and_then(Value::as_str) {
+            Some(RequestKind::VALUE) => serde_json::from_value(Value::Object(map))
+                .map(ModelMessage::Request)
+                .map_err(D::Error::custom),
+            Some(ResponseKind::VALUE) => serde_json::from_value(Value::Object(map))
+                .map(ModelMessage::Response)
+                .map_err(D::Error::custom),
+            Some(other) => Err(D::Error::custom(format!(
+                "unknown message kind {other:?} (expected \"request\" or \"response\")"
+            ))),
+            None => Err(D::Error::custom("message has no \"kind\"")),
+        }
+    }
+}
+/// Parses a JSON message list (pydantic-ai `ModelMessagesTypeAdapter.dump_json` output).
+pub fn messages_from_json(json: &str) -> serde_json::Result<Vec<ModelMessage>> {
+    serde_json::from_str(json)
+}
+
+/// Writes a message list as pydantic-ai's JSON.
+pub fn messages_to_json(messages: &[ModelMessage]) -> serde_json::Result<String> {
+    serde_json::to_string(messages)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `data` is written with pydantic-ai's URL-safe alphabet; `data:` URLs get the
+    /// standard one.
+    #[test]
+    fn binary_data_is_url_safe_and_data_urls_are_standard() {
+        let b = BinaryContent::from_bytes(&[0xfb, 0xff], "image/png");
+        assert_eq!(b.data, "-_8=");
+        assert_eq!(b.data_url(), "data:image/png;base64,+/8=");
+    }
+
+    #[test]
+    fn unknown_part_kind_and_fields_survive() {
+        let json = r#"[{"parts":[{"content":"hi","timestamp":"t","part_kind":"user-prompt","future":1},
+            {"part_kind":"instruction-x","a":[1,2]}],"timestamp":null,"instructions":null,"kind":"request",
+            "run_id":null,"conversation_id":null,"metadata":null,"state":"complete","new_field":{"b":true}}]"#;
+        let msgs = messages_from_json(json).unwrap();
+        let back: Value = serde_json::to_value(&msgs).unwrap();
+        let orig: Value = serde_json::from_str(json).unwrap();
+        assert_eq!(back, orig);
+        match &msgs[0] {
+            ModelMessage::Request(r) => {
+                assert!(matches!(r.parts[1], ModelRequestPart::Other(_)));
+                assert_eq!(r.extra["new_field"]["b"], Value::Bool(true));
+            }
+            ModelMessage::Response(_) => panic!("expected a request"),
+        }
+    }
+
+    #[test]
+    fn wrong_kind_is_rejected() {
+        let err = messages_from_json(r#"[{"parts":[],"kind":"nonsense"}]"#).unwrap_err();
+        assert!(err.to_string().contains("unknown message kind"), "{err}");
+    }
+
+    #[test]
+    fn tool_args_parse() {
+        let call = ToolCallPart::new("t", "", "c");
+        assert!(call.args_as_object().unwrap().is_empty());
+        let call = ToolCallPart::new("t", "[1]", "c");
+        assert!(call.args_as_object().is_err());
+        let call = ToolCallPart::new("t", r#"{"a":1}"#, "c");
+        assert_eq!(call.args_as_object().unwrap()["a"], 1);
+    }
+}
