@@ -17,5 +17,6 @@ pub mod paths;
 pub mod sandbox;
 pub mod session;
 pub mod store;
+pub mod template;
 pub mod terminal_text;
 pub mod tui;

@@ -13,9 +13,9 @@ use crate::capabilities::kit::py_list;
 use crate::capabilities::similarity::closest;
 use crate::capabilities::state::{Citation, CitationRef, EvidenceState};
 use crate::engine::capability::{ToolOutcome, ToolOutput};
-use crate::engine::prompts::fill;
 use crate::store::search::result_from_chunk;
 use crate::store::{DocumentMeta, SearchResult};
+use crate::template::fill;
 
 macro_rules! text {
     ($name:ident, $file:literal) => {

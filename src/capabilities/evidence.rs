@@ -154,7 +154,7 @@ pub fn budget_notice(ns: &str, spent: &[&str], remaining: &[&str], cite: &str) -
     } else {
         include_str!("../../assets/prompts/capabilities/notice_budget_remaining.txt")
     };
-    crate::engine::prompts::fill(
+    crate::template::fill(
         template.trim_end(),
         &[
             ("ns", ns),

@@ -23,7 +23,7 @@ pub const REDIRECT_TAG: &str = "[haiku.rag/citation-redirect]";
 /// The redirect the model receives (ours); ends with [`REDIRECT_TAG`].
 pub fn redirect_text() -> &'static str {
     static TEXT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        crate::engine::prompts::fill(
+        crate::template::fill(
             include_str!("../../assets/prompts/capabilities/citation_redirect.txt").trim_end(),
             &[("tag", REDIRECT_TAG)],
         )

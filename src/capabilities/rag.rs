@@ -19,8 +19,8 @@ use crate::engine::capability::{
     BoxFuture, Capability, CapabilityRun, ForRunContext, RunContext, RunOutcomeView, ToolDef,
     ToolOutcome,
 };
-use crate::engine::prompts::fill;
 use crate::store::Store;
+use crate::template::fill;
 
 /// The exact `from_spec` parameter names (SPEC §13).
 pub use crate::capabilities::evidence::SPEC_PARAMETERS;

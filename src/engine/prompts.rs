@@ -69,14 +69,8 @@ prompt!(
     "output_tool_skipped.txt"
 );
 
-/// Replaces each `{key}` in `template` with its value.
-pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
-    let mut out = template.to_string();
-    for (key, value) in values {
-        out = out.replace(&format!("{{{key}}}"), value);
-    }
-    out
-}
+/// Placeholders are filled by the shared [`crate::template::fill`].
+pub use crate::template::fill;
 
 #[cfg(test)]
 mod tests {

@@ -133,12 +133,12 @@ fn seconds(d: std::time::Duration) -> String {
 /// The stderr of an execution stopped at its time limit (the restart note is added by
 /// the capability).
 pub fn time_limit_message(limit: std::time::Duration) -> String {
-    crate::engine::prompts::fill(time_limit_text(), &[("seconds", &seconds(limit))])
+    crate::template::fill(time_limit_text(), &[("seconds", &seconds(limit))])
 }
 
 /// The stderr of an execution refused because the session's total budget is spent.
 pub fn session_budget_message(total: std::time::Duration) -> String {
-    crate::engine::prompts::fill(session_budget_text(), &[("seconds", &seconds(total))])
+    crate::template::fill(session_budget_text(), &[("seconds", &seconds(total))])
 }
 
 /// The prefix Monty gives its internal errors (`RuntimeError` with no traceback).
@@ -148,7 +148,7 @@ pub const MONTY_INTERNAL_PREFIX: &str = "Internal error in monty: ";
 /// reads as: an ordinary failure naming the construct `code` used that the sandbox
 /// does not support.
 pub fn unsupported_message(detail: &str, code: &str) -> String {
-    use crate::engine::prompts::fill;
+    use crate::template::fill;
     if detail.contains("exceptions can only be called with") {
         return match exception_with_argument(code) {
             Some(name) if name == "SystemExit" => system_exit_text().to_string(),

@@ -28,6 +28,8 @@ mod tests;
 pub use capsule::*;
 pub use rewrite::*;
 
+use crate::template::fill;
+
 /// Fixed id of the compaction capability.
 pub const CAPABILITY_ID: &str = "haiku-rag-evidence-compaction";
 
@@ -66,36 +68,6 @@ pub fn picture_label(chunk_id: &str, self_ref: &str) -> String {
         &[("chunk_id", chunk_id), ("self_ref", self_ref)],
     );
     format!("{text} {RETRIEVED_IMAGE_TAG}")
-}
-
-/// Replaces `{name}` placeholders in one pass, so a value containing a placeholder is
-/// never expanded again. Unknown placeholders are kept.
-fn fill(template: &str, values: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(start) = rest.find('{') {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 1..];
-        let replaced = after.find('}').and_then(|end| {
-            let name = &after[..end];
-            values
-                .iter()
-                .find(|(key, _)| *key == name)
-                .map(|(_, value)| (*value, end))
-        });
-        match replaced {
-            Some((value, end)) => {
-                out.push_str(value);
-                rest = &after[end + 1..];
-            }
-            None => {
-                out.push('{');
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 /// Errors of compaction.

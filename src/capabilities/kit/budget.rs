@@ -6,7 +6,7 @@
 
 use crate::engine::capability::ToolDef;
 use crate::engine::messages::ModelMessage;
-use crate::engine::prompts::fill;
+use crate::template::fill;
 
 /// Requests the cite tool stays offered once the request limit is reached.
 pub const CITATION_GRACE_REQUESTS: usize = 2;

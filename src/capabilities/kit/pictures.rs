@@ -7,8 +7,8 @@ use std::collections::HashSet;
 use base64::Engine as _;
 
 use crate::engine::messages::{BinaryContent, UserContent};
-use crate::engine::prompts::fill;
 use crate::store::SearchResult;
+use crate::template::fill;
 
 /// Marks the label of a picture attached to a search return (machine literal).
 pub const RETRIEVED_IMAGE_TAG: &str = "[haiku.rag/retrieved-image]";

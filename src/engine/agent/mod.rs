@@ -47,9 +47,9 @@ use super::chat::{ChatModel, ModelError};
 use super::events::{OutputSummary, RequestSnapshot, RunUsage};
 use super::messages::{ModelMessage, ToolCallPart, UserContentValue};
 
-pub use deferred::load_capability_tool;
 /// Name of the engine-owned tool that loads a deferred capability (reserved).
 pub use super::capability::LOAD_CAPABILITY_TOOL;
+pub use deferred::load_capability_tool;
 
 /// Why an agent could not be built.
 #[derive(Debug, thiserror::Error)]
