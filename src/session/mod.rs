@@ -16,9 +16,11 @@
 //! or wrote it ([`Session::save_or_keep`] then keeps the conversation beside it).
 
 mod disk;
+mod file;
 pub mod journal;
 pub mod linear;
 mod lock;
+pub mod state_diff;
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -36,7 +38,7 @@ pub use journal::{Policy, journal_path};
 pub use linear::{LinearRequest, RequestTotals, Tables};
 pub use lock::{SessionLock, lock_path};
 
-use linear::StoredRequest;
+use file::{MetaOut, SavedImage, SessionFile, SnapshotOut};
 
 /// Current `groundwork.version`: 2 keeps requests in linear form ([`linear`]); version 1
 /// kept full copies of every request's history, and is converted when read.
@@ -63,67 +65,6 @@ pub struct Session {
     /// What the file holds as this session last read or saved it (for incremental saves).
     #[serde(skip)]
     saved: SavedImage,
-}
-
-/// The [`journal::Image`] of a session; never part of comparisons, copied with the
-/// session.
-#[derive(Default)]
-struct SavedImage(std::sync::Mutex<Option<journal::Image>>);
-
-impl SavedImage {
-    fn get(&self) -> Option<journal::Image> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    fn set(&self, image: Option<journal::Image>) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = image;
-    }
-
-    /// Only the first `messages` messages (and `requests` requests) are still as saved.
-    fn lower(&self, messages: usize, requests: usize) {
-        if let Some(i) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            i.messages_clean = i.messages_clean.min(messages);
-            i.requests_clean = i.requests_clean.min(requests);
-        }
-    }
-}
-
-impl Clone for SavedImage {
-    fn clone(&self) -> Self {
-        SavedImage(std::sync::Mutex::new(self.get()))
-    }
-}
-
-impl PartialEq for SavedImage {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl std::fmt::Debug for SavedImage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SavedImage")
-    }
-}
-
-/// A session as written whole: the session with the snapshot's identity (and the one it
-/// folded) in `groundwork`.
-#[derive(Serialize)]
-struct SnapshotOut<'a> {
-    messages: &'a [ModelMessage],
-    state: &'a Map<String, Value>,
-    groundwork: MetaOut<'a>,
-    #[serde(flatten)]
-    extra: &'a Map<String, Value>,
-}
-
-#[derive(Serialize)]
-struct MetaOut<'a> {
-    #[serde(flatten)]
-    meta: &'a GroundworkMeta,
-    snapshot: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    previous_snapshot: Option<&'a str>,
 }
 
 /// Groundwork's part of a session file.
@@ -175,126 +116,6 @@ impl Default for GroundworkMeta {
 
 fn tables_empty(t: &Tables) -> bool {
     t.instructions.is_empty() && t.tool_sets.is_empty() && t.texts.is_empty()
-}
-
-/// A session file as read, before version-1 requests are converted. Read key by key
-/// (not through `#[serde(flatten)]`, which would buffer the whole history first).
-struct SessionFile {
-    messages: Vec<ModelMessage>,
-    state: Map<String, Value>,
-    groundwork: Option<GroundworkFile>,
-    extra: Map<String, Value>,
-}
-
-impl<'de> Deserialize<'de> for SessionFile {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = SessionFile;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a session object with `messages`")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<SessionFile, A::Error> {
-                let mut messages = None;
-                let mut state = None;
-                let mut groundwork = None;
-                let mut extra = Map::new();
-                while let Some(key) = map.next_key::<String>()? {
-                    match key.as_str() {
-                        "messages" => messages = Some(map.next_value()?),
-                        "state" => state = Some(map.next_value::<Option<_>>()?.unwrap_or_default()),
-                        "groundwork" => groundwork = map.next_value()?,
-                        _ => {
-                            extra.insert(key, map.next_value()?);
-                        }
-                    }
-                }
-                Ok(SessionFile {
-                    messages: messages
-                        .ok_or_else(|| serde::de::Error::missing_field("messages"))?,
-                    state: state.unwrap_or_default(),
-                    groundwork,
-                    extra,
-                })
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
-#[derive(Deserialize)]
-struct GroundworkFile {
-    #[serde(default)]
-    model: Option<String>,
-    created_at: DateTime<Utc>,
-    #[serde(default)]
-    requests: Vec<StoredRequest>,
-    #[serde(default)]
-    tables: Tables,
-    #[serde(default)]
-    timings: Vec<RunTiming>,
-    #[serde(default)]
-    scripted_demo: bool,
-    #[serde(default)]
-    labels: Map<String, Value>,
-    #[serde(flatten)]
-    extra: Map<String, Value>,
-}
-
-impl From<SessionFile> for Session {
-    fn from(f: SessionFile) -> Session {
-        let mut session = Session {
-            messages: f.messages,
-            state: f.state,
-            groundwork: GroundworkMeta::default(),
-            extra: f.extra,
-            saved: SavedImage::default(),
-        };
-        let Some(g) = f.groundwork else {
-            return session;
-        };
-        let mut extra = g.extra;
-        extra.remove("version");
-        extra.remove("snapshot");
-        extra.remove("previous_snapshot");
-        session.groundwork = GroundworkMeta {
-            version: SESSION_FORMAT_VERSION,
-            model: g.model,
-            created_at: g.created_at,
-            requests: Vec::new(),
-            tables: g.tables,
-            timings: g.timings,
-            scripted_demo: g.scripted_demo,
-            labels: g.labels,
-            extra,
-        };
-        // Version 1 (full copies) is converted against the history, in order.
-        let mut encoder = None;
-        for r in g.requests {
-            match r {
-                StoredRequest::Linear(l) => {
-                    encoder = None;
-                    session.groundwork.requests.push(*l);
-                }
-                StoredRequest::Full(snap) => {
-                    let enc = encoder.get_or_insert_with(|| {
-                        linear::Encoder::after(&session.groundwork.requests)
-                    });
-                    let l = enc.encode(
-                        &session.groundwork.requests,
-                        &snap,
-                        &session.messages,
-                        &mut session.groundwork.tables,
-                    );
-                    session.groundwork.requests.push(l);
-                }
-            }
-        }
-        session
-    }
 }
 
 /// Timing of one committed run.

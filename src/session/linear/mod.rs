@@ -25,6 +25,12 @@ use crate::engine::chat::{estimate_message_tokens, estimate_tokens};
 use crate::engine::events::{RequestSnapshot, TokenCounts};
 use crate::engine::messages::ModelMessage;
 
+mod edit;
+mod read;
+
+pub use edit::{Edit, PartSrc};
+pub use read::{RequestTotals, TokenPrefix, snapshot, snapshots, totals};
+
 /// A request's stored history: `messages[..upto]` with `patches` in place of the
 /// messages the committed history no longer holds in that form, then `extra`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,134 +55,6 @@ pub enum Piece {
     Sent(Box<ModelMessage>),
     /// A message sent in place of raw message `base`, as a change to it.
     Edit(Box<Edit>),
-}
-
-/// A rewritten message as a change to the stored one it replaced: its parts (each a
-/// part of the stored message, by index, or a new part) and the other fields that
-/// differ.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Edit {
-    /// The raw message it replaced.
-    pub base: usize,
-    /// Its parts.
-    pub parts: Vec<PartSrc>,
-    /// Fields (other than `parts`) set to another value.
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
-    pub set: serde_json::Map<String, Value>,
-    /// Fields of the stored message it does not have.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unset: Vec<String>,
-}
-
-/// One part of an edited message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PartSrc {
-    /// The stored message's part at this index.
-    Same(usize),
-    /// A new part.
-    New(Value),
-    /// A new part whose long `content` is text `.0` of the text table (a capsule is
-    /// sent again with every request of a question, in a new part each time).
-    Text(usize, Value),
-}
-
-/// Contents at least this long are kept once, in the text table.
-const SHARED_TEXT: usize = 256;
-
-impl Edit {
-    /// `sent` as a change to `base` (message `index` of the raw history), if that is
-    /// smaller than writing it out.
-    fn of(
-        index: usize,
-        base: &ModelMessage,
-        sent: &ModelMessage,
-        tables: &mut Tables,
-    ) -> Option<Edit> {
-        let (Ok(Value::Object(b)), Ok(Value::Object(s))) =
-            (serde_json::to_value(base), serde_json::to_value(sent))
-        else {
-            return None;
-        };
-        let empty = Vec::new();
-        let base_parts = b.get("parts").and_then(Value::as_array).unwrap_or(&empty);
-        let parts = s
-            .get("parts")
-            .and_then(Value::as_array)?
-            .iter()
-            .map(|p| match base_parts.iter().position(|q| q == p) {
-                Some(k) => PartSrc::Same(k),
-                None => match p.get("content") {
-                    Some(Value::String(text)) if text.len() >= SHARED_TEXT => {
-                        let mut rest = p.clone();
-                        rest["content"] = Value::Null;
-                        PartSrc::Text(index_of(&mut tables.texts, text), rest)
-                    }
-                    _ => PartSrc::New(p.clone()),
-                },
-            })
-            .collect();
-        let set = s
-            .iter()
-            .filter(|(k, v)| k.as_str() != "parts" && b.get(*k) != Some(v))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let unset = b.keys().filter(|k| !s.contains_key(*k)).cloned().collect();
-        let edit = Edit {
-            base: index,
-            parts,
-            set,
-            unset,
-        };
-        // Only when it is the same message again and smaller.
-        (edit.apply(base, tables).as_ref() == Some(sent)
-            && serde_json::to_vec(&edit).ok()?.len() < serde_json::to_vec(sent).ok()?.len())
-        .then_some(edit)
-    }
-
-    /// The message, given the stored one it replaced.
-    fn apply(&self, base: &ModelMessage, tables: &Tables) -> Option<ModelMessage> {
-        let Ok(Value::Object(b)) = serde_json::to_value(base) else {
-            return None;
-        };
-        let empty = Vec::new();
-        let base_parts = b.get("parts").and_then(Value::as_array).unwrap_or(&empty);
-        let parts: Vec<Value> = self
-            .parts
-            .iter()
-            .map(|p| match p {
-                PartSrc::Same(k) => base_parts.get(*k).cloned().unwrap_or(Value::Null),
-                PartSrc::New(v) => v.clone(),
-                PartSrc::Text(t, rest) => {
-                    let mut p = rest.clone();
-                    p["content"] = Value::String(tables.texts.get(*t).cloned().unwrap_or_default());
-                    p
-                }
-            })
-            .collect();
-        // Keys in the order the message has them.
-        let mut out = serde_json::Map::new();
-        for (k, v) in &b {
-            if self.unset.contains(k) {
-                continue;
-            }
-            let v = if k == "parts" {
-                Value::Array(parts.clone())
-            } else {
-                self.set.get(k).cloned().unwrap_or_else(|| v.clone())
-            };
-            out.insert(k.clone(), v);
-        }
-        for (k, v) in &self.set {
-            if !out.contains_key(k) {
-                out.insert(k.clone(), v.clone());
-            }
-        }
-        if !out.contains_key("parts") {
-            out.insert("parts".into(), Value::Array(parts));
-        }
-        serde_json::from_value(Value::Object(out)).ok()
-    }
 }
 
 /// One model request in linear form.
@@ -205,7 +83,7 @@ pub struct LinearRequest {
     pub sent_tokens: Option<TokenCounts>,
 }
 
-fn is_zero(n: &usize) -> bool {
+pub(super) fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
@@ -257,7 +135,7 @@ pub struct Tables {
     pub texts: Vec<String>,
 }
 
-fn index_of<T: PartialEq + Clone>(table: &mut Vec<T>, value: &T) -> usize {
+pub(super) fn index_of<T: PartialEq + Clone>(table: &mut Vec<T>, value: &T) -> usize {
     // The newest entries are the likeliest.
     if let Some(i) = table.iter().rposition(|x| x == value) {
         return i;
@@ -268,7 +146,7 @@ fn index_of<T: PartialEq + Clone>(table: &mut Vec<T>, value: &T) -> usize {
 
 /// Where one sent message comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Src {
+pub(super) enum Src {
     /// Messages `a..b` of the request's own raw history.
     Raw(usize, usize),
     /// Tail piece `piece` of request `request` (a rewritten message).
@@ -286,7 +164,7 @@ impl Src {
 
 /// A request's sent list as runs of sources.
 #[derive(Debug, Clone, Default)]
-struct SentList {
+pub(super) struct SentList {
     runs: Vec<Src>,
     len: usize,
 }
@@ -344,7 +222,7 @@ impl SentList {
     }
 }
 
-fn sent_message<'a>(
+pub(super) fn sent_message<'a>(
     requests: &'a [LinearRequest],
     raw: &'a [ModelMessage],
     tables: &Tables,
@@ -366,7 +244,7 @@ fn sent_message<'a>(
 }
 
 /// The sent list of request `n` (walking the changes from the first request).
-fn sent_list(requests: &[LinearRequest], n: usize) -> SentList {
+pub(super) fn sent_list(requests: &[LinearRequest], n: usize) -> SentList {
     let mut list = SentList::default();
     for (i, r) in requests.iter().enumerate().take(n + 1) {
         list.apply(i, r);
@@ -376,7 +254,7 @@ fn sent_list(requests: &[LinearRequest], n: usize) -> SentList {
 
 /// `sent` as pieces of `raw`, each sent message looked for near where the last one was
 /// found (compaction rewrites or inserts a few messages in place).
-fn pieces(
+pub(super) fn pieces(
     raw: &[ModelMessage],
     sent: &[ModelMessage],
     mut cursor: usize,
@@ -561,212 +439,6 @@ impl LinearRequest {
             if let Err(at) = raw.patches.binary_search_by_key(&j, |(k, _)| *k) {
                 raw.patches.insert(at, (j, old[j].clone()));
             }
-        }
-    }
-}
-
-/// Request `n` (0-based) of `requests` in full, as it was recorded.
-pub fn snapshot(
-    requests: &[LinearRequest],
-    n: usize,
-    messages: &[ModelMessage],
-    tables: &Tables,
-) -> Option<RequestSnapshot> {
-    let r = requests.get(n)?;
-    let list = sent_list(requests, n);
-    Some(build(requests, r, &list, messages, tables))
-}
-
-fn build(
-    requests: &[LinearRequest],
-    r: &LinearRequest,
-    list: &SentList,
-    messages: &[ModelMessage],
-    tables: &Tables,
-) -> RequestSnapshot {
-    let raw = r.raw(messages);
-    let mut compacted = Vec::with_capacity(list.len);
-    for src in &list.runs {
-        match *src {
-            Src::Raw(a, b) => compacted.extend_from_slice(&raw[a.min(raw.len())..b.min(raw.len())]),
-            other => compacted
-                .extend(sent_message(requests, &raw, tables, other).map(|m| m.into_owned())),
-        }
-    }
-    let instructions = tables
-        .instructions
-        .get(r.instructions)
-        .cloned()
-        .unwrap_or_default();
-    RequestSnapshot {
-        run_id: r.run_id.clone(),
-        request: r.request,
-        raw_tokens: r
-            .raw_tokens
-            .clone()
-            .unwrap_or_else(|| TokenCounts::estimate(&instructions, &raw)),
-        compacted_tokens: r
-            .sent_tokens
-            .clone()
-            .unwrap_or_else(|| TokenCounts::estimate(&instructions, &compacted)),
-        tools: tables.tool_sets.get(r.tools).cloned().unwrap_or_default(),
-        instructions,
-        raw,
-        compacted,
-    }
-}
-
-/// Every request in full, in one pass.
-pub fn snapshots<'a>(
-    requests: &'a [LinearRequest],
-    messages: &'a [ModelMessage],
-    tables: &'a Tables,
-) -> impl Iterator<Item = RequestSnapshot> + 'a {
-    let mut list = SentList::default();
-    requests.iter().enumerate().map(move |(i, r)| {
-        list.apply(i, r);
-        build(requests, r, &list, messages, tables)
-    })
-}
-
-/// Token estimates of the committed messages as prefix sums, for request summaries
-/// without rebuilding every request.
-pub struct TokenPrefix(Vec<usize>);
-
-impl TokenPrefix {
-    /// Over `messages`.
-    pub fn new(messages: &[ModelMessage]) -> Self {
-        let mut sums = Vec::with_capacity(messages.len() + 1);
-        let mut total = 0;
-        sums.push(0);
-        for m in messages {
-            total += estimate_message_tokens(m);
-            sums.push(total);
-        }
-        TokenPrefix(sums)
-    }
-
-    fn range(&self, a: usize, b: usize) -> usize {
-        let n = self.0.len() - 1;
-        self.0[b.min(n)] - self.0[a.min(n)]
-    }
-}
-
-/// What the overview of a request needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestTotals {
-    /// Messages in the stored history.
-    pub raw_messages: usize,
-    /// Raw token estimate.
-    pub raw_tokens: usize,
-    /// Sent token estimate.
-    pub sent_tokens: usize,
-    /// Tools offered.
-    pub tools: usize,
-}
-
-/// The overview figures of every request, in one pass and without rebuilding any.
-pub fn totals(
-    requests: &[LinearRequest],
-    messages: &[ModelMessage],
-    tables: &Tables,
-) -> Vec<RequestTotals> {
-    let prefix = TokenPrefix::new(messages);
-    let mut list = SentList::default();
-    let mut out = Vec::with_capacity(requests.len());
-    // A rewritten message is sent by many requests; each is estimated once.
-    let mut rewritten: std::collections::HashMap<(usize, usize), usize> = Default::default();
-    for (i, r) in requests.iter().enumerate() {
-        list.apply(i, r);
-        let instructions = tables
-            .instructions
-            .get(r.instructions)
-            .map_or(0, |i| estimate_tokens(i));
-        let upto = r.raw.upto.min(prefix.0.len() - 1);
-        let extra: Vec<usize> = r.raw.extra.iter().map(estimate_message_tokens).collect();
-        let raw_len = upto + extra.len();
-        let patched: Vec<(usize, isize)> = r
-            .raw
-            .patches
-            .iter()
-            .filter(|(j, _)| *j < upto)
-            .map(|(j, m)| {
-                let committed = prefix.range(*j, j + 1) as isize;
-                (*j, estimate_message_tokens(m) as isize - committed)
-            })
-            .collect();
-        // Tokens of raw[a..b]: the shared prefix (with its patches), then `extra`.
-        let raw_range = |a: usize, b: usize| -> usize {
-            let b = b.min(raw_len);
-            let a = a.min(b);
-            let shared = prefix.range(a.min(upto), b.min(upto)) as isize
-                + patched
-                    .iter()
-                    .filter(|(j, _)| *j >= a && *j < b)
-                    .map(|(_, d)| d)
-                    .sum::<isize>();
-            let (ea, eb) = (a.max(upto) - upto, b.max(upto) - upto);
-            shared.max(0) as usize + extra[ea..eb].iter().sum::<usize>()
-        };
-        let sent: usize = list
-            .runs
-            .iter()
-            .map(|src| match *src {
-                Src::Raw(a, b) => raw_range(a, b),
-                Src::Sent { request, piece } => *rewritten
-                    .entry((request, piece))
-                    .or_insert_with(|| sent_tokens_of(requests, messages, tables, r, *src)),
-            })
-            .sum();
-        out.push(RequestTotals {
-            raw_messages: raw_len,
-            raw_tokens: r
-                .raw_tokens
-                .as_ref()
-                .map_or(instructions + raw_range(0, raw_len), |t| t.total),
-            sent_tokens: r
-                .sent_tokens
-                .as_ref()
-                .map_or(instructions + sent, |t| t.total),
-            tools: tables.tool_sets.get(r.tools).map_or(0, Vec::len),
-        });
-    }
-    out
-}
-
-/// Tokens of a rewritten message kept from an earlier request (an edit needs this
-/// request's raw history; only the one message is rebuilt).
-fn sent_tokens_of(
-    requests: &[LinearRequest],
-    messages: &[ModelMessage],
-    tables: &Tables,
-    r: &LinearRequest,
-    src: Src,
-) -> usize {
-    let Src::Sent { request, piece } = src else {
-        return 0;
-    };
-    match requests.get(request).and_then(|q| q.tail.get(piece)) {
-        Some(Piece::Sent(m)) => estimate_message_tokens(m),
-        Some(Piece::Edit(e)) => r
-            .raw_message(messages, e.base)
-            .and_then(|b| e.apply(&b, tables))
-            .map_or(0, |m| estimate_message_tokens(&m)),
-        _ => 0,
-    }
-}
-
-impl LinearRequest {
-    /// Message `j` of this request's raw history.
-    fn raw_message(&self, messages: &[ModelMessage], j: usize) -> Option<ModelMessage> {
-        if let Some((_, m)) = self.raw.patches.iter().find(|(k, _)| *k == j) {
-            return Some(m.clone());
-        }
-        let upto = self.raw.upto.min(messages.len());
-        if j < upto {
-            messages.get(j).cloned()
-        } else {
-            self.raw.extra.get(j - upto).cloned()
         }
     }
 }

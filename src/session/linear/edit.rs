@@ -1,0 +1,136 @@
+//! A rewritten message kept as a change to the stored message it replaced (its parts by
+//! index into the stored one, new parts, long texts in the text table).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Tables, index_of};
+use crate::engine::messages::ModelMessage;
+
+/// A rewritten message as a change to the stored one it replaced: its parts (each a
+/// part of the stored message, by index, or a new part) and the other fields that
+/// differ.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Edit {
+    /// The raw message it replaced.
+    pub base: usize,
+    /// Its parts.
+    pub parts: Vec<PartSrc>,
+    /// Fields (other than `parts`) set to another value.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub set: serde_json::Map<String, Value>,
+    /// Fields of the stored message it does not have.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unset: Vec<String>,
+}
+
+/// One part of an edited message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartSrc {
+    /// The stored message's part at this index.
+    Same(usize),
+    /// A new part.
+    New(Value),
+    /// A new part whose long `content` is text `.0` of the text table (a capsule is
+    /// sent again with every request of a question, in a new part each time).
+    Text(usize, Value),
+}
+
+/// Contents at least this long are kept once, in the text table.
+const SHARED_TEXT: usize = 256;
+
+impl Edit {
+    /// `sent` as a change to `base` (message `index` of the raw history), if that is
+    /// smaller than writing it out.
+    pub(super) fn of(
+        index: usize,
+        base: &ModelMessage,
+        sent: &ModelMessage,
+        tables: &mut Tables,
+    ) -> Option<Edit> {
+        let (Ok(Value::Object(b)), Ok(Value::Object(s))) =
+            (serde_json::to_value(base), serde_json::to_value(sent))
+        else {
+            return None;
+        };
+        let empty = Vec::new();
+        let base_parts = b.get("parts").and_then(Value::as_array).unwrap_or(&empty);
+        let parts = s
+            .get("parts")
+            .and_then(Value::as_array)?
+            .iter()
+            .map(|p| match base_parts.iter().position(|q| q == p) {
+                Some(k) => PartSrc::Same(k),
+                None => match p.get("content") {
+                    Some(Value::String(text)) if text.len() >= SHARED_TEXT => {
+                        let mut rest = p.clone();
+                        rest["content"] = Value::Null;
+                        PartSrc::Text(index_of(&mut tables.texts, text), rest)
+                    }
+                    _ => PartSrc::New(p.clone()),
+                },
+            })
+            .collect();
+        let set = s
+            .iter()
+            .filter(|(k, v)| k.as_str() != "parts" && b.get(*k) != Some(v))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let unset = b.keys().filter(|k| !s.contains_key(*k)).cloned().collect();
+        let edit = Edit {
+            base: index,
+            parts,
+            set,
+            unset,
+        };
+        // Only when it is the same message again and smaller.
+        (edit.apply(base, tables).as_ref() == Some(sent)
+            && serde_json::to_vec(&edit).ok()?.len() < serde_json::to_vec(sent).ok()?.len())
+        .then_some(edit)
+    }
+
+    /// The message, given the stored one it replaced.
+    pub(super) fn apply(&self, base: &ModelMessage, tables: &Tables) -> Option<ModelMessage> {
+        let Ok(Value::Object(b)) = serde_json::to_value(base) else {
+            return None;
+        };
+        let empty = Vec::new();
+        let base_parts = b.get("parts").and_then(Value::as_array).unwrap_or(&empty);
+        let parts: Vec<Value> = self
+            .parts
+            .iter()
+            .map(|p| match p {
+                PartSrc::Same(k) => base_parts.get(*k).cloned().unwrap_or(Value::Null),
+                PartSrc::New(v) => v.clone(),
+                PartSrc::Text(t, rest) => {
+                    let mut p = rest.clone();
+                    p["content"] = Value::String(tables.texts.get(*t).cloned().unwrap_or_default());
+                    p
+                }
+            })
+            .collect();
+        // Keys in the order the message has them.
+        let mut out = serde_json::Map::new();
+        for (k, v) in &b {
+            if self.unset.contains(k) {
+                continue;
+            }
+            let v = if k == "parts" {
+                Value::Array(parts.clone())
+            } else {
+                self.set.get(k).cloned().unwrap_or_else(|| v.clone())
+            };
+            out.insert(k.clone(), v);
+        }
+        for (k, v) in &self.set {
+            if !out.contains_key(k) {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        if !out.contains_key("parts") {
+            out.insert("parts".into(), Value::Array(parts));
+        }
+        serde_json::from_value(Value::Object(out)).ok()
+    }
+}
