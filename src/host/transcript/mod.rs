@@ -5,6 +5,11 @@
 //! identity is that message's index in the history (SPEC §0.2: the message count before
 //! the question). Everything up to the next question belongs to it.
 
+mod export;
+mod filter;
+mod ledger;
+mod tools;
+
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -21,6 +26,14 @@ use crate::engine::messages::{
 
 /// The tag that marks the policy's redirect message (SPEC §10).
 pub use crate::capabilities::policy::REDIRECT_TAG;
+
+pub use export::{to_json, to_markdown};
+pub use filter::{
+    apply_document_filter, document_filter, document_filter_sql, set_document_filter,
+};
+pub use ledger::{LedgerChunk, LedgerRow};
+use ledger::{ledger_row, past_status};
+pub use tools::{result_ids, tool_summary};
 
 /// How a tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -141,38 +154,6 @@ impl Turn {
     }
 }
 
-/// A retrieved or cited chunk in the ledger.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LedgerChunk {
-    pub capability: String,
-    pub chunk_id: String,
-    /// Display number when cited.
-    pub index: Option<i64>,
-    pub document_id: Option<String>,
-    /// Title or URI when known.
-    pub document: Option<String>,
-    pub pages: Vec<i64>,
-    pub content: Option<String>,
-    pub picture_refs: Vec<String>,
-}
-
-/// One row of the citation ledger: one question.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LedgerRow {
-    pub question: u64,
-    pub prompt: String,
-    pub status: CitationStatus,
-    pub redirected: bool,
-    pub violation: bool,
-    pub cited: Vec<LedgerChunk>,
-    /// Retrieved for this question but not cited.
-    pub uncited: Vec<LedgerChunk>,
-    pub searches: usize,
-    pub executions: usize,
-    /// The answer was cut off at the token limit.
-    pub cut_off: bool,
-}
-
 /// The whole conversation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Transcript {
@@ -218,43 +199,6 @@ fn user_prompt(m: &ModelMessage) -> Option<String> {
         })
         .collect();
     (!texts.is_empty()).then(|| texts.join("\n"))
-}
-
-/// One line describing a tool call, as a tool row shows it.
-pub fn tool_summary(name: &str, args: &str) -> String {
-    let parsed: Option<Map<String, Value>> = serde_json::from_str(args).ok();
-    let one_line = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-    match (name, &parsed) {
-        (rag::SEARCH_TOOL | analysis::SEARCH_TOOL, Some(m)) => match m.get("query") {
-            Some(Value::String(q)) => format!("\"{}\"", one_line(q)),
-            _ => one_line(args),
-        },
-        (analysis::EXECUTE_TOOL, Some(m)) => match m.get("code") {
-            Some(Value::String(code)) => code
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .trim()
-                .chars()
-                .take(120)
-                .collect(),
-            _ => one_line(args),
-        },
-        (rag::CITE_TOOL | analysis::CITE_TOOL, Some(m)) => match m.get("chunk_ids") {
-            Some(Value::Array(ids)) if ids.is_empty() => "no chunks (ungrounded)".into(),
-            Some(Value::Array(ids)) => ids
-                .iter()
-                .map(|v| {
-                    v.as_str()
-                        .map(String::from)
-                        .unwrap_or_else(|| v.to_string())
-                })
-                .collect::<Vec<_>>()
-                .join(", "),
-            _ => one_line(args),
-        },
-        _ => one_line(args).chars().take(160).collect(),
-    }
 }
 
 /// The tag of pictures attached to search results (SPEC §5).
@@ -338,127 +282,6 @@ impl Transcript {
             turns.push(turn);
         }
         Transcript { turns, ledger }
-    }
-}
-
-/// A past question's status from its history: cited chunks → grounded; a successful cite
-/// with no chunks → ungrounded; otherwise missing.
-fn past_status(turn: &Turn) -> CitationStatus {
-    if !turn.citations.is_empty() {
-        return CitationStatus::Grounded;
-    }
-    let cited_nothing = turn.steps.iter().any(|s| {
-        matches!(s.name.as_str(), rag::CITE_TOOL | analysis::CITE_TOOL)
-            && s.status == StepStatus::Ok
-            && s.summary == "no chunks (ungrounded)"
-    });
-    if cited_nothing {
-        CitationStatus::Ungrounded
-    } else {
-        CitationStatus::Missing
-    }
-}
-
-fn ledger_row(
-    turn: &Turn,
-    states: &[EvidenceState],
-    status: CitationStatus,
-    violation: bool,
-) -> LedgerRow {
-    let q = turn.question;
-    let mut cited = Vec::new();
-    let mut uncited = Vec::new();
-    for s in states {
-        let ns = s.kind_namespace();
-        for (id, occ) in s.evidence.occurrences.iter() {
-            let is_cited = occ.cited_in_questions.contains(&q);
-            if !is_cited && !occ.retrieved_in_questions.contains(&q) {
-                continue;
-            }
-            let citation = s.citation_index.get(id);
-            let result = s
-                .searches
-                .values()
-                .flatten()
-                .find(|r| r.chunk_id.as_deref() == Some(id));
-            let chunk = LedgerChunk {
-                capability: ns.to_string(),
-                chunk_id: id.to_string(),
-                index: citation.and_then(|c| c.index),
-                document_id: citation
-                    .map(|c| c.document_id.clone())
-                    .or_else(|| result.and_then(|r| r.document_id.clone())),
-                document: citation
-                    .map(|c| {
-                        c.document_title
-                            .clone()
-                            .filter(|t| !t.is_empty())
-                            .unwrap_or_else(|| c.document_uri.clone())
-                    })
-                    .or_else(|| {
-                        result.and_then(|r| r.document_title.clone().or(r.document_uri.clone()))
-                    }),
-                pages: citation
-                    .map(|c| c.page_numbers.clone())
-                    .or_else(|| result.map(|r| r.page_numbers.clone()))
-                    .unwrap_or_default(),
-                content: citation
-                    .map(|c| c.content.clone())
-                    .or_else(|| result.map(|r| r.content.clone())),
-                picture_refs: citation.map(|c| c.picture_refs.clone()).unwrap_or_default(),
-            };
-            if is_cited {
-                cited.push(chunk);
-            } else {
-                uncited.push(chunk);
-            }
-        }
-    }
-    // Retrieved in this question's searches (read from its tool results) but not cited.
-    for (cap, id, source) in &turn.retrieved {
-        let known = cited
-            .iter()
-            .chain(uncited.iter())
-            .any(|c| &c.chunk_id == id);
-        if known {
-            continue;
-        }
-        let citation = states.iter().find_map(|s| s.citation_index.get(id));
-        uncited.push(LedgerChunk {
-            capability: cap.clone(),
-            chunk_id: id.clone(),
-            index: None,
-            document_id: citation.map(|c| c.document_id.clone()),
-            document: citation
-                .map(|c| {
-                    c.document_title
-                        .clone()
-                        .unwrap_or_else(|| c.document_uri.clone())
-                })
-                .or_else(|| source.clone()),
-            pages: citation.map(|c| c.page_numbers.clone()).unwrap_or_default(),
-            content: citation.map(|c| c.content.clone()),
-            picture_refs: Vec::new(),
-        });
-    }
-    cited.sort_by_key(|c| c.index.unwrap_or(i64::MAX));
-    let count = |names: &[&str]| {
-        turn.steps
-            .iter()
-            .filter(|s| names.contains(&s.name.as_str()))
-            .count()
-    };
-    LedgerRow {
-        question: q,
-        prompt: turn.prompt.clone(),
-        status,
-        redirected: turn.redirected,
-        violation,
-        cited,
-        uncited,
-        searches: count(&[rag::SEARCH_TOOL, analysis::SEARCH_TOOL]),
-        executions: count(&[analysis::EXECUTE_TOOL]),
-        cut_off: turn.cut_off,
     }
 }
 
@@ -548,96 +371,6 @@ pub fn fill_turn(turn: &mut Turn, messages: &[ModelMessage]) {
     }
 }
 
-/// The chunk ids (and `Source:` lines) of a search tool's text: each result block starts
-/// with `[chunk_id]`, optionally followed by ` [rank i of n]`.
-pub fn result_ids(text: &str) -> Vec<(String, Option<String>)> {
-    let lines: Vec<&str> = text.lines().collect();
-    let mut out = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let Some(rest) = line.strip_prefix('[') else {
-            continue;
-        };
-        let Some(end) = rest.find(']') else {
-            continue;
-        };
-        let id = &rest[..end];
-        let after = &rest[end + 1..];
-        if id.is_empty() || id.contains(' ') || !(after.is_empty() || after.starts_with(" [rank")) {
-            continue;
-        }
-        let source = lines
-            .iter()
-            .skip(i + 1)
-            .take(3)
-            .find_map(|l| l.strip_prefix("Source: "))
-            .map(|s| {
-                let s = s.trim();
-                // `"Title" > heading > ...`: the quoted title.
-                match s.strip_prefix('"').and_then(|r| r.split_once('"')) {
-                    Some((title, _)) => title.to_string(),
-                    None => s.to_string(),
-                }
-            });
-        out.push((id.to_string(), source));
-    }
-    out
-}
-
-/// The conversation as Markdown: questions, answers, tool calls and sources.
-pub fn to_markdown(t: &Transcript, title: &str) -> String {
-    let mut out = format!("# {title}\n\n");
-    for (turn, row) in t.turns.iter().zip(&t.ledger) {
-        out.push_str(&format!("## Question\n\n{}\n\n", turn.prompt.trim()));
-        if !turn.steps.is_empty() {
-            out.push_str("**Tool calls**\n\n");
-            for s in &turn.steps {
-                let mark = match s.status {
-                    StepStatus::Ok => "✓",
-                    StepStatus::Failed => "✗",
-                    StepStatus::Running => "…",
-                };
-                out.push_str(&format!("- {mark} `{}` {}\n", s.name, s.summary));
-            }
-            out.push('\n');
-        }
-        out.push_str(&format!("## Answer\n\n{}\n\n", turn.answer.trim()));
-        if turn.cut_off {
-            out.push_str("*The answer was cut off at the model's token limit.*\n\n");
-        }
-        out.push_str(&format!(
-            "*Citation status: {}{}{}*\n\n",
-            row.status.as_str(),
-            if row.redirected { ", redirected" } else { "" },
-            if row.violation {
-                ", violation recorded"
-            } else {
-                ""
-            }
-        ));
-        if let Some(code) = &turn.program {
-            out.push_str(&format!(
-                "**Program**\n\n```python\n{}\n```\n\n",
-                code.trim_end()
-            ));
-        }
-        if !turn.citations.is_empty() {
-            out.push_str(&format!("**Sources ({})**\n\n", turn.citations.len()));
-            for c in &turn.citations {
-                out.push_str(&format!("- {} `{}`\n", c.title(), c.chunk_id));
-                if !c.headings.is_empty() {
-                    out.push_str(&format!("  Section: {}\n", c.headings.join(" > ")));
-                }
-                let excerpt: String = c.content.chars().take(500).collect();
-                for line in excerpt.lines() {
-                    out.push_str(&format!("  > {line}\n"));
-                }
-            }
-            out.push('\n');
-        }
-    }
-    out
-}
-
 trait Namespace {
     fn kind_namespace(&self) -> &'static str;
 }
@@ -650,82 +383,4 @@ impl Namespace for EvidenceState {
             StateKind::Rag.namespace()
         }
     }
-}
-
-/// The SQL filter haiku.rag's document filter builds from selected document labels: per
-/// name a case-insensitive `LIKE` on `uri` or `title`, plus the same with spaces removed;
-/// several names joined by `OR`. No names → no filter.
-pub fn document_filter_sql(names: &[String]) -> Option<String> {
-    let clauses: Vec<String> = names
-        .iter()
-        .map(|name| {
-            let esc = name.replace('\'', "''");
-            let squeezed = esc.replace(' ', "");
-            let mut parts = vec![
-                format!("LOWER(uri) LIKE LOWER('%{esc}%')"),
-                format!("LOWER(title) LIKE LOWER('%{esc}%')"),
-            ];
-            if squeezed != esc {
-                parts.push(format!("LOWER(uri) LIKE LOWER('%{squeezed}%')"));
-                parts.push(format!("LOWER(title) LIKE LOWER('%{squeezed}%')"));
-            }
-            parts.join(" OR ")
-        })
-        .collect();
-    match clauses.len() {
-        0 => None,
-        1 => Some(clauses.into_iter().next().unwrap_or_default()),
-        _ => Some(
-            clauses
-                .iter()
-                .map(|c| format!("({c})"))
-                .collect::<Vec<_>>()
-                .join(" OR "),
-        ),
-    }
-}
-
-/// Writes `filter` into `document_filter` of every evidence state present.
-pub fn set_document_filter(state: &mut Map<String, Value>, filter: Option<&str>) {
-    for ns in [StateKind::Rag.namespace(), StateKind::Analysis.namespace()] {
-        if let Some(Value::Object(s)) = state.get_mut(ns) {
-            s.insert(
-                "document_filter".into(),
-                filter.map_or(Value::Null, |f| Value::String(f.to_string())),
-            );
-        }
-    }
-}
-
-/// Applies the document filter chosen from `labels` (haiku.rag's SQL, see
-/// [`document_filter_sql`]) to the session state: the RAG state is created when absent,
-/// then every evidence state present gets the filter (none when `labels` is empty).
-pub fn apply_document_filter(state: &mut Map<String, Value>, labels: &[String]) {
-    let sql = document_filter_sql(labels);
-    if !state.contains_key(StateKind::Rag.namespace()) {
-        state.insert(
-            StateKind::Rag.namespace().into(),
-            EvidenceState::empty(StateKind::Rag).to_value(),
-        );
-    }
-    set_document_filter(state, sql.as_deref());
-}
-
-/// The document filter of the session state (the RAG state's), if any.
-pub fn document_filter(state: &Map<String, Value>) -> Option<String> {
-    state
-        .get(StateKind::Rag.namespace())
-        .and_then(|s| s.get("document_filter"))
-        .and_then(|v| v.as_str())
-        .map(String::from)
-}
-
-/// The JSON export: the transcript plus the session's raw messages and state.
-pub fn to_json(t: &Transcript, messages: &[ModelMessage], state: &Map<String, Value>) -> Value {
-    serde_json::json!({
-        "turns": t.turns,
-        "ledger": t.ledger,
-        "messages": messages,
-        "state": state,
-    })
 }

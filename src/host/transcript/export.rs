@@ -1,0 +1,72 @@
+//! The conversation as an export: Markdown for reading, JSON with the raw session.
+
+use serde_json::{Map, Value};
+
+use crate::engine::messages::ModelMessage;
+
+use super::{StepStatus, Transcript};
+
+/// The conversation as Markdown: questions, answers, tool calls and sources.
+pub fn to_markdown(t: &Transcript, title: &str) -> String {
+    let mut out = format!("# {title}\n\n");
+    for (turn, row) in t.turns.iter().zip(&t.ledger) {
+        out.push_str(&format!("## Question\n\n{}\n\n", turn.prompt.trim()));
+        if !turn.steps.is_empty() {
+            out.push_str("**Tool calls**\n\n");
+            for s in &turn.steps {
+                let mark = match s.status {
+                    StepStatus::Ok => "✓",
+                    StepStatus::Failed => "✗",
+                    StepStatus::Running => "…",
+                };
+                out.push_str(&format!("- {mark} `{}` {}\n", s.name, s.summary));
+            }
+            out.push('\n');
+        }
+        out.push_str(&format!("## Answer\n\n{}\n\n", turn.answer.trim()));
+        if turn.cut_off {
+            out.push_str("*The answer was cut off at the model's token limit.*\n\n");
+        }
+        out.push_str(&format!(
+            "*Citation status: {}{}{}*\n\n",
+            row.status.as_str(),
+            if row.redirected { ", redirected" } else { "" },
+            if row.violation {
+                ", violation recorded"
+            } else {
+                ""
+            }
+        ));
+        if let Some(code) = &turn.program {
+            out.push_str(&format!(
+                "**Program**\n\n```python\n{}\n```\n\n",
+                code.trim_end()
+            ));
+        }
+        if !turn.citations.is_empty() {
+            out.push_str(&format!("**Sources ({})**\n\n", turn.citations.len()));
+            for c in &turn.citations {
+                out.push_str(&format!("- {} `{}`\n", c.title(), c.chunk_id));
+                if !c.headings.is_empty() {
+                    out.push_str(&format!("  Section: {}\n", c.headings.join(" > ")));
+                }
+                let excerpt: String = c.content.chars().take(500).collect();
+                for line in excerpt.lines() {
+                    out.push_str(&format!("  > {line}\n"));
+                }
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The JSON export: the transcript plus the session's raw messages and state.
+pub fn to_json(t: &Transcript, messages: &[ModelMessage], state: &Map<String, Value>) -> Value {
+    serde_json::json!({
+        "turns": t.turns,
+        "ledger": t.ledger,
+        "messages": messages,
+        "state": state,
+    })
+}

@@ -1,0 +1,162 @@
+//! The citation ledger's rows: per question, the chunks it cited and the ones it
+//! retrieved without citing, its searches and executions, and its citation status.
+
+use serde::Serialize;
+
+use crate::capabilities::state::EvidenceState;
+use crate::capabilities::{analysis, rag};
+
+use super::{CitationStatus, Namespace, StepStatus, Turn};
+
+/// A retrieved or cited chunk in the ledger.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LedgerChunk {
+    pub capability: String,
+    pub chunk_id: String,
+    /// Display number when cited.
+    pub index: Option<i64>,
+    pub document_id: Option<String>,
+    /// Title or URI when known.
+    pub document: Option<String>,
+    pub pages: Vec<i64>,
+    pub content: Option<String>,
+    pub picture_refs: Vec<String>,
+}
+
+/// One row of the citation ledger: one question.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LedgerRow {
+    pub question: u64,
+    pub prompt: String,
+    pub status: CitationStatus,
+    pub redirected: bool,
+    pub violation: bool,
+    pub cited: Vec<LedgerChunk>,
+    /// Retrieved for this question but not cited.
+    pub uncited: Vec<LedgerChunk>,
+    pub searches: usize,
+    pub executions: usize,
+    /// The answer was cut off at the token limit.
+    pub cut_off: bool,
+}
+
+/// A past question's status from its history: cited chunks → grounded; a successful cite
+/// with no chunks → ungrounded; otherwise missing.
+pub(super) fn past_status(turn: &Turn) -> CitationStatus {
+    if !turn.citations.is_empty() {
+        return CitationStatus::Grounded;
+    }
+    let cited_nothing = turn.steps.iter().any(|s| {
+        matches!(s.name.as_str(), rag::CITE_TOOL | analysis::CITE_TOOL)
+            && s.status == StepStatus::Ok
+            && s.summary == "no chunks (ungrounded)"
+    });
+    if cited_nothing {
+        CitationStatus::Ungrounded
+    } else {
+        CitationStatus::Missing
+    }
+}
+
+pub(super) fn ledger_row(
+    turn: &Turn,
+    states: &[EvidenceState],
+    status: CitationStatus,
+    violation: bool,
+) -> LedgerRow {
+    let q = turn.question;
+    let mut cited = Vec::new();
+    let mut uncited = Vec::new();
+    for s in states {
+        let ns = s.kind_namespace();
+        for (id, occ) in s.evidence.occurrences.iter() {
+            let is_cited = occ.cited_in_questions.contains(&q);
+            if !is_cited && !occ.retrieved_in_questions.contains(&q) {
+                continue;
+            }
+            let citation = s.citation_index.get(id);
+            let result = s
+                .searches
+                .values()
+                .flatten()
+                .find(|r| r.chunk_id.as_deref() == Some(id));
+            let chunk = LedgerChunk {
+                capability: ns.to_string(),
+                chunk_id: id.to_string(),
+                index: citation.and_then(|c| c.index),
+                document_id: citation
+                    .map(|c| c.document_id.clone())
+                    .or_else(|| result.and_then(|r| r.document_id.clone())),
+                document: citation
+                    .map(|c| {
+                        c.document_title
+                            .clone()
+                            .filter(|t| !t.is_empty())
+                            .unwrap_or_else(|| c.document_uri.clone())
+                    })
+                    .or_else(|| {
+                        result.and_then(|r| r.document_title.clone().or(r.document_uri.clone()))
+                    }),
+                pages: citation
+                    .map(|c| c.page_numbers.clone())
+                    .or_else(|| result.map(|r| r.page_numbers.clone()))
+                    .unwrap_or_default(),
+                content: citation
+                    .map(|c| c.content.clone())
+                    .or_else(|| result.map(|r| r.content.clone())),
+                picture_refs: citation.map(|c| c.picture_refs.clone()).unwrap_or_default(),
+            };
+            if is_cited {
+                cited.push(chunk);
+            } else {
+                uncited.push(chunk);
+            }
+        }
+    }
+    // Retrieved in this question's searches (read from its tool results) but not cited.
+    for (cap, id, source) in &turn.retrieved {
+        let known = cited
+            .iter()
+            .chain(uncited.iter())
+            .any(|c| &c.chunk_id == id);
+        if known {
+            continue;
+        }
+        let citation = states.iter().find_map(|s| s.citation_index.get(id));
+        uncited.push(LedgerChunk {
+            capability: cap.clone(),
+            chunk_id: id.clone(),
+            index: None,
+            document_id: citation.map(|c| c.document_id.clone()),
+            document: citation
+                .map(|c| {
+                    c.document_title
+                        .clone()
+                        .unwrap_or_else(|| c.document_uri.clone())
+                })
+                .or_else(|| source.clone()),
+            pages: citation.map(|c| c.page_numbers.clone()).unwrap_or_default(),
+            content: citation.map(|c| c.content.clone()),
+            picture_refs: Vec::new(),
+        });
+    }
+    cited.sort_by_key(|c| c.index.unwrap_or(i64::MAX));
+    let count = |names: &[&str]| {
+        turn.steps
+            .iter()
+            .filter(|s| names.contains(&s.name.as_str()))
+            .count()
+    };
+    LedgerRow {
+        question: q,
+        prompt: turn.prompt.clone(),
+        status,
+        redirected: turn.redirected,
+        violation,
+        cited,
+        uncited,
+        searches: count(&[rag::SEARCH_TOOL, analysis::SEARCH_TOOL]),
+        executions: count(&[analysis::EXECUTE_TOOL]),
+        cut_off: turn.cut_off,
+    }
+}
