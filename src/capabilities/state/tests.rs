@@ -1,5 +1,8 @@
 //! Unit tests of the evidence state: JSON round trips, ledger rules, settlement,
 //! citation status and policy state.
+//!
+//! Kept in one file because the cases share the JSON fixtures and message builders below
+//! and exercise one state object whose rules interlock.
 
 use std::collections::HashSet;
 

@@ -1,4 +1,7 @@
 //! Unit tests of context expansion and the picture helpers.
+//!
+//! Kept in one file because every case shares the same item, hit and section builders
+//! below, and together they read as one specification of expansion.
 
 use serde_json::{Map, json};
 
