@@ -4,10 +4,16 @@
 //! evidence riding on the question with a fresh part every request). Figures:
 //!
 //! - the session file's size against its `messages` + `state` alone (printed);
-//! - committing and saving question 500 (the whole atomic save, fsync included);
+//! - committing and saving question 500 into a session loaded from its file, as `ask`
+//!   does: the save appends the question to the journal beside the file (fsync
+//!   included); and the same save when it folds the journal (the whole atomic rewrite);
 //! - opening it: load, then the workbench's model (`App::new`: transcript, ledger,
 //!   request index), up to the first frame's data;
 //! - `inspect --request N`: load, rebuild request N, render it.
+//!
+//! The capsule in the generated conversation carries the newest 20 cited chunks;
+//! `GROUNDWORK_BENCH_CAPSULE=all` makes it carry every chunk cited so far, as a real
+//! capsule does (see the README on what that costs the file).
 //!
 //! `cargo bench --bench sessions`
 
@@ -89,7 +95,11 @@ fn sent_for(
     for (i, m) in raw.iter().enumerate().skip(start) {
         if i == start && q > 0 {
             let mut c = serde_json::to_value(m).unwrap();
-            let cited = q.min(20);
+            let cited = if std::env::var("GROUNDWORK_BENCH_CAPSULE").as_deref() == Ok("all") {
+                q
+            } else {
+                q.min(20)
+            };
             let capsule: String = (0..cited)
                 .map(|c| {
                     format!(
@@ -236,13 +246,31 @@ fn sessions(c: &mut Criterion) {
 
     let mut g = c.benchmark_group(format!("long session ({questions} questions)"));
     g.sample_size(10);
-    g.bench_function("commit and save the last question", |b| {
+    let saved = dir.path().join("save.json");
+    before.save(&saved).unwrap();
+    let pristine = std::fs::read(&saved).unwrap();
+    let reload = || {
+        std::fs::write(&saved, &pristine).unwrap();
+        let _ = std::fs::remove_file(groundwork::session::journal_path(&saved));
+        Session::load(&saved).unwrap()
+    };
+    g.bench_function("commit and save the last question (journal append)", |b| {
         b.iter_batched(
-            || (before.clone(), m.clone(), st.clone(), snaps.clone()),
+            || (reload(), m.clone(), st.clone(), snaps.clone()),
             |(mut s, m, st, snaps)| {
                 s.commit(m, st, snaps);
-                let p = dir.path().join("save.json");
-                s.save(&p).unwrap();
+                s.save(&saved).unwrap();
+                assert!(groundwork::session::journal_path(&saved).exists());
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.bench_function("commit and save the last question (folding: whole rewrite)", |b| {
+        b.iter_batched(
+            || (reload(), m.clone(), st.clone(), snaps.clone()),
+            |(mut s, m, st, snaps)| {
+                s.commit(m, st, snaps);
+                s.fold(&saved).unwrap();
             },
             BatchSize::LargeInput,
         )

@@ -303,3 +303,26 @@ fn a_kill_at_any_moment_leaves_whole_questions_and_no_stray_file() {
     }
     assert!(grew >= 6, "the writer made progress in {grew} rounds only");
 }
+
+#[test]
+fn closing_folds_the_journal_unless_another_process_holds_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let mut s = session_of(30);
+    s.save_with(&path, EAGER).unwrap();
+    assert!(!s.fold_journal(&path).unwrap(), "nothing to fold");
+    add_question(&mut s, 30);
+    s.save_with(&path, EAGER).unwrap();
+    assert!(journal_path(&path).exists());
+
+    let held = groundwork::session::SessionLock::acquire(&path).unwrap();
+    assert!(!s.fold_journal(&path).unwrap(), "the holder's session is left alone");
+    assert!(journal_path(&path).exists());
+    drop(held);
+
+    assert!(s.fold_journal(&path).unwrap());
+    assert!(!journal_path(&path).exists());
+    let whole: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(whole["messages"].as_array().unwrap().len(), 62);
+    assert_eq!(Session::load(&path).unwrap(), s);
+}

@@ -487,6 +487,28 @@ impl Session {
         Ok(())
     }
 
+    /// When a journal is beside the file this session saves to (`path`, or where its saves
+    /// went instead), folds it in ([`Session::fold`]) under the session's lock, so that the
+    /// file alone holds everything. Nothing happens when there is no journal, another
+    /// process holds the lock, or another writer changed the file. Returns whether it
+    /// folded.
+    pub fn fold_journal(&self, path: &Path) -> Result<bool, SessionError> {
+        let target = disk::moved(path).unwrap_or_else(|| path.to_path_buf());
+        if !journal_path(&target).exists() {
+            return Ok(false);
+        }
+        let _lock = match SessionLock::acquire(&target) {
+            Ok(l) => l,
+            Err(SessionError::Busy { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        if !disk::unchanged(&target) || !disk::journal_unchanged(&target) {
+            return Ok(false);
+        }
+        self.save_whole(&target)?;
+        Ok(true)
+    }
+
     /// Folds the journal beside `path` into the file, so that other programs (haiku.rag,
     /// pydantic-ai) read everything: the whole session is written.
     pub fn fold(&self, path: &Path) -> Result<(), SessionError> {

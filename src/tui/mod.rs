@@ -125,6 +125,12 @@ pub async fn run(mut app: App, mut services: Services) -> Result<()> {
     });
     let result = run_loop(&mut term, &mut app, services, Box::pin(events)).await;
     drop(guard);
+    // A long session's journal is folded into its file on the way out.
+    if let Some(path) = &app.session_path
+        && let Err(e) = crate::host::conversation::fold_on_close(&app.session, path)
+    {
+        eprintln!("note: {e}");
+    }
     result
 }
 

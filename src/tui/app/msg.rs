@@ -1,6 +1,6 @@
 //! The two enums of the update loop: `Msg`, everything fed into `App::update` (input,
 //! core events, the results of effects), and `Effect`, what `update` asks the Runtime to
-//! do (`execute` in `tui/mod.rs`); every effect's result comes back as a `Msg`.
+//! do (`execute` in `tui/runtime.rs`); every effect's result comes back as a `Msg`.
 
 use std::path::PathBuf;
 
