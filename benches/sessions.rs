@@ -265,16 +265,19 @@ fn sessions(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
-    g.bench_function("commit and save the last question (folding: whole rewrite)", |b| {
-        b.iter_batched(
-            || (reload(), m.clone(), st.clone(), snaps.clone()),
-            |(mut s, m, st, snaps)| {
-                s.commit(m, st, snaps);
-                s.fold(&saved).unwrap();
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    g.bench_function(
+        "commit and save the last question (folding: whole rewrite)",
+        |b| {
+            b.iter_batched(
+                || (reload(), m.clone(), st.clone(), snaps.clone()),
+                |(mut s, m, st, snaps)| {
+                    s.commit(m, st, snaps);
+                    s.fold(&saved).unwrap();
+                },
+                BatchSize::LargeInput,
+            )
+        },
+    );
     g.bench_function("open: load and the workbench's model", |b| {
         b.iter(|| {
             let s = Session::load(&path).unwrap();

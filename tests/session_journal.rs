@@ -316,7 +316,10 @@ fn closing_folds_the_journal_unless_another_process_holds_the_session() {
     assert!(journal_path(&path).exists());
 
     let held = groundwork::session::SessionLock::acquire(&path).unwrap();
-    assert!(!s.fold_journal(&path).unwrap(), "the holder's session is left alone");
+    assert!(
+        !s.fold_journal(&path).unwrap(),
+        "the holder's session is left alone"
+    );
     assert!(journal_path(&path).exists());
     drop(held);
 
