@@ -33,7 +33,7 @@ pub use filter::{
 };
 pub use ledger::{LedgerChunk, LedgerRow};
 use ledger::{ledger_row, past_status};
-pub use tools::{result_ids, tool_summary};
+pub use tools::{ToolKind, result_ids, tool_kind, tool_summary};
 
 /// How a tool call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -5,6 +5,29 @@ use serde_json::{Map, Value};
 
 use crate::capabilities::{analysis, rag};
 
+/// What a capability tool does, for faces that show it without naming capabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolKind {
+    /// `rag_search`, `analysis_search`.
+    Search,
+    /// `rag_cite`, `analysis_cite`.
+    Cite,
+    /// `analysis_execute_code`.
+    Execute,
+    /// Anything else (`load_capability`, output tools, a host's own tools).
+    Other,
+}
+
+/// The kind of the tool called `name`.
+pub fn tool_kind(name: &str) -> ToolKind {
+    match name {
+        rag::SEARCH_TOOL | analysis::SEARCH_TOOL => ToolKind::Search,
+        rag::CITE_TOOL | analysis::CITE_TOOL => ToolKind::Cite,
+        analysis::EXECUTE_TOOL => ToolKind::Execute,
+        _ => ToolKind::Other,
+    }
+}
+
 /// One line describing a tool call, as a tool row shows it.
 pub fn tool_summary(name: &str, args: &str) -> String {
     let parsed: Option<Map<String, Value>> = serde_json::from_str(args).ok();

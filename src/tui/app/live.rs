@@ -3,8 +3,7 @@
 
 use crate::engine::cancel::CancelToken;
 use crate::engine::events::{CoreEvent, OutputSummary, RequestSnapshot, ToolCallStatus};
-use crate::host::transcript::{StepStatus, ToolStep, Turn, tool_summary};
-use crate::session::RunTiming;
+use crate::host::transcript::{StepStatus, ToolKind, ToolStep, Turn, tool_kind, tool_summary};
 
 use super::{App, Effect};
 
@@ -47,11 +46,11 @@ impl Phase {
 
 /// What a running tool is doing, for the spinner line.
 fn tool_activity(name: &str) -> &'static str {
-    match name {
-        "rag_search" | "analysis_search" => "running search",
-        "rag_cite" | "analysis_cite" => "checking citations",
-        "analysis_execute_code" => "running the program",
-        _ => "running a tool",
+    match tool_kind(name) {
+        ToolKind::Search => "running search",
+        ToolKind::Cite => "checking citations",
+        ToolKind::Execute => "running the program",
+        ToolKind::Other => "running a tool",
     }
 }
 
@@ -161,14 +160,15 @@ impl App {
                 ..
             } => {
                 let live = self.live.take().expect("checked above");
-                self.session.commit(messages, state, live.requests);
-                self.session.groundwork.timings.push(RunTiming {
-                    run_id: live.run_id,
-                    started_at: chrono::Utc::now()
-                        - chrono::Duration::from_std(live.started.elapsed()).unwrap_or_default(),
-                    duration_ms: live.started.elapsed().as_millis() as u64,
-                    requests: usage.requests,
-                });
+                crate::host::conversation::commit_finished(
+                    &mut self.session,
+                    live.run_id,
+                    messages,
+                    state,
+                    live.requests,
+                    live.started,
+                    usage.requests,
+                );
                 if let OutputSummary::Deferred { .. } = output {
                     self.notice = Some("the run paused for deferred tool calls".into());
                 }

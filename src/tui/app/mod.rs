@@ -30,7 +30,7 @@ use crate::engine::events::RequestSnapshot;
 use crate::engine::messages::BinaryContent;
 use crate::host::ask::AskOptions;
 use crate::host::inspect::InspectedRequest;
-use crate::host::transcript::{ToolStep, Transcript};
+use crate::host::transcript::{ToolKind, ToolStep, Transcript, tool_kind};
 use crate::session::Session;
 
 use super::background::Background;
@@ -440,11 +440,11 @@ impl App {
         };
         let s = steps
             .iter()
-            .filter(|s| matches!(s.name.as_str(), "rag_search" | "analysis_search"))
+            .filter(|s| tool_kind(&s.name) == ToolKind::Search)
             .count();
         let e = steps
             .iter()
-            .filter(|s| s.name == "analysis_execute_code")
+            .filter(|s| tool_kind(&s.name) == ToolKind::Execute)
             .count();
         (s, e)
     }
