@@ -85,6 +85,9 @@ pub struct LlamaOptions {
     pub n_predict: Option<u32>,
     /// Serve the tool-capable Qwen2.5 template instead of SmolLM2's own.
     pub tool_template: bool,
+    /// `--ignore-eos`: every answer runs to `n_predict` tokens, however the sampled model
+    /// would have ended it (for tests that need a long answer to interrupt).
+    pub ignore_eos: bool,
 }
 
 impl Default for LlamaOptions {
@@ -93,6 +96,7 @@ impl Default for LlamaOptions {
             ctx: 2048,
             n_predict: Some(48),
             tool_template: false,
+            ignore_eos: false,
         }
     }
 }
@@ -120,6 +124,9 @@ impl LlamaServer {
             .args(["-c", &opts.ctx.to_string(), "-t", "2", "-np", "1"])
             .args(["--alias", ALIAS])
             .args(["-n", &opts.n_predict.map_or(-1, i64::from).to_string()]);
+        if opts.ignore_eos {
+            cmd.arg("--ignore-eos");
+        }
         if opts.tool_template {
             cmd.arg("--jinja")
                 .arg("--chat-template-file")
