@@ -5,24 +5,33 @@ use std::marker::PhantomData;
 
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
+use indexmap::IndexMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A string-keyed map that keeps insertion order, serialised as a JSON object.
 ///
 /// Python dicts keep insertion order and `citation_index`, `occurrences` and
-/// `searches` rely on it (numbering, display). The maps are small, so lookups are
-/// linear. A duplicate key in the input keeps the last value at the first position,
-/// as Python's `json` does.
-#[derive(Debug, Clone, PartialEq)]
+/// `searches` rely on it (numbering, display). Lookups are hashed: a long session's
+/// citation index holds thousands of chunks, and compaction looks each one up for every
+/// request. A duplicate key in the input keeps the last value at the first position,
+/// as Python's `json` does. Two maps are equal when they hold the same entries in the
+/// same order.
+#[derive(Debug, Clone)]
 pub struct OrderedMap<V> {
-    entries: Vec<(String, V)>,
+    entries: IndexMap<String, V>,
 }
 
 impl<V> Default for OrderedMap<V> {
     fn default() -> Self {
         OrderedMap {
-            entries: Vec::new(),
+            entries: IndexMap::new(),
         }
+    }
+}
+
+impl<V: PartialEq> PartialEq for OrderedMap<V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries.len() == other.entries.len() && self.entries.iter().eq(other.entries.iter())
     }
 }
 
@@ -44,45 +53,31 @@ impl<V> OrderedMap<V> {
 
     /// The value under `key`.
     pub fn get(&self, key: &str) -> Option<&V> {
-        self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.entries.get(key)
     }
 
     /// The value under `key`, mutably.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
-        self.entries
-            .iter_mut()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v)
+        self.entries.get_mut(key)
     }
 
     /// Whether `key` is present.
     pub fn contains_key(&self, key: &str) -> bool {
-        self.get(key).is_some()
+        self.entries.contains_key(key)
     }
 
     /// Sets `key` to `value`: in place if present (order kept), appended otherwise.
     /// Returns the previous value.
     pub fn insert(&mut self, key: impl Into<String>, value: V) -> Option<V> {
-        let key = key.into();
-        match self.get_mut(&key) {
-            Some(slot) => Some(std::mem::replace(slot, value)),
-            None => {
-                self.entries.push((key, value));
-                None
-            }
-        }
+        self.entries.insert(key.into(), value)
     }
 
     /// The value under `key`, inserted from `make` (appended) when absent.
     pub fn get_or_insert_with(&mut self, key: &str, make: impl FnOnce() -> V) -> &mut V {
-        let position = match self.entries.iter().position(|(k, _)| k == key) {
-            Some(position) => position,
-            None => {
-                self.entries.push((key.to_string(), make()));
-                self.entries.len() - 1
-            }
-        };
-        &mut self.entries[position].1
+        if !self.entries.contains_key(key) {
+            self.entries.insert(key.to_string(), make());
+        }
+        self.entries.get_mut(key).expect("present")
     }
 
     /// Removes every entry.
