@@ -6,7 +6,8 @@
 //! - the session file's size against its `messages` + `state` alone (printed);
 //! - committing and saving question 500 into a session loaded from its file, as `ask`
 //!   does: the save appends the question to the journal beside the file (fsync
-//!   included); and the same save when it folds the journal (the whole atomic rewrite);
+//!   included); the save alone; and the same save when it folds the journal (the whole
+//!   atomic rewrite);
 //! - opening it: load, then the workbench's model (`App::new`: transcript, ledger,
 //!   request index), up to the first frame's data;
 //! - `inspect --request N`: load, rebuild request N, render it.
@@ -262,6 +263,17 @@ fn sessions(c: &mut Criterion) {
                 s.save(&saved).unwrap();
                 assert!(groundwork::session::journal_path(&saved).exists());
             },
+            BatchSize::LargeInput,
+        )
+    });
+    g.bench_function("save the last question, committed (journal append)", |b| {
+        b.iter_batched(
+            || {
+                let mut s = reload();
+                s.commit(m.clone(), st.clone(), snaps.clone());
+                s
+            },
+            |s| s.save(&saved).unwrap(),
             BatchSize::LargeInput,
         )
     });

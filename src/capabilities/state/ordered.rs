@@ -3,9 +3,9 @@
 use std::fmt;
 use std::marker::PhantomData;
 
+use indexmap::IndexMap;
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
-use indexmap::IndexMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A string-keyed map that keeps insertion order, serialised as a JSON object.
