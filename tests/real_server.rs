@@ -211,9 +211,17 @@ async fn cancel_closes_the_connection_and_commits_nothing() {
     // The server saw the connection close and stopped generating: llama.cpp logs
     // "cancel task" when the client goes away (a finished task logs no such line). Waited
     // for off the runtime, which must stay free to close the dropped connection.
+    // The server writes its log from another thread: the line may follow the idle slot.
     let log = tokio::task::spawn_blocking(move || {
         server.wait_idle();
-        server.log_text()
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let log = server.log_text();
+            if log.contains("cancel task") || std::time::Instant::now() > deadline {
+                return log;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     })
     .await
     .unwrap();
