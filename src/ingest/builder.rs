@@ -1,6 +1,8 @@
 //! Item building shared by the parsers: whitespace normalisation and [`ItemBuilder`],
 //! which numbers refs per kind and finishes a [`ParsedDocument`].
 
+use crate::store::docling::label;
+
 use super::captions::captions_of;
 use super::export::markdown_export;
 use super::{PageImage, ParsedDocument, ParsedItem};
@@ -23,11 +25,11 @@ pub(crate) struct ItemBuilder {
 impl ItemBuilder {
     pub fn push(&mut self, label: &str, text: String, tree_depth: i64) -> &mut ParsedItem {
         let self_ref = match label {
-            "table" => {
+            label::TABLE => {
                 self.tables += 1;
                 format!("#/tables/{}", self.tables - 1)
             }
-            "picture" => {
+            label::PICTURE => {
                 self.pictures += 1;
                 format!("#/pictures/{}", self.pictures - 1)
             }
@@ -56,7 +58,7 @@ impl ItemBuilder {
         // haiku stores a table's text as docling's Markdown serialisation,
         // which puts the captions first: "caption\n\n| table |"
         for i in 0..self.items.len() {
-            if self.items[i].label == "table" {
+            if self.items[i].label == label::TABLE {
                 let caps: Vec<String> = captions_of(&self.items, i)
                     .into_iter()
                     .map(|c| self.items[c].text.clone())

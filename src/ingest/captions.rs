@@ -1,19 +1,21 @@
 //! Captions: which items caption a picture or table (and the reverse), and whether a
 //! paragraph reads like a figure or table caption.
 
+use crate::store::docling::label;
+
 use super::ParsedItem;
 
 /// Indices of each item's caption items (captions directly following a
 /// picture/table, one level deeper).
 pub(crate) fn captions_of(items: &[ParsedItem], idx: usize) -> Vec<usize> {
     let owner = &items[idx];
-    if owner.label != "picture" && owner.label != "table" {
+    if owner.label != label::PICTURE && owner.label != label::TABLE {
         return Vec::new();
     }
     let mut out = Vec::new();
     let mut j = idx + 1;
     while j < items.len()
-        && items[j].label == "caption"
+        && items[j].label == label::CAPTION
         && items[j].tree_depth == owner.tree_depth + 1
     {
         out.push(j);
@@ -24,17 +26,17 @@ pub(crate) fn captions_of(items: &[ParsedItem], idx: usize) -> Vec<usize> {
 
 /// Whether item `idx` is a caption owned by a preceding picture/table.
 pub(crate) fn caption_owner(items: &[ParsedItem], idx: usize) -> Option<usize> {
-    if items[idx].label != "caption" {
+    if items[idx].label != label::CAPTION {
         return None;
     }
     let mut j = idx;
     while j > 0 {
         j -= 1;
         let it = &items[j];
-        if it.label == "caption" && it.tree_depth == items[idx].tree_depth {
+        if it.label == label::CAPTION && it.tree_depth == items[idx].tree_depth {
             continue;
         }
-        if (it.label == "picture" || it.label == "table")
+        if (it.label == label::PICTURE || it.label == label::TABLE)
             && it.tree_depth + 1 == items[idx].tree_depth
         {
             return Some(j);

@@ -45,6 +45,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::json;
 
+use crate::store::docling::label;
+
 use super::{
     ChunkDraft, ParsedDocument, ParsedItem, caption_owner, captions_of, list_markdown, table_rows,
 };
@@ -140,8 +142,8 @@ pub fn chunk(doc: &ParsedDocument, opts: &ChunkOptions) -> Vec<ChunkDraft> {
         let it = &items[i];
         let mut next = i + 1;
         let produced: Option<(String, Vec<usize>)> = match it.label.as_str() {
-            "title" | "section_header" => {
-                let level = if it.label == "title" {
+            label::TITLE | label::SECTION_HEADER => {
+                let level = if it.label == label::TITLE {
                     0
                 } else {
                     it.heading_level
@@ -150,9 +152,9 @@ pub fn chunk(doc: &ParsedDocument, opts: &ChunkOptions) -> Vec<ChunkDraft> {
                 heading_by_level.insert(level, it.text.clone());
                 None
             }
-            "list_item" => {
+            label::LIST_ITEM => {
                 while next < items.len()
-                    && items[next].label == "list_item"
+                    && items[next].label == label::LIST_ITEM
                     && items[next].list_group == it.list_group
                 {
                     next += 1;
@@ -165,8 +167,8 @@ pub fn chunk(doc: &ParsedDocument, opts: &ChunkOptions) -> Vec<ChunkDraft> {
                 let refs = (i..next).filter(|&k| !items[k].text.is_empty()).collect();
                 Some((list_markdown(&owned), refs))
             }
-            "caption" if caption_owner(items, i).is_some() => None,
-            "picture" => {
+            label::CAPTION if caption_owner(items, i).is_some() => None,
+            label::PICTURE => {
                 let caps = captions_of(items, i);
                 let caps: Vec<usize> = caps
                     .into_iter()
@@ -179,7 +181,7 @@ pub fn chunk(doc: &ParsedDocument, opts: &ChunkOptions) -> Vec<ChunkDraft> {
                     .join(" ");
                 Some((text, caps))
             }
-            "table" => {
+            label::TABLE => {
                 let caps: Vec<usize> = captions_of(items, i)
                     .into_iter()
                     .filter(|&c| !items[c].text.is_empty())
@@ -206,7 +208,7 @@ pub fn chunk(doc: &ParsedDocument, opts: &ChunkOptions) -> Vec<ChunkDraft> {
                 }
                 Some((parts.join("\n\n"), refs))
             }
-            "code" => Some((code_block(&it.text), vec![i])),
+            label::CODE => Some((code_block(&it.text), vec![i])),
             _ => Some((it.text.clone(), vec![i])),
         };
         if let Some((content, refs)) = produced
@@ -235,7 +237,7 @@ pub fn chunk(doc: &ParsedDocument, opts: &ChunkOptions) -> Vec<ChunkDraft> {
         let mut seen: HashSet<&[u8]> = HashSet::new();
         let mut any = false;
         for (k, it) in items.iter().enumerate() {
-            if it.label != "picture" {
+            if it.label != label::PICTURE {
                 continue;
             }
             let Some(data) = it.picture_data.as_deref() else {

@@ -25,6 +25,8 @@ use base64::Engine;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::store::docling::label;
+
 use super::{ParsedDocument, caption_owner, image_mime, table_rows};
 
 /// docling-core schema version we claim; its home is the store.
@@ -109,7 +111,7 @@ pub fn docling_json(doc: &ParsedDocument, name: &str) -> Value {
             stack.pop();
         }
         // a list item needs its own list group directly above it
-        if it.label == "list_item" {
+        if it.label == label::LIST_ITEM {
             let need_new = !matches!(stack.last(), Some((sd, Kind::Group(_, Some(g)))) if *sd == d - 1 && Some(*g) == it.list_group);
             if need_new {
                 while stack.last().is_some_and(|(sd, _)| *sd >= d - 1) && stack.len() > 1 {
@@ -123,7 +125,7 @@ pub fn docling_json(doc: &ParsedDocument, name: &str) -> Value {
             }
             let gi = groups.len();
             let gref = format!("#/groups/{gi}");
-            let is_list = it.label == "list_item" && sd + 1 == d - 1;
+            let is_list = it.label == label::LIST_ITEM && sd + 1 == d - 1;
             let parent = add_child(
                 &top,
                 gref.clone(),
@@ -137,7 +139,11 @@ pub fn docling_json(doc: &ParsedDocument, name: &str) -> Value {
                     parent,
                     children: Vec::new(),
                 },
-                if is_list { "list" } else { "section" },
+                if is_list {
+                    label::GROUP_LIST
+                } else {
+                    label::GROUP_SECTION
+                },
                 if is_list {
                     "list".to_string()
                 } else {
@@ -214,7 +220,7 @@ pub fn docling_json(doc: &ParsedDocument, name: &str) -> Value {
             .map(|ci| r(&doc.items[ci].self_ref))
             .collect();
         match it.label.as_str() {
-            "table" => {
+            label::TABLE => {
                 let rows = table_rows(&it.text);
                 let ncols = rows.iter().map(Vec::len).max().unwrap_or(0);
                 let mut cells = Vec::new();
@@ -238,7 +244,7 @@ pub fn docling_json(doc: &ParsedDocument, name: &str) -> Value {
                 );
                 tables.push(o);
             }
-            "picture" => {
+            label::PICTURE => {
                 m.insert("captions".into(), Value::Array(captions));
                 m.insert("references".into(), json!([]));
                 m.insert("footnotes".into(), json!([]));
@@ -263,14 +269,14 @@ pub fn docling_json(doc: &ParsedDocument, name: &str) -> Value {
                 m.insert("orig".into(), json!(it.text));
                 m.insert("text".into(), json!(it.text));
                 match it.label.as_str() {
-                    "section_header" => {
+                    label::SECTION_HEADER => {
                         m.insert("level".into(), json!(it.heading_level.clamp(1, 100)));
                     }
-                    "list_item" => {
+                    label::LIST_ITEM => {
                         m.insert("enumerated".into(), json!(!it.marker.is_empty()));
                         m.insert("marker".into(), json!(it.marker));
                     }
-                    "code" => {
+                    label::CODE => {
                         m.insert("captions".into(), json!([]));
                         m.insert("references".into(), json!([]));
                         m.insert("footnotes".into(), json!([]));
@@ -308,8 +314,8 @@ pub fn docling_json(doc: &ParsedDocument, name: &str) -> Value {
         "version": DOCLING_SCHEMA_VERSION,
         "name": stem,
         "origin": {"mimetype": mimetype, "binary_hash": binary_hash, "filename": name},
-        "furniture": {"self_ref": "#/furniture", "children": [], "content_layer": "furniture", "name": "_root_", "label": "unspecified"},
-        "body": {"self_ref": "#/body", "children": body_children.iter().map(|c| r(c)).collect::<Vec<_>>(), "content_layer": "body", "name": "_root_", "label": "unspecified"},
+        "furniture": {"self_ref": "#/furniture", "children": [], "content_layer": "furniture", "name": "_root_", "label": label::GROUP_UNSPECIFIED},
+        "body": {"self_ref": "#/body", "children": body_children.iter().map(|c| r(c)).collect::<Vec<_>>(), "content_layer": "body", "name": "_root_", "label": label::GROUP_UNSPECIFIED},
         "groups": groups_json,
         "texts": texts,
         "pictures": pictures,

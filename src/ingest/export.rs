@@ -1,6 +1,8 @@
 //! Markdown serialisation of items (docling's `export_to_markdown()` style): tables in
 //! tabulate "github" style and back, lists, and the whole document.
 
+use crate::store::docling::label;
+
 use super::ParsedItem;
 use super::captions::{caption_owner, captions_of};
 
@@ -126,10 +128,10 @@ pub(crate) fn markdown_export(items: &[ParsedItem]) -> String {
     while i < items.len() {
         let it = &items[i];
         match it.label.as_str() {
-            "list_item" => {
+            label::LIST_ITEM => {
                 let mut j = i + 1;
                 while j < items.len()
-                    && items[j].label == "list_item"
+                    && items[j].label == label::LIST_ITEM
                     && items[j].list_group == it.list_group
                 {
                     j += 1;
@@ -138,21 +140,21 @@ pub(crate) fn markdown_export(items: &[ParsedItem]) -> String {
                 i = j;
                 continue;
             }
-            "title" => blocks.push(format!("# {}", it.text)),
-            "section_header" => blocks.push(format!(
+            label::TITLE => blocks.push(format!("# {}", it.text)),
+            label::SECTION_HEADER => blocks.push(format!(
                 "{} {}",
                 "#".repeat((it.heading_level + 1).clamp(1, 6) as usize),
                 it.text
             )),
-            "code" => blocks.push(format!("```\n{}\n```", it.text)),
-            "picture" => {
+            label::CODE => blocks.push(format!("```\n{}\n```", it.text)),
+            label::PICTURE => {
                 for c in captions_of(items, i) {
                     blocks.push(items[c].text.clone());
                 }
                 blocks.push("<!-- image -->".to_string());
             }
-            "table" => blocks.push(it.text.clone()),
-            "caption" if caption_owner(items, i).is_some() => {}
+            label::TABLE => blocks.push(it.text.clone()),
+            label::CAPTION if caption_owner(items, i).is_some() => {}
             _ => {
                 if !it.text.is_empty() {
                     blocks.push(it.text.clone())

@@ -15,6 +15,8 @@ use std::path::Path;
 
 use scraper::{ElementRef, Html, Node};
 
+use crate::store::docling::label;
+
 use super::{ItemBuilder, ParsedDocument, load_image, normalize_ws};
 
 struct Ctx<'a> {
@@ -36,7 +38,7 @@ impl Ctx<'_> {
     fn flush(&mut self, depth: i64) {
         let t = normalize_ws(&std::mem::take(&mut self.pending));
         if !t.is_empty() {
-            self.b.push("text", t, depth);
+            self.b.push(label::TEXT, t, depth);
         }
     }
 
@@ -120,7 +122,7 @@ fn picture(cx: &mut Ctx, img: ElementRef, depth: i64) -> usize {
     let src = img.value().attr("src").unwrap_or("");
     let alt = normalize_ws(img.value().attr("alt").unwrap_or(""));
     let data = load_image(src, cx.base);
-    cx.b.push("picture", alt, depth).picture_data = data;
+    cx.b.push(label::PICTURE, alt, depth).picture_data = data;
     cx.b.items.len() - 1
 }
 
@@ -170,7 +172,7 @@ fn element(cx: &mut Ctx, e: ElementRef) {
             if n == 1 {
                 cx.depths = vec![Some(0)];
                 cx.level = 0;
-                cx.b.push("title", text.clone(), 1);
+                cx.b.push(label::TITLE, text.clone(), 1);
                 cx.set_depth(1, Some(1));
                 if cx.title.is_none() && !text.is_empty() {
                     cx.title = Some(text);
@@ -188,7 +190,7 @@ fn element(cx: &mut Ctx, e: ElementRef) {
                     cx.level = l;
                 }
                 let d = cx.depths.get(cx.level).copied().flatten().unwrap_or(0) + 1;
-                cx.b.push("section_header", text, d).heading_level = l as i64;
+                cx.b.push(label::SECTION_HEADER, text, d).heading_level = l as i64;
                 cx.set_depth(cx.level + 1, Some(d));
             }
             cx.level += 1;
@@ -210,7 +212,7 @@ fn element(cx: &mut Ctx, e: ElementRef) {
             let raw: String = e.text().collect();
             let text = raw.trim_end().trim_start_matches(['\n', '\r']).to_string();
             if !text.is_empty() {
-                cx.b.push("code", text, depth);
+                cx.b.push(label::CODE, text, depth);
             }
         }
         "ul" | "ol" => {
@@ -231,12 +233,12 @@ fn element(cx: &mut Ctx, e: ElementRef) {
             }
             let md = super::markdown_table(&rows);
             if !md.is_empty() {
-                cx.b.push("table", md, depth);
+                cx.b.push(label::TABLE, md, depth);
                 let cap = scraper::Selector::parse("caption").expect("sel");
                 if let Some(c) = e.select(&cap).next() {
                     let t = text_of(c);
                     if !t.is_empty() {
-                        cx.b.push("caption", t, depth + 1);
+                        cx.b.push(label::CAPTION, t, depth + 1);
                     }
                 }
             }
@@ -257,14 +259,14 @@ fn element(cx: &mut Ctx, e: ElementRef) {
                     first = false;
                     if let Some(cap) = caption.clone() {
                         cx.b.items[idx].text = cap.clone();
-                        cx.b.push("caption", cap, depth + 1);
+                        cx.b.push(label::CAPTION, cap, depth + 1);
                     }
                 }
             }
             if first {
                 // a figure without an image: keep its caption as text
                 if let Some(cap) = caption {
-                    cx.b.push("text", cap, depth);
+                    cx.b.push(label::TEXT, cap, depth);
                 }
             }
         }
@@ -299,7 +301,7 @@ fn list(cx: &mut Ctx, e: ElementRef, group_depth: i64, group: usize) {
         } else {
             String::new()
         };
-        let item = cx.b.push("list_item", text, group_depth + 1);
+        let item = cx.b.push(label::LIST_ITEM, text, group_depth + 1);
         item.marker = marker;
         item.list_group = Some(group);
         for sub in li.children() {

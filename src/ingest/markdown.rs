@@ -17,6 +17,8 @@ use std::path::Path;
 
 use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
+use crate::store::docling::label;
+
 use super::{ItemBuilder, ParsedDocument, load_image, looks_like_figure_caption, normalize_ws};
 
 enum Seg {
@@ -84,7 +86,7 @@ pub fn parse_markdown(src: &str, base: Option<&Path>) -> ParsedDocument {
                 }
             }
             None => {
-                let item = b.push("list_item", text, it.depth);
+                let item = b.push(label::LIST_ITEM, text, it.depth);
                 item.marker = it.marker.clone();
                 item.list_group = Some(it.group);
                 it.emitted = Some(b.items.len() - 1);
@@ -106,9 +108,9 @@ pub fn parse_markdown(src: &str, base: Option<&Path>) -> ParsedDocument {
                         if title.is_none() {
                             title = Some(text.clone());
                         }
-                        b.push("title", text, 1);
+                        b.push(label::TITLE, text, 1);
                     } else {
-                        b.push("section_header", text, 1).heading_level = level - 1;
+                        b.push(label::SECTION_HEADER, text, 1).heading_level = level - 1;
                     }
                 }
                 caption_target = None;
@@ -152,7 +154,7 @@ pub fn parse_markdown(src: &str, base: Option<&Path>) -> ParsedDocument {
                     {
                         let depth = b.items[pic].tree_depth + 1;
                         b.items[pic].text = all_text.clone();
-                        b.push("caption", all_text, depth);
+                        b.push(label::CAPTION, all_text, depth);
                         segs.clear();
                         continue;
                     }
@@ -163,7 +165,7 @@ pub fn parse_markdown(src: &str, base: Option<&Path>) -> ParsedDocument {
                         Seg::Text(t) => {
                             let t = normalize_ws(&t);
                             if !t.is_empty() {
-                                b.push("text", t, 1);
+                                b.push(label::TEXT, t, 1);
                                 last_was_picture = false;
                             }
                         }
@@ -172,16 +174,16 @@ pub fn parse_markdown(src: &str, base: Option<&Path>) -> ParsedDocument {
                             let title = normalize_ws(&title);
                             let alt = normalize_ws(&alt);
                             let text = if title.is_empty() { alt } else { title.clone() };
-                            b.push("picture", text, 1).picture_data = data;
+                            b.push(label::PICTURE, text, 1).picture_data = data;
                             if !title.is_empty() {
-                                b.push("caption", title, 2);
+                                b.push(label::CAPTION, title, 2);
                             }
                             last_was_picture = true;
                         }
                     }
                 }
                 if last_was_picture {
-                    caption_target = b.items.iter().rposition(|i| i.label == "picture");
+                    caption_target = b.items.iter().rposition(|i| i.label == label::PICTURE);
                 }
                 continue;
             }
@@ -242,7 +244,7 @@ pub fn parse_markdown(src: &str, base: Option<&Path>) -> ParsedDocument {
                 let text = lines.join("\n");
                 if !text.is_empty() {
                     let depth = items.last().map(|i| i.depth + 1).unwrap_or(1);
-                    b.push("code", text, depth);
+                    b.push(label::CODE, text, depth);
                 }
                 caption_target = None;
             }
@@ -322,7 +324,7 @@ pub fn parse_markdown(src: &str, base: Option<&Path>) -> ParsedDocument {
                 if let Some((rows, _)) = table.take() {
                     let md = super::markdown_table(&rows);
                     if !md.is_empty() {
-                        b.push("table", md, 1);
+                        b.push(label::TABLE, md, 1);
                     }
                 }
                 caption_target = None;

@@ -6,6 +6,8 @@
 //! file would become headings/lists there; we deliberately keep plain text
 //! plain.
 
+use crate::store::docling::label;
+
 use super::{ItemBuilder, ParsedDocument, normalize_ws};
 
 pub fn parse_text(src: &str) -> ParsedDocument {
@@ -15,7 +17,7 @@ pub fn parse_text(src: &str) -> ParsedDocument {
         let t = normalize_ws(para);
         para.clear();
         if !t.is_empty() {
-            b.push("text", t, 1);
+            b.push(label::TEXT, t, 1);
         }
     };
     for line in src.lines() {

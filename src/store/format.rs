@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use crate::store::docling::label;
 use crate::store::types::SearchResult;
 
 /// Separator between the blocks of several results.
@@ -12,25 +13,25 @@ pub const NO_RESULTS: &str = "No results found.";
 
 /// Display priority of the labels that outrank plain text; lower wins.
 const LABEL_PRIORITY: &[(&str, u8)] = &[
-    ("table", 1),
-    ("code", 2),
-    ("form", 3),
-    ("field_region", 3),
-    ("key_value_region", 4),
-    ("field_item", 4),
-    ("field_key", 5),
-    ("field_value", 6),
-    ("field_heading", 7),
-    ("list_item", 8),
-    ("formula", 9),
-    ("chart", 10),
-    ("picture", 11),
-    ("caption", 12),
-    ("footnote", 13),
-    ("field_hint", 14),
-    ("marker", 15),
-    ("section_header", 16),
-    ("title", 17),
+    (label::TABLE, 1),
+    (label::CODE, 2),
+    (label::FORM, 3),
+    (label::FIELD_REGION, 3),
+    (label::KEY_VALUE_REGION, 4),
+    (label::FIELD_ITEM, 4),
+    (label::FIELD_KEY, 5),
+    (label::FIELD_VALUE, 6),
+    (label::FIELD_HEADING, 7),
+    (label::LIST_ITEM, 8),
+    (label::FORMULA, 9),
+    (label::CHART, 10),
+    (label::PICTURE, 11),
+    (label::CAPTION, 12),
+    (label::FOOTNOTE, 13),
+    (label::FIELD_HINT, 14),
+    (label::MARKER, 15),
+    (label::SECTION_HEADER, 16),
+    (label::TITLE, 17),
 ];
 
 fn priority(label: &str) -> Option<u8> {

@@ -12,6 +12,8 @@ use lancedb::index::scalar::FullTextSearchQuery;
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 use serde_json::{Map, Value};
 
+use crate::store::docling::label;
+
 use super::arrow_util::{floats, sql_in};
 use super::{
     DocumentItem, DocumentMeta, Result, SearchResult, Store, StoreError, chunks_from_batch,
@@ -233,7 +235,7 @@ impl Store {
             let mut items = self.items_by_ref(&doc, &refs).await?;
             let before_captions: Vec<i64> = items
                 .iter()
-                .filter(|i| i.label == "caption" && i.position > 0)
+                .filter(|i| i.label == label::CAPTION && i.position > 0)
                 .map(|i| i.position - 1)
                 .collect();
             items.extend(self.items_at(&doc, &before_captions).await?);

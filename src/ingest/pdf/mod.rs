@@ -26,6 +26,8 @@ pub mod structure;
 
 use std::path::Path;
 
+use crate::store::docling::label;
+
 use super::{
     IngestError, ItemBox, ItemBuilder, ParsedDocument, looks_like_figure_caption,
     looks_like_table_caption,
@@ -138,14 +140,14 @@ pub fn parse_pdf_path(path: &Path, name: &str) -> Result<ParsedDocument, IngestE
             match &els[i] {
                 Element::Table { rows, rect } => {
                     let md = super::markdown_table(rows);
-                    let t = b.push("table", md, 1);
+                    let t = b.push(label::TABLE, md, 1);
                     t.page_numbers = vec![page_no];
                     t.boxes = vec![at(*rect)];
                     i += 1;
                     if let Some(Element::Text { text, rect }) = els.get(i)
                         && looks_like_table_caption(text)
                     {
-                        let c = b.push("caption", text.clone(), 2);
+                        let c = b.push(label::CAPTION, text.clone(), 2);
                         c.page_numbers = vec![page_no];
                         c.boxes = vec![at(*rect)];
                         i += 1;
@@ -154,12 +156,12 @@ pub fn parse_pdf_path(path: &Path, name: &str) -> Result<ParsedDocument, IngestE
                 }
                 Element::Title { text, rect } => {
                     detected_title.get_or_insert_with(|| text.clone());
-                    let t = b.push("title", text.clone(), 1);
+                    let t = b.push(label::TITLE, text.clone(), 1);
                     t.page_numbers = vec![page_no];
                     t.boxes = vec![at(*rect)];
                 }
                 Element::Heading { text, level, rect } => {
-                    let h = b.push("section_header", text.clone(), 1);
+                    let h = b.push(label::SECTION_HEADER, text.clone(), 1);
                     h.page_numbers = vec![page_no];
                     h.heading_level = *level;
                     h.boxes = vec![at(*rect)];
@@ -167,15 +169,15 @@ pub fn parse_pdf_path(path: &Path, name: &str) -> Result<ParsedDocument, IngestE
                 Element::Text { text, rect } => {
                     if looks_like_figure_caption(text) && !page_pics.is_empty() {
                         let (data, pic_rect) = page_pics.remove(0);
-                        let pic = b.push("picture", text.clone(), 1);
+                        let pic = b.push(label::PICTURE, text.clone(), 1);
                         pic.page_numbers = vec![page_no];
                         pic.picture_data = Some(data.clone());
                         pic.boxes = pic_rect.map(at).into_iter().collect();
-                        let c = b.push("caption", text.clone(), 2);
+                        let c = b.push(label::CAPTION, text.clone(), 2);
                         c.page_numbers = vec![page_no];
                         c.boxes = vec![at(*rect)];
                     } else {
-                        let t = b.push("text", text.clone(), 1);
+                        let t = b.push(label::TEXT, text.clone(), 1);
                         t.page_numbers = vec![page_no];
                         t.boxes = vec![at(*rect)];
                     }
@@ -184,7 +186,7 @@ pub fn parse_pdf_path(path: &Path, name: &str) -> Result<ParsedDocument, IngestE
             i += 1;
         }
         for (data, rect) in page_pics {
-            let pic = b.push("picture", String::new(), 1);
+            let pic = b.push(label::PICTURE, String::new(), 1);
             pic.page_numbers = vec![page_no];
             pic.picture_data = Some(data.clone());
             pic.boxes = rect.map(at).into_iter().collect();

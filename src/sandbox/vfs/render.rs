@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
-use crate::store::docling::PICTURE_REF_PREFIX;
+use crate::store::docling::{PICTURE_REF_PREFIX, label};
 use crate::store::{DocumentItem, DocumentMeta, SearchResult};
 
 /// `{id, title, uri, created_at}` (list_documents rows and metadata.json).
@@ -58,7 +58,7 @@ pub fn render_items(items: &[DocumentItem], chunk_index: &HashMap<String, Vec<St
 pub fn toc_tree(items: &[DocumentItem], chunk_index: &HashMap<String, Vec<String>>) -> Value {
     let headers: Vec<&DocumentItem> = items
         .iter()
-        .filter(|i| i.label == "section_header" && i.heading_level > 0)
+        .filter(|i| i.label == label::SECTION_HEADER && i.heading_level > 0)
         .collect();
     if headers.is_empty() {
         return json!([]);

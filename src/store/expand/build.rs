@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Map;
 
 use super::{MIN_ANCHOR, SEPARATOR, SEPARATOR_CHARS, char_find, char_len, char_slice, is_noise};
+use crate::store::docling::label;
 use crate::store::types::{DocumentItem, SearchResult};
 
 /// Substrings of a chunk's content used to find it inside expanded text: the whole
@@ -111,7 +112,7 @@ pub(super) fn build_result(
             joined.push_str(&item.text);
             cursor += char_len(&item.text);
             spans.push((start, cursor, item));
-        } else if item.label == "picture" {
+        } else if item.label == label::PICTURE {
             spans.push((cursor, cursor, item));
         }
     }

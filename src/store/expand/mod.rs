@@ -14,19 +14,25 @@ mod pictures;
 
 use std::collections::{HashMap, HashSet};
 
+use crate::store::docling::label;
 use crate::store::types::{DocumentItem, SearchResult};
 
 use build::{build_result, lost_constituent};
 pub use pictures::{dedup_picture_chunks, wanted_picture_refs};
 
 /// Labels excluded from content and from char counting in structured windows.
-pub const NOISE_LABELS: &[&str] = &["footnote", "page_header", "page_footer", "document_index"];
+pub const NOISE_LABELS: &[&str] = &[
+    label::FOOTNOTE,
+    label::PAGE_HEADER,
+    label::PAGE_FOOTER,
+    label::DOCUMENT_INDEX,
+];
 
 /// Labels that start a section.
-const SECTION_LABELS: &[&str] = &["section_header", "title"];
+const SECTION_LABELS: &[&str] = &[label::SECTION_HEADER, label::TITLE];
 
 /// Matched labels whose small section is taken alone, never crossing its boundaries.
-const TIGHT_LABELS: &[&str] = &["picture", "table"];
+const TIGHT_LABELS: &[&str] = &[label::PICTURE, label::TABLE];
 
 /// A section smaller than this share of the budget is too small to stand alone.
 const MIN_SECTION_RATIO: f64 = 0.2;

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::store::docling::PICTURE_REF_PREFIX;
+use crate::store::docling::{PICTURE_REF_PREFIX, label};
 use crate::store::types::{DocumentItem, SearchResult};
 
 /// Collapse results whose only ref is the same picture of the same document to the
@@ -53,11 +53,11 @@ pub fn wanted_picture_refs(result: &SearchResult, doc_items: &[DocumentItem]) ->
         } else {
             doc_items
                 .iter()
-                .find(|it| it.self_ref == *r && it.label == "caption")
+                .find(|it| it.self_ref == *r && it.label == label::CAPTION)
                 .and_then(|cap| {
                     doc_items
                         .iter()
-                        .find(|it| it.position == cap.position - 1 && it.label == "picture")
+                        .find(|it| it.position == cap.position - 1 && it.label == label::PICTURE)
                 })
                 .map(|pic| pic.self_ref.clone())
         };
