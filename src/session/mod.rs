@@ -10,10 +10,15 @@
 //! pid is written, synced and renamed over the target; temporaries of killed writers are
 //! removed on the next save or load. Once a session file is long, a save appends only what
 //! the question added to a journal beside it and rewrites the file now and then
-//! ([`journal`]), so saving costs what the question added. One writer at a time: `ask` holds the session's lock
-//! ([`lock::SessionLock`]) from loading to committing, the workbench while saving, and a
-//! save refuses to overwrite a file that another writer changed since this process read
-//! or wrote it ([`Session::save_or_keep`] then keeps the conversation beside it).
+//! ([`journal`]), so saving costs what the question added. One writer at a time: `ask`
+//! holds the session's lock ([`lock::SessionLock`]) from loading to committing, the
+//! workbench while saving, and a save refuses to overwrite a file that another writer
+//! changed since this process read or wrote it ([`Session::save_or_keep`] then keeps the
+//! conversation beside it).
+//!
+//! This file is a little over 600 lines because `Session`'s commit, load and save
+//! methods and their one error type read best together; the file format, the journal,
+//! the linear requests and the disk side are in their own files.
 
 mod disk;
 mod file;
