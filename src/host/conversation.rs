@@ -119,12 +119,6 @@ pub fn save_shared(session: &Session, path: &Path) -> Result<Saved, SessionError
     session.save_or_keep(path, true)
 }
 
-/// On closing a session: folds its journal into the file, so that other programs
-/// (haiku.rag, pydantic-ai) read every question ([`Session::fold_journal`]).
-pub fn fold_on_close(session: &Session, path: &Path) -> Result<bool, SessionError> {
-    session.fold_journal(path)
-}
-
 /// Writes an export (Markdown, JSON) atomically.
 pub fn write_export(path: &Path, contents: &str) -> std::io::Result<()> {
     crate::session::write_atomic(path, contents.as_bytes())

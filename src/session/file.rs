@@ -16,8 +16,9 @@ use chrono::{DateTime, Utc};
 pub(super) struct SavedImage(std::sync::Mutex<Option<journal::Image>>);
 
 impl SavedImage {
-    pub(super) fn get(&self) -> Option<journal::Image> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    /// Runs `f` on the image in place (it holds a copy of the state: not cloned).
+    pub(super) fn with<R>(&self, f: impl FnOnce(Option<&journal::Image>) -> R) -> R {
+        f(self.0.lock().unwrap_or_else(|e| e.into_inner()).as_ref())
     }
 
     pub(super) fn set(&self, image: Option<journal::Image>) {
@@ -35,7 +36,7 @@ impl SavedImage {
 
 impl Clone for SavedImage {
     fn clone(&self) -> Self {
-        SavedImage(std::sync::Mutex::new(self.get()))
+        SavedImage(std::sync::Mutex::new(self.with(|i| i.cloned())))
     }
 }
 

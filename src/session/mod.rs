@@ -338,7 +338,6 @@ impl Session {
         let (mut session, ids) = Session::parse(&text, path)?;
         disk::remember(path, stamp);
         disk::remove_stale_temps(path);
-        let journal_stamp = disk::Stamp::of_path(&journal_path(path));
         let bytes = text.len() as u64;
         drop(text);
         let replay = journal::replay(path, &mut session, &ids, bytes).map_err(|message| {
@@ -349,7 +348,7 @@ impl Session {
         })?;
         let image = match replay {
             journal::Replay::Applied(image) => {
-                disk::remember_journal(path, journal_stamp);
+                disk::remember_journal(path, image.journal_stamp.clone());
                 Some(*image)
             }
             other => {
@@ -421,29 +420,35 @@ impl Session {
             });
         }
         // Append only when this session is the one that last wrote (or read) the files.
-        let image = self.saved.get().filter(|i| {
-            disk::same_file(&i.path, path)
-                && i.snapshot_bytes >= policy.journal_from
-                && journal::current(i)
-        });
-        if let Some(image) = image {
-            let line = journal::record_line(self, &image)?;
+        let appended = self.saved.with(|image| -> Result<_, SessionError> {
+            let Some(image) = image.filter(|i| {
+                disk::same_file(&i.path, path)
+                    && i.snapshot_bytes >= policy.journal_from
+                    && journal::current(i)
+            }) else {
+                return Ok(None);
+            };
+            let line = journal::record_line(self, image)?;
             let journal = image.journal_bytes.max(128) + line.len() as u64;
-            if journal <= image.snapshot_bytes / policy.fold_ratio.max(1) {
-                let stamp = journal::append(&image, &line).map_err(|source| SessionError::Io {
-                    action: "write",
-                    path: journal_path(path),
-                    source,
-                })?;
-                disk::remember_journal(path, Some(stamp.clone()));
-                self.saved.set(Some(journal::after_append(
-                    self,
-                    &image,
-                    line.len() as u64,
-                    stamp,
-                )));
-                return Ok(());
+            if journal > image.snapshot_bytes / policy.fold_ratio.max(1) {
+                return Ok(None);
             }
+            let stamp = journal::append(image, &line).map_err(|source| SessionError::Io {
+                action: "write",
+                path: journal_path(path),
+                source,
+            })?;
+            disk::remember_journal(path, Some(stamp.clone()));
+            Ok(Some(journal::after_append(
+                self,
+                image,
+                line.len() as u64,
+                stamp,
+            )))
+        })?;
+        if let Some(next) = appended {
+            self.saved.set(Some(next));
+            return Ok(());
         }
         self.save_whole(path)
     }
@@ -451,11 +456,10 @@ impl Session {
     /// Writes the whole session to `path` as a new snapshot, folding (removing) the
     /// journal beside it.
     fn save_whole(&self, path: &Path) -> Result<(), SessionError> {
-        let previous = self
-            .saved
-            .get()
-            .filter(|i| disk::same_file(&i.path, path))
-            .map(|i| i.snapshot);
+        let previous = self.saved.with(|i| {
+            i.filter(|i| disk::same_file(&i.path, path))
+                .map(|i| i.snapshot.clone())
+        });
         let id = uuid::Uuid::new_v4().simple().to_string();
         let mut json = serde_json::to_vec(&SnapshotOut {
             messages: &self.messages,

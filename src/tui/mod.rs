@@ -127,7 +127,7 @@ pub async fn run(mut app: App, mut services: Services) -> Result<()> {
     drop(guard);
     // A long session's journal is folded into its file on the way out.
     if let Some(path) = &app.session_path
-        && let Err(e) = crate::host::conversation::fold_on_close(&app.session, path)
+        && let Err(e) = app.session.fold_journal(path)
     {
         eprintln!("note: {e}");
     }
