@@ -490,3 +490,81 @@ async fn groundwork_search_warns_and_keeps_the_fused_order_when_the_configured_r
         .unwrap_or_default();
     assert!(log.contains(FUSED_ORDER_NOTE), "not logged:\n{log}");
 }
+
+// ----- the workbench --------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_workbench_inspector_marks_reordered_results_and_the_status_bar_warns() {
+    use groundwork::tui::Runtime;
+    use groundwork::tui::app::Pane;
+    use support::workbench::{ask, new_app, pane, redactions, screen, services, status_bar};
+
+    let embed = hashembed::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let uri = corpus(dir.path(), &embed).await;
+    // Search, answer without citing, be redirected by the citation policy, answer again.
+    let answers = || {
+        vec![
+            Reply::tool_call("rag_search", json!({"query": QUERY, "limit": 2})),
+            Reply::text("Zebras graze."),
+            Reply::text("Zebras graze, uncited."),
+        ]
+    };
+
+    // A working reranker: the search's tool return carries the note.
+    let server = RerankServer::start(Behaviour::Reverse).await;
+    let store = Arc::new(open(&uri, &embed, Some(reranker(&server.url))).await);
+    let chat = ScriptedServer::start(answers()).await;
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&store, &chat.base_url()));
+    screen(&mut app, 160, 48);
+    ask(&mut rt, &mut app, "Zebras?").await;
+    assert_eq!(app.request_count(), 3, "{:?}", app.error);
+    app.inspector.selected = Some(1);
+    let s = pane(&mut app, Pane::Inspector, 160, 48);
+    // Under the tool return's badge, wrapped to the column.
+    let note = format!(
+        "↻ reranked 20 candidates with {MODEL}: 2 of 2 results reordered (#1 was fused #20, \
+         #2 was fused #19)"
+    );
+    let shown: String = s
+        .lines()
+        .map(|l| l.trim_matches('│').split('│').next().unwrap_or("").trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(shown.contains(&note), "{s}");
+    redactions().bind(|| insta::assert_snapshot!("inspector_reranked_search", s));
+    assert!(!status_bar(&mut app, 160).contains("⚠"));
+
+    // A failing one: the answer still comes, the status bar and the inspector warn.
+    let down = closed_url();
+    let store = Arc::new(open(&uri, &embed, Some(reranker(&down))).await);
+    let chat = ScriptedServer::start(answers()).await;
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&store, &chat.base_url()));
+    screen(&mut app, 160, 48);
+    ask(&mut rt, &mut app, "Zebras?").await;
+    assert_eq!(app.request_count(), 3, "{:?}", app.error);
+    assert_eq!(app.error, None);
+    let bar = status_bar(&mut app, 320);
+    assert!(
+        bar.contains(&format!("│ ⚠ reranker {down}/rerank: cannot connect")),
+        "{bar}"
+    );
+    assert!(bar.trim_end().ends_with(FUSED_ORDER_NOTE), "{bar}");
+    // Cut, not dropped, on a narrower bar.
+    assert!(status_bar(&mut app, 160).contains("│ ⚠ reranker"));
+    app.inspector.selected = Some(1);
+    let s = pane(&mut app, Pane::Inspector, 160, 48);
+    let shown: String = s
+        .lines()
+        .map(|l| l.trim_matches('│').split('│').next().unwrap_or("").trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        shown.contains(&format!(
+            "↻ warning: reranker {down}/rerank: cannot connect"
+        )),
+        "{s}"
+    );
+}

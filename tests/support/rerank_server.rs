@@ -31,10 +31,13 @@ pub enum Behaviour {
     Delay(Duration),
 }
 
+/// Each request's body and `Authorization` header.
+type Received = Arc<Mutex<Vec<(Value, Option<String>)>>>;
+
 #[derive(Clone)]
 struct AppState {
     behaviour: Arc<Mutex<Behaviour>>,
-    requests: Arc<Mutex<Vec<(Value, Option<String>)>>>,
+    requests: Received,
 }
 
 pub struct RerankServer {
