@@ -419,6 +419,20 @@ async fn groundwork_search_shows_the_fused_and_the_reranked_score() {
         assert_eq!(r["score"], r["rerank_score"]);
     }
 
+    // `info` names the reranker in use.
+    let o = output(command(
+        dir.path(),
+        &["--db", &uri, "--reranker-url", &server.url, "info"],
+    ))
+    .await;
+    let info = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let line = format!(
+        "reranker   default at {}/rerank (10x candidates)",
+        server.url
+    );
+    assert!(info.contains(&line), "{line:?} not in\n{info}");
+
     let o = output(command(dir.path(), &args)).await;
     let out = text(&o.stdout);
     assert!(o.status.success(), "{}", text(&o.stderr));

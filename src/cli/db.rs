@@ -107,6 +107,15 @@ pub(super) async fn info(ctx: &CmdContext, a: InfoArgs) -> Result<ExitCode> {
             .map(|u| format!(" at {u}"))
             .unwrap_or_default()
     )?;
+    if let Some(r) = &ctx.config.app.search.reranker {
+        writeln!(
+            out,
+            "reranker   {} at {}/rerank ({}x candidates)",
+            r.model,
+            r.url.trim_end_matches('/'),
+            crate::store::rerank::CANDIDATES_PER_RESULT
+        )?;
+    }
     writeln!(
         out,
         "contents   {} documents, {} chunks, {} items ({} pictures)",
