@@ -95,6 +95,12 @@ const BAD: &[(&str, usize, Option<&str>, &str)] = &[
         "'x' cannot be global; use a Ctrl, Alt, Esc or function key",
     ),
     (
+        "reranker_bad_url.toml",
+        3,
+        Some("search.reranker.url"),
+        "\"127.0.0.1:8000/v1\" is not an http(s) URL",
+    ),
+    (
         "section_not_a_table.toml",
         1,
         Some("search"),
@@ -155,10 +161,16 @@ const BAD: &[(&str, usize, Option<&str>, &str)] = &[
         "unknown key `name` in [qa.model]; expected `vision`",
     ),
     (
+        "unknown_reranker.toml",
+        3,
+        Some("search.reranker.top_n"),
+        "unknown key `top_n` in [search.reranker]; expected one of `url`, `model`, `timeout_secs`, `api_key`",
+    ),
+    (
         "unknown_search.toml",
         3,
         Some("search.max_context_char"),
-        "unknown key `max_context_char` in [search]; expected one of `limit`, `max_context_chars`, `vector_refine_factor`",
+        "unknown key `max_context_char` in [search]; expected one of `limit`, `max_context_chars`, `vector_refine_factor`, `reranker`",
     ),
     (
         "unknown_storage.toml",
@@ -222,6 +234,64 @@ fn every_good_config_loads() {
         let config = load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert_eq!(config.path.as_deref(), Some(path.as_path()));
     }
+}
+
+#[test]
+fn the_reranker_config_loads_and_flags_override_it() {
+    let path = dir("good").join("reranker.toml");
+    let c = load(&path).unwrap();
+    let r = c
+        .app
+        .search
+        .reranker
+        .clone()
+        .expect("[search.reranker] read");
+    assert_eq!(c.app.search.limit, 4);
+    assert_eq!(
+        (r.url.as_str(), r.model.as_str(), r.timeout_secs),
+        ("http://127.0.0.1:8000/v1", "bge-reranker-v2-m3", 20)
+    );
+    assert_eq!(
+        r.api_key.as_ref().unwrap().expose(),
+        "rk-fixture-secret-1234"
+    );
+    // The key is never printed or serialized (a capability spec, a saved state).
+    assert!(!format!("{c:?}").contains("rk-fixture"), "{c:?}");
+    let dumped = serde_json::to_string(&c.app).unwrap();
+    assert!(dumped.contains("bge-reranker-v2-m3"), "{dumped}");
+    assert!(!dumped.contains("rk-fixture"), "{dumped}");
+
+    let env = [(
+        "GROUNDWORK_RERANKER_API_KEY".to_string(),
+        "rk-env-secret-5678".to_string(),
+    )]
+    .into_iter()
+    .collect();
+    let flags = ModelOverrides {
+        reranker_url: Some("http://127.0.0.1:9/v1".into()),
+        reranker_model: Some("jina-reranker-v3".into()),
+        ..Default::default()
+    };
+    let c = Config::load(Some(&path), &env, &flags).unwrap();
+    let r = c.app.search.reranker.unwrap();
+    assert_eq!(
+        (r.url.as_str(), r.model.as_str(), r.timeout_secs),
+        ("http://127.0.0.1:9/v1", "jina-reranker-v3", 20)
+    );
+    assert_eq!(r.api_key.unwrap().expose(), "rk-env-secret-5678");
+    // No reranker anywhere: none; a model alone is refused with one line.
+    let empty = dir("good").join("empty.toml");
+    let none = Config::load(Some(&empty), &Default::default(), &Default::default()).unwrap();
+    assert_eq!(none.app.search.reranker, None);
+    let alone = ModelOverrides {
+        reranker_model: Some("bge".into()),
+        ..Default::default()
+    };
+    let err = Config::load(Some(&empty), &Default::default(), &alone)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("needs a reranker URL"), "{err}");
+    assert!(!err.contains('\n'), "{err}");
 }
 
 #[test]

@@ -20,6 +20,7 @@ use crate::engine::capability::{
     ToolOutcome,
 };
 use crate::store::Store;
+use crate::store::search::SearchMode;
 use crate::template::fill;
 
 /// The exact `from_spec` parameter names (SPEC §13).
@@ -289,9 +290,13 @@ impl RagRun {
         };
         let filter = self.state.document_filter.clone();
         let mut results = Vec::new();
+        let mut reports = Vec::new();
         for (name, handle) in selected {
             let store = handle.get().await?;
-            let found = store.search(&query, Some(limit), filter.as_deref()).await?;
+            let (found, rerank) = store
+                .search_reported(&query, Some(limit), filter.as_deref(), SearchMode::Hybrid)
+                .await?;
+            reports.extend(rerank);
             let mut found = store.expand(found).await?;
             for r in &mut found {
                 r.collection = name.clone();
@@ -303,7 +308,14 @@ impl RagRun {
             results.sort_by(|a, b| b.score.total_cmp(&a.score));
             results.truncate(limit);
         }
-        search::finish(&mut self.state, &query, &results, self.epoch, self.vision)
+        search::finish_reported(
+            &mut self.state,
+            &query,
+            &results,
+            self.epoch,
+            self.vision,
+            reports,
+        )
     }
 
     /// The stores a search covers: every collection unless `sources` names some.

@@ -67,13 +67,21 @@ pub struct GlobalArgs {
     /// Token limit per model answer, sent as `max_tokens` (config `[model] max_tokens`).
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tokens: Option<u32>,
+    /// Rerank API endpoint (POST URL/rerank: vLLM, llama.cpp --reranking, Cohere, Jina,
+    /// Voyage), e.g. http://127.0.0.1:8000/v1 (env GROUNDWORK_RERANKER_URL; config
+    /// `[search.reranker] url`). Search then reranks limit*10 fused candidates.
+    #[arg(long, global = true, value_name = "URL")]
+    pub reranker_url: Option<String>,
+    /// Reranker model name (env GROUNDWORK_RERANKER_MODEL; config `[search.reranker] model`).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub reranker_model: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Add or update documents (Markdown, text, HTML, PDF; folders are walked).
     Ingest(IngestArgs),
-    /// Hybrid search (vector + BM25, fused by RRF).
+    /// Hybrid search (vector + BM25, fused by RRF; reranked when a reranker is configured).
     Search(SearchArgs),
     /// Database path, embedder, counts and index status.
     Info(InfoArgs),

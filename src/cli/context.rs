@@ -101,6 +101,8 @@ fn model_overrides(global: &GlobalArgs) -> ModelOverrides {
         model: global.model.clone(),
         timeout_secs: global.timeout,
         max_tokens: global.max_tokens,
+        reranker_url: global.reranker_url.clone(),
+        reranker_model: global.reranker_model.clone(),
         ..Default::default()
     }
 }

@@ -5,25 +5,50 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 
-use crate::store::{Store, format};
+use crate::store::search::SearchMode;
+use crate::store::{SearchResult, Store, format};
 
 use super::args::{DeleteArgs, InfoArgs, ListArgs, SearchArgs};
 use super::context::CmdContext;
 
 pub(super) async fn search(ctx: &CmdContext, a: SearchArgs) -> Result<ExitCode> {
     let store = ctx.open_store().await?;
+    let (results, rerank) = store
+        .search_reported(&a.query, a.limit, a.filter.as_deref(), SearchMode::Hybrid)
+        .await?;
     let results = if a.no_expand {
-        store.search(&a.query, a.limit, a.filter.as_deref()).await?
+        results
     } else {
-        store
-            .search_expanded(&a.query, a.limit, a.filter.as_deref())
-            .await?
+        store.expand(results).await?
+    };
+    if let Some(w) = rerank.as_ref().and_then(|r| r.warning.as_deref()) {
+        eprintln!("warning: {w}");
+    }
+    let hit_of = |r: &SearchResult| {
+        let report = rerank.as_ref()?;
+        r.chunk_id
+            .iter()
+            .chain(&r.chunk_ids)
+            .find_map(|id| report.hit(id))
     };
     let mut out = std::io::stdout().lock();
     if a.json {
-        serde_json::to_writer_pretty(&mut out, &results)?;
+        let mut values = Vec::with_capacity(results.len());
+        for r in &results {
+            let mut v = serde_json::to_value(r)?;
+            if let (Some(h), Some(o)) = (hit_of(r), v.as_object_mut()) {
+                o.insert("fused_score".into(), h.fused_score.into());
+                o.insert("fused_rank".into(), h.fused_rank.into());
+                o.insert("rerank_score".into(), h.rerank_score.into());
+            }
+            values.push(v);
+        }
+        serde_json::to_writer_pretty(&mut out, &values)?;
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(r) = &rerank {
+        writeln!(out, "{}\n", r.note())?;
     }
     if results.is_empty() {
         writeln!(out, "No results found.")?;
@@ -40,7 +65,17 @@ pub(super) async fn search(ctx: &CmdContext, a: SearchArgs) -> Result<ExitCode> 
                 .as_deref()
                 .or(r.document_title.as_deref())
                 .unwrap_or("");
-            text.insert_str(0, &format!("score {:.4}  {doc}\n", r.score));
+            let fused = match hit_of(r) {
+                Some(h) if h.rerank_score.is_some() => {
+                    format!(
+                        " (reranked; fused {:.4}, fused #{})",
+                        h.fused_score, h.fused_rank
+                    )
+                }
+                Some(_) => " (fused)".to_string(),
+                None => String::new(),
+            };
+            text.insert_str(0, &format!("score {:.4}{fused}  {doc}\n", r.score));
             text
         })
         .collect();
@@ -72,6 +107,15 @@ pub(super) async fn info(ctx: &CmdContext, a: InfoArgs) -> Result<ExitCode> {
             .map(|u| format!(" at {u}"))
             .unwrap_or_default()
     )?;
+    if let Some(r) = &ctx.config.app.search.reranker {
+        writeln!(
+            out,
+            "reranker   {} at {}/rerank ({}x candidates)",
+            r.model,
+            r.url.trim_end_matches('/'),
+            crate::store::rerank::CANDIDATES_PER_RESULT
+        )?;
+    }
     writeln!(
         out,
         "contents   {} documents, {} chunks, {} items ({} pictures)",

@@ -8,6 +8,7 @@
 //! The sections, each in its own file:
 //! - `[storage]`, `[search]`, `[embeddings]`, `[qa]`, `[analysis]`, `[prompts]`: the
 //!   haiku.rag-compatible [`AppConfig`] (`sections.rs`);
+//! - `[search.reranker]`: the reranker endpoint ([`RerankerConfig`], `rerank.rs`);
 //! - `[model]`: the model endpoint, with its environment and flag overrides and the API
 //!   key ([`ModelConfig`], `model.rs`);
 //! - `[tui]`: theme and key bindings as plain data ([`TuiConfig`], `tui.rs`).
@@ -17,6 +18,7 @@
 
 pub mod error;
 pub mod model;
+pub mod rerank;
 pub mod sections;
 pub mod tui;
 
@@ -28,6 +30,7 @@ use crate::paths::Env;
 
 pub use error::{ConfigError, TomlErrorInfo, describe_toml_error, line_col, line_of_key};
 pub use model::{ApiKey, ModelConfig, ModelOverrides};
+pub use rerank::RerankerConfig;
 pub use sections::{
     AnalysisConfig, AppConfig, EmbedderSpec, EmbeddingsConfig, PromptsConfig, QaConfig,
     QaModelConfig, SearchConfig, StorageConfig,
@@ -98,6 +101,12 @@ impl Config {
             None => Config::default(),
         };
         cfg.model.apply_env_and_flags(env, overrides)?;
+        cfg.app.search.reranker = rerank::apply_env_and_flags(
+            cfg.app.search.reranker.take(),
+            env,
+            overrides.reranker_url.as_deref(),
+            overrides.reranker_model.as_deref(),
+        )?;
         let env_set = |k: &str| env.get(k).is_some_and(|v| !v.trim().is_empty());
         cfg.endpoint_named |= overrides.base_url.is_some() || env_set(model::ENV_MODEL_URL);
         cfg.model_named = overrides.model.is_some()
@@ -144,6 +153,9 @@ impl Config {
             prompts: raw.prompts,
         }
         .into_config();
+        if let Some(r) = &app.search.reranker {
+            r.validate().map_err(|e| e.in_file(path, text))?;
+        }
         let model_named = model.model != model::DEFAULT_MODEL;
         Ok(Config {
             path: Some(path.to_path_buf()),

@@ -143,6 +143,10 @@ pub struct ModelOverrides {
     pub stream: Option<bool>,
     /// `--max-tokens`.
     pub max_tokens: Option<u32>,
+    /// `--reranker-url` (laid over `[search.reranker]`).
+    pub reranker_url: Option<String>,
+    /// `--reranker-model`.
+    pub reranker_model: Option<String>,
 }
 
 /// `[model]` of the config file, as written: every key optional, unknown keys refused.

@@ -11,6 +11,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::rerank::{FileReranker, RerankerConfig};
+
 /// How haiku.rag records an embedding model in `settings.embeddings.model`
 /// (`provider`, `name`, `vector_dim`, `base_url`); also `[embeddings.model]` of the
 /// config file.
@@ -114,6 +116,10 @@ pub struct SearchConfig {
     pub max_context_chars: usize,
     /// Refine factor for the vector leg of hybrid search.
     pub vector_refine_factor: u32,
+    /// `[search.reranker]`: when set, search fetches `limit * 10` candidates, reranks
+    /// them and keeps the top `limit` (Groundwork's own key; haiku.rag has `[reranking]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reranker: Option<RerankerConfig>,
 }
 
 impl Default for SearchConfig {
@@ -122,6 +128,7 @@ impl Default for SearchConfig {
             limit: 5,
             max_context_chars: 5000,
             vector_refine_factor: 30,
+            reranker: None,
         }
     }
 }
@@ -155,6 +162,7 @@ pub(super) struct FileSearch {
     limit: Option<usize>,
     max_context_chars: Option<usize>,
     vector_refine_factor: Option<u32>,
+    reranker: Option<FileReranker>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -234,6 +242,7 @@ impl FileSections {
             max_context_chars,
             vector_refine_factor
         );
+        c.search.reranker = self.search.reranker.map(FileReranker::into_config);
         c.embeddings.model = self.embeddings.model.map(|m| EmbedderSpec {
             provider: m.provider,
             name: m.name,

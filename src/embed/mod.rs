@@ -9,6 +9,7 @@ use futures::future::BoxFuture;
 
 pub mod local;
 pub mod openai;
+pub mod rerank;
 
 /// How haiku.rag records an embedding model (plain data, defined with the config's
 /// `[embeddings.model]`).

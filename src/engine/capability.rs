@@ -97,6 +97,9 @@ pub struct ToolOutput {
     /// Extra user-prompt items (text, images) sent in the same request, after the
     /// tool returns (SPEC §0.1 rich output).
     pub extra: Vec<UserContent>,
+    /// Becomes the tool return's `metadata`: kept in the history for the application
+    /// (the inspector), never sent to the model (pydantic-ai `ToolReturn.metadata`).
+    pub metadata: Option<Value>,
 }
 
 impl ToolOutput {
@@ -105,6 +108,7 @@ impl ToolOutput {
         ToolOutput {
             content: Value::String(text.into()),
             extra: Vec::new(),
+            metadata: None,
         }
     }
 
@@ -113,12 +117,19 @@ impl ToolOutput {
         ToolOutput {
             content,
             extra: Vec::new(),
+            metadata: None,
         }
     }
 
     /// Adds extra user-prompt items.
     pub fn with_extra(mut self, extra: Vec<UserContent>) -> Self {
         self.extra = extra;
+        self
+    }
+
+    /// Sets the tool return's metadata (not sent to the model).
+    pub fn with_metadata(mut self, metadata: Value) -> Self {
+        self.metadata = Some(metadata);
         self
     }
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::engine::events::RequestSnapshot;
-use crate::engine::messages::ModelMessage;
+use crate::engine::messages::{ModelMessage, ModelRequestPart};
 use crate::session::Session;
 use crate::session::linear::{self, LinearRequest, Piece, RawRef, Tables};
 
@@ -406,6 +406,9 @@ pub struct PartRow {
     /// The sent part's full text.
     pub sent: Option<String>,
     pub mark: PartMark,
+    /// What the reranker did for a search tool's return (from its metadata).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// One message of a request, stored beside sent, part by part.
@@ -418,6 +421,25 @@ pub struct MessageRow {
     pub raw_tokens: Option<usize>,
     pub sent_tokens: Option<usize>,
     pub parts: Vec<PartRow>,
+}
+
+/// For each part of a message, the reranker's note when it is a search tool's return
+/// whose metadata holds a [`RerankReport`](crate::store::rerank::RerankReport).
+pub fn part_notes(m: &ModelMessage) -> Vec<Option<String>> {
+    let ModelMessage::Request(r) = m else {
+        return Vec::new();
+    };
+    r.parts
+        .iter()
+        .map(|p| match p {
+            ModelRequestPart::ToolReturn(t) => t
+                .metadata
+                .as_ref()
+                .and_then(crate::store::rerank::RerankReport::from_metadata)
+                .map(|report| report.note()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Text and kind of every part of a message, images as `[image: media/type]`.
@@ -507,6 +529,7 @@ pub fn align(s: &RequestSnapshot) -> Vec<MessageRow> {
             };
             let rp = raw.map(part_texts).unwrap_or_default();
             let sp = sent.map(part_texts).unwrap_or_default();
+            let notes = raw.or(sent).map(part_notes).unwrap_or_default();
             let parts = (0..rp.len().max(sp.len()))
                 .map(|k| {
                     let r = rp.get(k);
@@ -516,6 +539,7 @@ pub fn align(s: &RequestSnapshot) -> Vec<MessageRow> {
                         mark: classify(r.map(|p| p.1.as_str()), sn.map(|p| p.1.as_str())),
                         raw: r.map(|p| p.1.clone()),
                         sent: sn.map(|p| p.1.clone()),
+                        note: notes.get(k).cloned().flatten(),
                     }
                 })
                 .collect();

@@ -36,7 +36,7 @@ impl std::error::Error for HttpFailure {}
 
 /// The server's message from an error body: JSON in any of the usual shapes, else the
 /// text itself; an empty body gives the status's reason phrase.
-pub(super) fn error_body_message(body: &[u8], status: u16) -> String {
+pub(crate) fn error_body_message(body: &[u8], status: u16) -> String {
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
     let message = match serde_json::from_str::<Value>(text) {

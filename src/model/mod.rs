@@ -34,6 +34,9 @@ mod stream;
 mod transport;
 mod wire;
 
+/// The server's own words from an error body (shared with the reranker client).
+pub(crate) use error::error_body_message;
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -25,6 +25,7 @@ mod indexes;
 mod open;
 mod pages;
 mod read;
+pub mod rerank;
 pub mod schema;
 pub mod search;
 pub mod types;
@@ -91,6 +92,8 @@ pub struct Store {
     embedder_spec: EmbedderSpec,
     embedder: Option<Arc<dyn Embedder>>,
     search_config: SearchConfig,
+    /// The reranker `search_config.reranker` names (or why it could not be built).
+    reranker: Option<rerank::Attached>,
     /// How many `document_meta` reads were made (for tests of fetch-once behaviour).
     document_reads: std::sync::atomic::AtomicUsize,
 }
@@ -130,7 +133,9 @@ impl Store {
         &self.search_config
     }
 
+    /// Sets the search settings; a `reranker` in them is attached (see [`rerank`]).
     pub fn set_search_config(&mut self, config: SearchConfig) {
+        self.reranker = config.reranker.as_ref().map(rerank::Attached::build);
         self.search_config = config;
     }
 

@@ -126,6 +126,7 @@ impl Store {
             embedder_spec,
             embedder: None,
             search_config: SearchConfig::default(),
+            reranker: None,
             document_reads: Default::default(),
         })
     }

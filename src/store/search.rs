@@ -108,11 +108,40 @@ impl Store {
         filter: Option<&str>,
         mode: SearchMode,
     ) -> Result<Vec<SearchResult>> {
+        self.search_inner(query, limit, filter, mode, &mut None)
+            .await
+    }
+
+    /// [`Store::search_with_mode`] with what the reranker did (`None`: no reranker).
+    pub async fn search_reported(
+        &self,
+        query: &str,
+        limit: Option<usize>,
+        filter: Option<&str>,
+        mode: SearchMode,
+    ) -> Result<(Vec<SearchResult>, Option<super::rerank::RerankReport>)> {
+        let mut report = None;
+        let results = self
+            .search_inner(query, limit, filter, mode, &mut report)
+            .await?;
+        Ok((results, report))
+    }
+
+    async fn search_inner(
+        &self,
+        query: &str,
+        limit: Option<usize>,
+        filter: Option<&str>,
+        mode: SearchMode,
+        report: &mut Option<super::rerank::RerankReport>,
+    ) -> Result<Vec<SearchResult>> {
         let query = query.trim();
         if query.is_empty() {
             return Ok(Vec::new());
         }
-        let limit = limit.unwrap_or(self.search_config().limit).max(1);
+        let wanted = limit.unwrap_or(self.search_config().limit).max(1);
+        // With a reranker, each leg and the fusion keep `wanted * 10` candidates.
+        let limit = self.candidate_count(wanted);
         let prefilter = match filter.map(str::trim).filter(|f| !f.is_empty()) {
             Some(f) => {
                 let ids: Vec<String> = self
@@ -189,6 +218,8 @@ impl Store {
                 fused
             }
         };
+        let (hits, reranked) = self.rerank_hits(query, hits, wanted).await;
+        *report = reranked;
         let doc_ids: Vec<String> = hits
             .iter()
             .map(|(c, _)| c.document_id.clone())

@@ -1,8 +1,9 @@
 //! Shared test support, the one tree every test binary includes with `mod support;`: the
 //! scripted OpenAI-compatible server (`scripted_server`), a recording test capability
 //! (`caps`), the hashing embedder server (`hashembed`), the knowledge base, agent and wire
-//! helpers of the capability tests (`kb`), the real llama.cpp server (`llama`), tmux
-//! driving (`tmux`), the workbench harness (`workbench`) and the small helpers below.
+//! helpers of the capability tests (`kb`), the scripted rerank server (`rerank_server`),
+//! the real llama.cpp server (`llama`), tmux driving (`tmux`), the workbench harness
+//! (`workbench`) and the small helpers below.
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod caps;
@@ -10,6 +11,7 @@ pub mod hashembed;
 pub mod kb;
 pub mod llama;
 pub mod memory_model;
+pub mod rerank_server;
 pub mod scripted_server;
 pub mod tmux;
 pub mod workbench;

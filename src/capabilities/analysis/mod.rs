@@ -25,6 +25,7 @@ use crate::engine::capability::{
 };
 use crate::sandbox::host::Sandbox;
 use crate::sandbox::vfs::Corpus;
+use crate::store::search::SearchMode;
 use execute::execute_schema;
 
 pub use crate::capabilities::kit::CITATION_GRACE_REQUESTS;
@@ -326,9 +327,19 @@ impl AnalysisRun {
         let (query, limit) = search::parse_args(SEARCH_TOOL, args, self.config.search.limit)?;
         let store = self.store.get().await?;
         let filter = self.state.document_filter.clone();
-        let found = store.search(&query, Some(limit), filter.as_deref()).await?;
+        let (found, rerank) = store
+            .search_reported(&query, Some(limit), filter.as_deref(), SearchMode::Hybrid)
+            .await?;
         let results = store.expand(found).await?;
-        search::finish(&mut self.state, &query, &results, self.epoch, self.vision)
+        let reports = rerank.into_iter().collect();
+        search::finish_reported(
+            &mut self.state,
+            &query,
+            &results,
+            self.epoch,
+            self.vision,
+            reports,
+        )
     }
 
     async fn cite(&mut self, args: &Map<String, Value>) -> anyhow::Result<ToolOutcome> {

@@ -12,6 +12,7 @@ use crate::capabilities::state::EvidenceState;
 use crate::engine::capability::{ToolOutcome, ToolOutput};
 use crate::store::SearchResult;
 use crate::store::format::{NO_RESULTS, format_for_agent, join_results};
+use crate::store::rerank::RerankReport;
 
 fn search_query_description() -> &'static str {
     include_str!("../../../assets/prompts/capabilities/rag_search_query_description.txt").trim_end()
@@ -89,6 +90,20 @@ pub fn finish(
     epoch: u64,
     vision: bool,
 ) -> anyhow::Result<ToolOutcome> {
+    finish_reported(state, query, results, epoch, vision, Vec::new())
+}
+
+/// [`finish`] for a search that went through a reranker: what it did (one report per
+/// store searched) goes into the tool return's metadata, for the inspector.
+pub fn finish_reported(
+    state: &mut EvidenceState,
+    query: &str,
+    results: &[SearchResult],
+    epoch: u64,
+    vision: bool,
+    reports: Vec<RerankReport>,
+) -> anyhow::Result<ToolOutcome> {
+    let metadata = rerank_metadata(reports, results);
     let total = results.len();
     let text = if results.is_empty() {
         NO_RESULTS.to_string()
@@ -109,5 +124,36 @@ pub fn finish(
             output = output.with_extra(pictures);
         }
     }
+    if let Some(m) = metadata {
+        output = output.with_metadata(m);
+    }
     Ok(ToolOutcome::Ok(output))
+}
+
+/// One report for the results shown, in their order: the hits of every store's report
+/// (fused ranks stay those of their own store), the candidates summed, the warnings
+/// joined. `None` without a reranker.
+fn rerank_metadata(reports: Vec<RerankReport>, results: &[SearchResult]) -> Option<Value> {
+    let first = reports.first()?.clone();
+    let find = |id: &str| reports.iter().find_map(|r| r.hit(id)).cloned();
+    let hits = results
+        .iter()
+        .filter_map(|r| {
+            r.chunk_id
+                .iter()
+                .chain(&r.chunk_ids)
+                .find_map(|id| find(id))
+        })
+        .collect();
+    let warnings: Vec<&str> = reports
+        .iter()
+        .filter_map(|r| r.warning.as_deref())
+        .collect();
+    let merged = RerankReport {
+        candidates: reports.iter().map(|r| r.candidates).sum(),
+        results: hits,
+        warning: (!warnings.is_empty()).then(|| warnings.join("; ")),
+        ..first
+    };
+    Some(merged.to_metadata())
 }

@@ -236,14 +236,11 @@ pub(super) fn outcome_to_part(
     outcome: ToolOutcome,
 ) -> (ModelRequestPart, Vec<UserContent>) {
     match outcome {
-        ToolOutcome::Ok(out) => (
-            ModelRequestPart::ToolReturn(ToolReturnPart::new(
-                &call.tool_name,
-                out.content,
-                &call.tool_call_id,
-            )),
-            out.extra,
-        ),
+        ToolOutcome::Ok(out) => {
+            let mut ret = ToolReturnPart::new(&call.tool_name, out.content, &call.tool_call_id);
+            ret.metadata = out.metadata;
+            (ModelRequestPart::ToolReturn(ret), out.extra)
+        }
         ToolOutcome::Failed(msg) => {
             let mut ret =
                 ToolReturnPart::new(&call.tool_name, Value::String(msg), &call.tool_call_id);

@@ -89,6 +89,19 @@ impl App {
             } => {
                 live.phase = Phase::Waiting(request);
                 live.turn.requests += 1;
+                // What the reranker did for the search just answered: a failure stays
+                // on the status bar until a search is reranked again (the inspector's
+                // note on the tool return says more).
+                if let Some(note) = snapshot
+                    .raw
+                    .last()
+                    .into_iter()
+                    .flat_map(crate::host::inspect::part_notes)
+                    .flatten()
+                    .last()
+                {
+                    self.rerank_warning = note.strip_prefix("warning: ").map(str::to_string);
+                }
                 live.requests.push(*snapshot);
                 // The answer is the last request's text.
                 live.turn.answer.clear();

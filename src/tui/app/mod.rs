@@ -123,6 +123,8 @@ pub struct App {
     pub images: ImagesView,
     pub popup: Option<Popup>,
     pub notice: Option<String>,
+    /// The latest search's reranker failure (cleared by a search it reranked).
+    pub rerank_warning: Option<String>,
     pub error: Option<String>,
     pub options: AskOptions,
     pub keymap: Keymap,
@@ -172,6 +174,7 @@ impl App {
             images: ImagesView::default(),
             popup: None,
             notice: None,
+            rerank_warning: None,
             error: None,
             options: AskOptions::default(),
             keymap: Keymap::default(),

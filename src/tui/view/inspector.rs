@@ -210,6 +210,15 @@ fn side_by_side(app: &App, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>
                 .as_ref()
                 .map(|x| {
                     let mut v = vec![badge("raw")];
+                    if let Some(note) = &p.note {
+                        // What the reranker did for this search (tool return metadata).
+                        let style = if note.starts_with("warning:") {
+                            t.failed
+                        } else {
+                            t.key
+                        };
+                        v.extend(wrap_line(&Line::styled(format!("↻ {note}"), style), col));
+                    }
                     v.extend(part_lines(
                         t,
                         x,

@@ -228,6 +228,7 @@ pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
     const FILTER: usize = 6;
     const REQ: usize = 7;
     const MSG: usize = 8;
+    const RERANK: usize = 9;
     let mut fields = vec![
         Field::new("", "db ", app.host.db.clone(), t.status, Cut::Start),
         Field::new(SEP, "model ", name.to_string(), model_style, Cut::End),
@@ -256,7 +257,15 @@ pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
         ),
         Field::new(SEP, "", String::new(), t.status, Cut::End),
         Field::new(SEP, "", String::new(), t.error, Cut::End),
+        Field::new(
+            SEP,
+            "⚠ ",
+            app.rerank_warning.clone().unwrap_or_default(),
+            t.error,
+            Cut::End,
+        ),
     ];
+    fields[RERANK].shown = app.rerank_warning.is_some();
     fields[URL].shown = url.is_some();
     fields[FOUND].shown = found.is_some();
     fields[FILTER].shown = !fields[FILTER].body.is_empty();
@@ -295,6 +304,7 @@ pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
         steps.extend([Step::Shrink(MSG, 12), Step::Drop(MSG)]);
     }
     steps.extend([
+        Step::Shrink(RERANK, 24),
         Step::Drop(REQ),
         Step::Shrink(URL, 14),
         Step::Shrink(DB, 14),
@@ -304,6 +314,7 @@ pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
         Step::Drop(BUDGET),
         Step::Drop(FILTER),
         Step::Drop(CAPS),
+        Step::Drop(RERANK),
         Step::Shrink(MSG, 16),
         Step::Drop(DB),
         Step::Shrink(MODEL, 8),
