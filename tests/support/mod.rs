@@ -10,6 +10,7 @@ pub mod hashembed;
 pub mod kb;
 pub mod llama;
 pub mod memory_model;
+pub mod researcher;
 pub mod scripted_server;
 pub mod tmux;
 pub mod workbench;
