@@ -20,13 +20,13 @@ mod scripted_server;
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use groundwork::config::{AppConfig, ApiKey, EmbedderSpec, ModelConfig};
+use groundwork::config::{ApiKey, AppConfig, EmbedderSpec, ModelConfig};
 use groundwork::engine::cancel::CancelToken;
 use groundwork::eval::{self, Arm, ArmSettings, Entry, Plan};
 use groundwork::host::compose::Composer;
 use groundwork::store::{NewChunk, NewDocument, Store};
-use serde_json::{Map, json};
 use scripted_server::ScriptedServer;
+use serde_json::{Map, json};
 
 const QUESTIONS: usize = 20;
 
@@ -60,7 +60,11 @@ async fn store(dir: &std::path::Path, embed_url: &str) -> Store {
                 uri: Some("file:///lighthouses.md".into()),
                 title: Some("Lighthouses".into()),
                 metadata: Map::new(),
-                content: chunks.iter().map(|c| c.content.clone()).collect::<Vec<_>>().join("\n"),
+                content: chunks
+                    .iter()
+                    .map(|c| c.content.clone())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
                 docling_document: json!({}),
                 pages: vec![],
                 items: vec![],

@@ -37,7 +37,8 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
         Some(model),
         Some(store),
         a.flags.overrides().apply(ctx.config.app.clone()),
-    ).agent(&options)?;
+    )
+    .agent(&options)?;
     let path = match &global.session {
         Some(p) => p.clone(),
         None => crate::session::new_session_path(&paths::data_dir(&ctx.env).join("sessions")),

@@ -21,11 +21,15 @@ use super::context::{CmdContext, model_overrides};
 
 /// An arm's `ask` flags as settings; flags that do not belong to an arm are refused.
 pub(super) fn parse_flags(name: &str, flags: &str) -> Result<ArmSettings, String> {
-    let words =
-        shlex::split(flags).ok_or_else(|| format!("arm '{name}': unbalanced quotes in `{flags}`"))?;
+    let words = shlex::split(flags)
+        .ok_or_else(|| format!("arm '{name}': unbalanced quotes in `{flags}`"))?;
     let f = ArmFlags::try_parse_from(words).map_err(|e| {
         let text = e.to_string();
-        let first = text.lines().next().unwrap_or("").trim_start_matches("error: ");
+        let first = text
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("error: ");
         format!("arm '{name}': {first}")
     })?;
     let g = &f.global;
@@ -41,8 +45,12 @@ pub(super) fn parse_flags(name: &str, flags: &str) -> Result<ArmSettings, String
     }
     let a = &f.ask;
     Ok(ArmSettings {
-        capabilities: (!a.capabilities.is_empty())
-            .then(|| a.capabilities.iter().map(|c| c.as_str().to_string()).collect()),
+        capabilities: (!a.capabilities.is_empty()).then(|| {
+            a.capabilities
+                .iter()
+                .map(|c| c.as_str().to_string())
+                .collect()
+        }),
         eager: a.eager.then_some(true),
         compaction: a.no_compaction.then_some(false),
         policy: a.no_policy.then_some(false),
@@ -90,7 +98,9 @@ pub(super) async fn eval(ctx: &CmdContext, global: &GlobalArgs, a: EvalArgs) -> 
         arms.push(parse_arm(spec).map_err(anyhow::Error::msg)?);
     }
     if arms.is_empty() {
-        bail!("no arms: give --arm 'NAME: FLAGS' (e.g. --arm 'base: --no-policy' --arm 'policy:') or --experiment FILE");
+        bail!(
+            "no arms: give --arm 'NAME: FLAGS' (e.g. --arm 'base: --no-policy' --arm 'policy:') or --experiment FILE"
+        );
     }
     for (i, (name, _)) in arms.iter().enumerate() {
         if arms[..i].iter().any(|(n, _)| n == name) {
@@ -209,6 +219,13 @@ pub(super) async fn eval(ctx: &CmdContext, global: &GlobalArgs, a: EvalArgs) -> 
         "{} run now, {} already recorded, {} failed",
         summary.ran, summary.skipped, summary.failed
     );
+    if summary.stopped && a.fail_fast && summary.failed > 0 {
+        eprintln!(
+            "eval stopped at the first failure (--fail-fast; {counts}); run the same command again to continue. Report so far: {}",
+            report.display()
+        );
+        return Ok(ExitCode::from(2));
+    }
     if summary.stopped {
         eprintln!(
             "eval stopped ({counts}); the questions in flight were not recorded: run the same command again to continue. Report so far: {}",
@@ -240,8 +257,20 @@ mod tests {
             parse_arm("x: --no-polcy").unwrap_err(),
             "arm 'x': unexpected argument '--no-polcy' found"
         );
-        assert!(parse_arm("x: --db other").unwrap_err().contains("whole experiment"));
-        assert!(parse_arm("--no-policy").unwrap_err().contains("'NAME: FLAGS'"));
-        assert!(parse_arm("x: --search-limit 0").unwrap_err().contains("at least 1"));
+        assert!(
+            parse_arm("x: --db other")
+                .unwrap_err()
+                .contains("whole experiment")
+        );
+        assert!(
+            parse_arm("--no-policy")
+                .unwrap_err()
+                .contains("'NAME: FLAGS'")
+        );
+        assert!(
+            parse_arm("x: --search-limit 0")
+                .unwrap_err()
+                .contains("at least 1")
+        );
     }
 }

@@ -20,8 +20,8 @@ use anyhow::{Result, bail};
 use crate::paths::Env;
 
 pub use args::{
-    ArmFlags, AskArgs, AskFlags, Cli, Command, DeleteArgs, EvalArgs, GlobalArgs, InfoArgs, IngestArgs, InspectArgs, ListArgs,
-    OpenArgs, SearchArgs, WorkbenchArgs,
+    ArmFlags, AskArgs, AskFlags, Cli, Command, DeleteArgs, EvalArgs, GlobalArgs, InfoArgs,
+    IngestArgs, InspectArgs, ListArgs, OpenArgs, SearchArgs, WorkbenchArgs,
 };
 pub use context::{CmdContext, choose_model, prepare_embedder};
 pub use ingest::ensure_demo_db;

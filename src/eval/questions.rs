@@ -177,7 +177,10 @@ mod tests {
             "line 1: an empty question"
         );
         assert!(parse_jsonl("{\"question\": \"a\", \"turns\": [\"b\"]}").is_err());
-        let dup = parse_jsonl("{\"id\": \"a\", \"question\": \"x\"}\n{\"id\": \"a\", \"question\": \"y\"}").unwrap();
+        let dup = parse_jsonl(
+            "{\"id\": \"a\", \"question\": \"x\"}\n{\"id\": \"a\", \"question\": \"y\"}",
+        )
+        .unwrap();
         assert_eq!(check_ids(&dup).unwrap_err(), "the id `a` is used twice");
     }
 

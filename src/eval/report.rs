@@ -218,7 +218,11 @@ fn stats(s: &Stats) -> String {
 /// The report as Markdown.
 pub fn to_markdown(r: &Report) -> String {
     let mut out = String::from("# Experiment report\n\n");
-    out.push_str(&format!("{} questions, {} arms.\n\n", r.questions, r.arms.len()));
+    out.push_str(&format!(
+        "{} questions, {} arms.\n\n",
+        r.questions,
+        r.arms.len()
+    ));
     let header = |out: &mut String, first: &str| {
         out.push_str(&format!("| {first} |"));
         for a in &r.arms {
@@ -239,7 +243,9 @@ pub fn to_markdown(r: &Report) -> String {
     };
     header(&mut out, "");
     row(&mut out, "flags", &|a| format!("`{}`", a.flags));
-    row(&mut out, "done", &|a| format!("{} of {}", a.done, r.questions));
+    row(&mut out, "done", &|a| {
+        format!("{} of {}", a.done, r.questions)
+    });
     row(&mut out, "grounded", &|a| a.counts.grounded.to_string());
     row(&mut out, "ungrounded", &|a| a.counts.ungrounded.to_string());
     row(&mut out, "missing", &|a| a.counts.missing.to_string());
@@ -248,10 +254,17 @@ pub fn to_markdown(r: &Report) -> String {
     labels.sort();
     labels.dedup();
     for l in labels {
-        row(&mut out, &format!("{l}: grounded / ungrounded / missing / failed"), &|a| {
-            let c = a.by_label.get(l).cloned().unwrap_or_default();
-            format!("{} / {} / {} / {}", c.grounded, c.ungrounded, c.missing, c.failed)
-        });
+        row(
+            &mut out,
+            &format!("{l}: grounded / ungrounded / missing / failed"),
+            &|a| {
+                let c = a.by_label.get(l).cloned().unwrap_or_default();
+                format!(
+                    "{} / {} / {} / {}",
+                    c.grounded, c.ungrounded, c.missing, c.failed
+                )
+            },
+        );
     }
     row(&mut out, "grounded answers to unanswerable", &|a| {
         a.grounded_unanswerable.to_string()
@@ -259,7 +272,9 @@ pub fn to_markdown(r: &Report) -> String {
     row(&mut out, "explicit ungrounded declarations", &|a| {
         a.ungrounded_declarations.to_string()
     });
-    row(&mut out, "answerable grounded", &|a| a.answerable_grounded.to_string());
+    row(&mut out, "answerable grounded", &|a| {
+        a.answerable_grounded.to_string()
+    });
     row(&mut out, "redirects", &|a| a.redirects.to_string());
     row(&mut out, "violations", &|a| a.violations.to_string());
     out.push_str("\nPer question, mean / p50 / p95:\n\n");
@@ -267,14 +282,20 @@ pub fn to_markdown(r: &Report) -> String {
     row(&mut out, "requests", &|a| stats(&a.requests));
     row(&mut out, "raw tokens", &|a| stats(&a.raw_tokens));
     row(&mut out, "sent tokens", &|a| stats(&a.sent_tokens));
-    row(&mut out, "provider input tokens", &|a| stats(&a.provider_input_tokens));
-    row(&mut out, "provider output tokens", &|a| stats(&a.provider_output_tokens));
+    row(&mut out, "provider input tokens", &|a| {
+        stats(&a.provider_input_tokens)
+    });
+    row(&mut out, "provider output tokens", &|a| {
+        stats(&a.provider_output_tokens)
+    });
     row(&mut out, "latency ms", &|a| stats(&a.latency_ms));
     if r.reviewed > 0 {
         out.push_str(&format!("\nReviews ({} answers marked):\n\n", r.reviewed));
         header(&mut out, "mark");
         for m in MARKS {
-            row(&mut out, m, &|a| a.reviews.get(m).copied().unwrap_or(0).to_string());
+            row(&mut out, m, &|a| {
+                a.reviews.get(m).copied().unwrap_or(0).to_string()
+            });
         }
     }
     out.push_str(&format!(
@@ -327,7 +348,10 @@ mod tests {
     #[test]
     fn arms_side_by_side_with_differences_and_reviews() {
         let entries = vec![entry("q1", "answerable"), entry("q2", "unanswerable")];
-        let arms = vec![("base".to_string(), "--no-policy".to_string()), ("policy".into(), String::new())];
+        let arms = vec![
+            ("base".to_string(), "--no-policy".to_string()),
+            ("policy".into(), String::new()),
+        ];
         let mut results = HashMap::new();
         for (arm, id, status) in [
             ("base", "q1", "grounded"),
@@ -343,27 +367,58 @@ mod tests {
         let mut reviews = HashMap::new();
         reviews.insert(
             ("base".to_string(), "q2".to_string()),
-            Review { arm: "base".into(), id: "q2".into(), mark: "invented".into(), note: None },
+            Review {
+                arm: "base".into(),
+                id: "q2".into(),
+                mark: "invented".into(),
+                note: None,
+            },
         );
         let r = build(&entries, &arms, &results, &reviews);
         let (base, policy) = (&r.arms[0], &r.arms[1]);
-        assert_eq!((base.grounded_unanswerable, policy.grounded_unanswerable), (1, 0));
-        assert_eq!((base.ungrounded_declarations, policy.ungrounded_declarations), (0, 1));
+        assert_eq!(
+            (base.grounded_unanswerable, policy.grounded_unanswerable),
+            (1, 0)
+        );
+        assert_eq!(
+            (base.ungrounded_declarations, policy.ungrounded_declarations),
+            (0, 1)
+        );
         assert_eq!((base.answerable_grounded, policy.redirects), (1, 1));
-        assert_eq!(policy.requests, Stats { mean: 1.5, p50: 1.0, p95: 2.0 });
+        assert_eq!(
+            policy.requests,
+            Stats {
+                mean: 1.5,
+                p50: 1.0,
+                p95: 2.0
+            }
+        );
         assert_eq!(base.reviews["invented"], 1);
         assert_eq!(r.differing.len(), 1);
         assert_eq!(r.differing[0].outcomes["policy"], "ungrounded");
         let md = to_markdown(&r);
-        assert!(md.contains("| grounded answers to unanswerable | 1 | 0 |"), "{md}");
-        assert!(md.contains("| q2 | unanswerable | q2? | grounded | ungrounded |"), "{md}");
+        assert!(
+            md.contains("| grounded answers to unanswerable | 1 | 0 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| q2 | unanswerable | q2? | grounded | ungrounded |"),
+            "{md}"
+        );
         assert!(md.contains("| invented | 1 | 0 |"), "{md}");
     }
 
     #[test]
     fn percentiles_by_nearest_rank() {
         let v: Vec<f64> = (1..=20).map(f64::from).collect();
-        assert_eq!(Stats::of(&v), Stats { mean: 10.5, p50: 10.0, p95: 19.0 });
+        assert_eq!(
+            Stats::of(&v),
+            Stats {
+                mean: 10.5,
+                p50: 10.0,
+                p95: 19.0
+            }
+        );
         assert_eq!(Stats::of(&[]), Stats::default());
     }
 }

@@ -194,8 +194,8 @@ pub fn load_reviews(path: &Path) -> Result<HashMap<(String, String), Review>, Re
         if line.trim().is_empty() {
             continue;
         }
-        let r: Review = serde_json::from_str(line)
-            .map_err(|e| err(format!("line {}: {e}", n + 1)))?;
+        let r: Review =
+            serde_json::from_str(line).map_err(|e| err(format!("line {}: {e}", n + 1)))?;
         if !MARKS.contains(&r.mark.as_str()) {
             return Err(err(format!(
                 "line {}: unknown mark `{}` ({})",
@@ -248,7 +248,10 @@ pub(crate) mod tests {
         j.append(&record("a", "q2", "failed")).unwrap();
         drop(j);
         // A crash in the middle of the third line.
-        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         f.write_all(b"{\"arm\": \"a\", \"id\": \"q").unwrap();
         drop(f);
         let (mut j, back) = Journal::open(&path).unwrap();

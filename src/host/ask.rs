@@ -14,7 +14,8 @@ use crate::engine::events::{CoreEvent, RequestSnapshot, RunUsage};
 use crate::session::Session;
 
 pub use super::compose::{
-    AskOptions, CapabilityChoice, ComposeError, ConfigOverrides, agent_preamble, build_agent, driving_vision,
+    AskOptions, CapabilityChoice, ComposeError, ConfigOverrides, agent_preamble, build_agent,
+    driving_vision,
 };
 
 #[derive(Debug, thiserror::Error)]

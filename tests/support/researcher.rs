@@ -1,8 +1,8 @@
 //! A scripted researcher for [`ScriptedServer::responding`]: it answers each request
 //! from what the request carries, so concurrent questions get the right replies in any
-//! order. A question it is told to research is searched, the first result cited and
-//! answered; any other question is answered at once without a citation (an invented
-//! answer); the citation policy's redirect is answered with an empty citation and then a
+//! order. What it does with a question is its [`Study`]: search, cite the first result
+//! and answer; search and answer without citing (an invented answer); or answer at once.
+//! The citation policy's redirect is answered with an empty citation and then a
 //! declaration that the knowledge base does not say.
 //!
 //! [`ScriptedServer::responding`]: super::scripted_server::ScriptedServer::responding
@@ -45,9 +45,20 @@ pub fn asked(body: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The researcher: `research(question)` says whether it searches and cites.
+/// What the researcher does with a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Study {
+    /// Search, cite the first result, answer.
+    Cite,
+    /// Search, then answer without citing.
+    Uncited,
+    /// Answer at once, without searching or citing.
+    Answer,
+}
+
+/// The researcher: `study(question)` says what it does with each question.
 pub fn researcher(
-    research: impl Fn(&str) -> bool + Send + Sync + 'static,
+    study: impl Fn(&str) -> Study + Send + Sync + 'static,
 ) -> impl Fn(&Value) -> Reply + Send + Sync + 'static {
     move |body: &Value| {
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
@@ -66,7 +77,11 @@ pub fn researcher(
                     .as_str()
                     .and_then(|a| serde_json::from_str(a).ok())
                     .unwrap_or(Value::Null);
+                let question = asked(body).last().cloned().unwrap_or_default();
                 match call["function"]["name"].as_str() {
+                    Some("rag_search") if study(&question) == Study::Uncited => {
+                        Reply::text(INVENTED)
+                    }
                     Some("rag_search") => {
                         let ids: Vec<String> = result_ids(&content_text(last))
                             .into_iter()
@@ -85,10 +100,10 @@ pub fn researcher(
                 let text = content_text(last);
                 if text.contains(REDIRECT_TAG) {
                     Reply::tool_call("rag_cite", json!({"chunk_ids": []}))
-                } else if research(&text) {
-                    Reply::tool_call("rag_search", json!({ "query": text }))
-                } else {
+                } else if study(&text) == Study::Answer {
                     Reply::text(INVENTED)
+                } else {
+                    Reply::tool_call("rag_search", json!({ "query": text }))
                 }
             }
         }
