@@ -242,7 +242,13 @@ pub fn to_markdown(r: &Report) -> String {
         out.push('\n');
     };
     header(&mut out, "");
-    row(&mut out, "flags", &|a| format!("`{}`", a.flags));
+    row(&mut out, "flags", &|a| {
+        if a.flags.is_empty() {
+            "(ask's defaults)".to_string()
+        } else {
+            format!("`{}`", a.flags)
+        }
+    });
     row(&mut out, "done", &|a| {
         format!("{} of {}", a.done, r.questions)
     });
