@@ -81,7 +81,8 @@ fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (model, embed, store) = rt.block_on(async {
-        let model = ScriptedServer::responding(researcher::researcher(|_| researcher::Study::Cite)).await;
+        let model =
+            ScriptedServer::responding(researcher::researcher(|_| researcher::Study::Cite)).await;
         let embed = hashembed::start().await;
         let store = store(dir.path(), &embed.url).await;
         (model, embed, Arc::new(store))

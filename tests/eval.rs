@@ -92,9 +92,11 @@ fn read_json(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
+/// The whole lines of `results.jsonl` (one being written may not have its newline yet).
 fn results(dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("results.jsonl"))
-        .unwrap_or_default()
+    let text = std::fs::read_to_string(dir.join("results.jsonl")).unwrap_or_default();
+    let whole = text.rfind('\n').map_or(0, |i| i + 1);
+    text[..whole]
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
@@ -270,6 +272,11 @@ async fn the_policy_arm_turns_uncited_answers_into_declarations_and_the_report_c
         json!({"invented": 1, "supported": 0, "unsupported": 0, "wrong": 0})
     );
     assert_eq!(report["arms"][1]["reviews"]["supported"], 1);
+
+    // The workbench does not review experiments yet, and says what to do instead.
+    let o = home.run(&["open", "exp"]).await;
+    assert!(!o.status.success());
+    assert!(err(&o).contains("exp is an experiment"), "{}", err(&o));
 
     // The same arm name with other flags is refused, and nothing is run.
     let o = home

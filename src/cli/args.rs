@@ -288,4 +288,34 @@ mod tests {
                 .is_none()
         );
     }
+
+    /// `ask`'s configuration flags reach the configuration its agent is composed with.
+    #[test]
+    fn ask_overrides_the_search_limit_and_budgets() {
+        let cli = Cli::try_parse_from([
+            "groundwork",
+            "ask",
+            "q?",
+            "--search-limit",
+            "2",
+            "--max-searches",
+            "1",
+            "--no-policy",
+        ])
+        .unwrap();
+        let Some(Command::Ask(a)) = cli.command else {
+            panic!("ask")
+        };
+        let config = a
+            .flags
+            .overrides()
+            .apply(crate::config::AppConfig::default());
+        assert_eq!((config.search.limit, config.qa.max_searches), (2, 1));
+        assert_eq!(
+            config.analysis.max_executions,
+            crate::config::AppConfig::default().analysis.max_executions
+        );
+        assert!(!a.flags.options().policy && a.flags.options().compaction);
+        assert!(Cli::try_parse_from(["groundwork", "ask", "q?", "--search-limit", "0"]).is_err());
+    }
 }
