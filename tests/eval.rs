@@ -9,84 +9,13 @@ mod support;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::hashembed;
+use support::home::{Home, err};
 use support::researcher::{self, Study, asked};
 use support::scripted_server::ScriptedServer;
-
-struct Home {
-    dir: tempfile::TempDir,
-    _embed: hashembed::EmbedServer,
-    db: String,
-}
-
-impl Home {
-    /// A home with a database holding the lighthouse guide.
-    async fn new() -> Home {
-        let embed = hashembed::start().await;
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("kb.lancedb").display().to_string();
-        let home = Home {
-            dir,
-            _embed: embed,
-            db,
-        };
-        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ingest");
-        let (md, html) = (fixtures.join("sample.md"), fixtures.join("sample.html"));
-        let url = home._embed.url.clone();
-        let o = home
-            .run(&[
-                "ingest",
-                md.to_str().unwrap(),
-                html.to_str().unwrap(),
-                "--embed-url",
-                &url,
-                "--embed-model",
-                hashembed::MODEL,
-            ])
-            .await;
-        assert!(o.status.success(), "{}", err(&o));
-        home
-    }
-
-    fn path(&self, p: &str) -> PathBuf {
-        self.dir.path().join(p)
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_groundwork"));
-        cmd.arg("--db")
-            .arg(&self.db)
-            .args(args)
-            .current_dir(self.dir.path())
-            .env("HOME", self.dir.path())
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
-            .env("OPENAI_API_KEY", "sk-eval-test-SECRET")
-            // Hermetic: a model server running on this machine is never found.
-            .env("GROUNDWORK_DISCOVER", "off")
-            .env_remove("HAIKU_RAG_DB")
-            .env_remove("GROUNDWORK_MODEL_URL")
-            .env_remove("GROUNDWORK_MODEL")
-            .env_remove("GROUNDWORK_EMBED_URL")
-            .env_remove("GROUNDWORK_EMBED_MODEL");
-        cmd
-    }
-
-    async fn run(&self, args: &[&str]) -> Output {
-        let mut cmd = self.command(args);
-        tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap()
-    }
-}
-
-fn err(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn read_json(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
@@ -410,7 +339,7 @@ async fn a_killed_or_interrupted_run_continues_and_never_runs_a_question_twice()
 }
 
 #[tokio::test]
-async fn a_failing_endpoint_is_recorded_per_question_and_fail_fast_stops() {
+async fn failures_are_recorded_per_question_and_fail_fast_stops() {
     let home = Home::new().await;
     let model = ScriptedServer::responding(researcher::researcher(researches)).await;
     std::fs::write(
@@ -458,6 +387,35 @@ async fn a_failing_endpoint_is_recorded_per_question_and_fail_fast_stops() {
     let report = read_json(&home.path("exp/report.json"));
     assert_eq!(report["arms"][1]["counts"]["failed"], 2);
     assert_eq!(report["arms"][0]["counts"]["failed"], 0);
+
+    // A model that only ever sends broken tool arguments: the run ends on the retry
+    // budget and the question is recorded as failed, with why.
+    let broken = ScriptedServer::responding(|_| {
+        support::scripted_server::Reply::tool_call_raw("rag_search", "{\"query\": ")
+    })
+    .await;
+    let broken_url = broken.base_url();
+    let o = home
+        .run(&[
+            "--model-url",
+            &broken_url,
+            "eval",
+            "qs.txt",
+            "--arm",
+            "broken:",
+            "--out",
+            "broken",
+        ])
+        .await;
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let rows = results(&home.path("broken"));
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!(r["status"], "failed", "{r}");
+        let e = r["error"].as_str().unwrap();
+        assert!(e.contains("exceeded its retry budget"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
 
     // --fail-fast: the first failure (an endpoint refusing requests) stops the run.
     let down = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));

@@ -1,12 +1,14 @@
 //! Shared test support, the one tree every test binary includes with `mod support;`: the
 //! scripted OpenAI-compatible server (`scripted_server`), a recording test capability
-//! (`caps`), the hashing embedder server (`hashembed`), the knowledge base, agent and wire
+//! (`caps`), the hashing embedder server (`hashembed`), the binary in a temporary home with
+//! a database (`home`), the knowledge base, agent and wire
 //! helpers of the capability tests (`kb`), the real llama.cpp server (`llama`), tmux
 //! driving (`tmux`), the workbench harness (`workbench`) and the small helpers below.
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod caps;
 pub mod hashembed;
+pub mod home;
 pub mod kb;
 pub mod llama;
 pub mod memory_model;
