@@ -384,6 +384,8 @@ async fn failures_are_recorded_per_question_and_fail_fast_stops() {
         HashSet::from(["q1", "q2"])
     );
     assert!(up.iter().all(|r| r["status"] != "failed"));
+    let text = std::fs::read_to_string(home.path("exp/results.jsonl")).unwrap();
+    assert!(!text.contains("SECRET") && !err(&o).contains("SECRET"));
     let report = read_json(&home.path("exp/report.json"));
     assert_eq!(report["arms"][1]["counts"]["failed"], 2);
     assert_eq!(report["arms"][0]["counts"]["failed"], 0);
