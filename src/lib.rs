@@ -10,6 +10,7 @@ pub mod config;
 pub mod embed;
 pub mod engine;
 pub mod errors;
+pub mod eval;
 pub mod host;
 pub mod ingest;
 pub mod model;

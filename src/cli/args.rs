@@ -93,6 +93,8 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Ask one question and print the answer (the session is saved after a successful run).
     Ask(AskArgs),
+    /// Run a question set through arms (ask's flags) headless and report them side by side.
+    Eval(EvalArgs),
     /// Open a saved session in the workbench (Groundwork's or a haiku.rag host's; `demo`
     /// opens the scripted demo session).
     Open(OpenArgs),
@@ -114,6 +116,16 @@ pub struct OpenArgs {
 #[derive(Debug, Args)]
 pub struct AskArgs {
     pub question: String,
+    #[command(flatten)]
+    pub flags: AskFlags,
+    /// Print answer, citations, ledger status and every request (raw and compacted) as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How a question is composed: `ask`'s flags, which are also an `eval` arm's flags.
+#[derive(Debug, Clone, Args, Default, PartialEq)]
+pub struct AskFlags {
     /// Evidence capability to register (repeatable): rag (default) or analysis.
     #[arg(long = "capability", value_name = "NAME")]
     pub capabilities: Vec<crate::host::ask::CapabilityChoice>,
@@ -126,9 +138,81 @@ pub struct AskArgs {
     /// Do not register the citation policy.
     #[arg(long)]
     pub no_policy: bool,
-    /// Print answer, citations, ledger status and every request (raw and compacted) as JSON.
+    /// Default number of results of a search the model makes (config `[search] limit`).
+    #[arg(long, value_name = "N", value_parser = positive)]
+    pub search_limit: Option<usize>,
+    /// Searches allowed per question (config `[qa] max_searches`).
+    #[arg(long, value_name = "N")]
+    pub max_searches: Option<usize>,
+    /// Program executions allowed per question (config `[analysis] max_executions`).
+    #[arg(long, value_name = "N")]
+    pub max_executions: Option<usize>,
+}
+
+impl AskFlags {
+    /// The composition these flags choose.
+    pub fn options(&self) -> crate::host::ask::AskOptions {
+        crate::host::ask::AskOptions {
+            capabilities: self.capabilities.clone(),
+            eager: self.eager,
+            compaction: !self.no_compaction,
+            policy: !self.no_policy,
+            sandbox_worker: None,
+        }
+    }
+
+    /// The configuration these flags override.
+    pub fn overrides(&self) -> crate::host::ask::ConfigOverrides {
+        crate::host::ask::ConfigOverrides {
+            search_limit: self.search_limit,
+            max_searches: self.max_searches,
+            max_executions: self.max_executions,
+        }
+    }
+}
+
+fn positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// An `eval` arm's flags, `NAME: FLAGS`: `ask`'s own flags and the model flags, parsed
+/// by the same definitions.
+#[derive(Debug, Parser)]
+#[command(name = "arm", no_binary_name = true, disable_version_flag = true)]
+pub struct ArmFlags {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(flatten)]
+    pub ask: AskFlags,
+}
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Questions: JSONL (`question`, optional `id`, `label`, `expect`, or `turns`) or
+    /// plain text, one question a line. Optional with --experiment naming `questions`.
+    pub questions: Option<PathBuf>,
+    /// An arm, `NAME: FLAGS` with `ask`'s flags, e.g. `--arm 'base: --no-policy'` (repeatable).
+    #[arg(long = "arm", value_name = "NAME: FLAGS")]
+    pub arms: Vec<String>,
+    /// A TOML experiment file: `questions`, `out`, `jobs` and its `[[arm]]` tables.
+    #[arg(long, value_name = "FILE")]
+    pub experiment: Option<PathBuf>,
+    /// The experiment's folder: sessions, results.jsonl, report.md, report.json.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Questions run at once (default 2, or `jobs` in the experiment file).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub jobs: Option<u64>,
+    /// Stop at the first failed question instead of recording it and going on.
     #[arg(long)]
-    pub json: bool,
+    pub fail_fast: bool,
+    /// Run again the questions whose recorded result is `failed`.
+    #[arg(long)]
+    pub retry_failed: bool,
 }
 
 #[derive(Debug, Args)]
@@ -211,5 +295,35 @@ mod tests {
                 .command
                 .is_none()
         );
+    }
+
+    /// `ask`'s configuration flags reach the configuration its agent is composed with.
+    #[test]
+    fn ask_overrides_the_search_limit_and_budgets() {
+        let cli = Cli::try_parse_from([
+            "groundwork",
+            "ask",
+            "q?",
+            "--search-limit",
+            "2",
+            "--max-searches",
+            "1",
+            "--no-policy",
+        ])
+        .unwrap();
+        let Some(Command::Ask(a)) = cli.command else {
+            panic!("ask")
+        };
+        let config = a
+            .flags
+            .overrides()
+            .apply(crate::config::AppConfig::default());
+        assert_eq!((config.search.limit, config.qa.max_searches), (2, 1));
+        assert_eq!(
+            config.analysis.max_executions,
+            crate::config::AppConfig::default().analysis.max_executions
+        );
+        assert!(!a.flags.options().policy && a.flags.options().compaction);
+        assert!(Cli::try_parse_from(["groundwork", "ask", "q?", "--search-limit", "0"]).is_err());
     }
 }

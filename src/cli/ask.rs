@@ -17,13 +17,7 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     if a.question.trim().is_empty() {
         bail!(crate::host::ask::AskError::EmptyQuestion);
     }
-    let options = crate::host::ask::AskOptions {
-        capabilities: a.capabilities.clone(),
-        eager: a.eager,
-        compaction: !a.no_compaction,
-        policy: !a.no_policy,
-        sandbox_worker: None,
-    };
+    let options = a.flags.options();
     let model_config = match choose_model(ctx).await? {
         crate::engine::discover::ModelChoice::None(hint) => bail!("{hint}"),
         crate::engine::discover::ModelChoice::Discovered(c, found) => {
@@ -39,7 +33,12 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     let model: std::sync::Arc<dyn crate::engine::chat::ChatModel> =
         std::sync::Arc::new(crate::model::OpenAiModel::new(model_config)?);
     let store = std::sync::Arc::new(ctx.open_store().await?);
-    let agent = Composer::new(Some(model), Some(store), ctx.config.app.clone()).agent(&options)?;
+    let agent = Composer::new(
+        Some(model),
+        Some(store),
+        a.flags.overrides().apply(ctx.config.app.clone()),
+    )
+    .agent(&options)?;
     let path = match &global.session {
         Some(p) => p.clone(),
         None => crate::session::new_session_path(&paths::data_dir(&ctx.env).join("sessions")),

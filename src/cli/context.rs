@@ -95,7 +95,7 @@ impl CmdContext {
 }
 
 /// The model flags as config overrides.
-fn model_overrides(global: &GlobalArgs) -> ModelOverrides {
+pub(super) fn model_overrides(global: &GlobalArgs) -> ModelOverrides {
     ModelOverrides {
         base_url: global.model_url.clone(),
         model: global.model.clone(),

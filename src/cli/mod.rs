@@ -7,6 +7,7 @@ pub mod args;
 mod ask;
 pub mod context;
 mod db;
+mod eval;
 mod ingest;
 mod inspect;
 pub mod logging;
@@ -19,8 +20,8 @@ use anyhow::{Result, bail};
 use crate::paths::Env;
 
 pub use args::{
-    AskArgs, Cli, Command, DeleteArgs, GlobalArgs, InfoArgs, IngestArgs, InspectArgs, ListArgs,
-    OpenArgs, SearchArgs, WorkbenchArgs,
+    ArmFlags, AskArgs, AskFlags, Cli, Command, DeleteArgs, EvalArgs, GlobalArgs, InfoArgs,
+    IngestArgs, InspectArgs, ListArgs, OpenArgs, SearchArgs, WorkbenchArgs,
 };
 pub use context::{CmdContext, choose_model, prepare_embedder};
 pub use ingest::ensure_demo_db;
@@ -47,6 +48,7 @@ pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
         Some(Command::List(a)) => db::list(&ctx, a).await,
         Some(Command::Inspect(a)) => inspect::inspect(a),
         Some(Command::Ask(a)) => ask::ask(&ctx, &cli.global, a).await,
+        Some(Command::Eval(a)) => eval::eval(&ctx, &cli.global, a).await,
     }
 }
 
@@ -61,8 +63,8 @@ pub fn merge_workbench_flags(mut cli: Cli) -> Result<Cli> {
     match &mut cli.command {
         None => cli.workbench = before,
         Some(Command::Ask(a)) => {
-            a.capabilities.extend(before.capabilities);
-            a.eager |= before.eager;
+            a.flags.capabilities.extend(before.capabilities);
+            a.flags.eager |= before.eager;
         }
         Some(Command::Open(a)) => {
             a.capabilities.extend(before.capabilities);
@@ -85,6 +87,7 @@ fn command_name(c: &Command) -> &'static str {
         Command::List(_) => "list",
         Command::Inspect(_) => "inspect",
         Command::Ask(_) => "ask",
+        Command::Eval(_) => "eval",
         Command::Open(_) => "open",
     }
 }

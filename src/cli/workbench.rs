@@ -26,6 +26,19 @@ pub(super) async fn workbench(
 ) -> Result<ExitCode> {
     use crate::session::Session;
     use crate::tui;
+    if let Some(dir) = open.as_ref().map(|o| std::path::Path::new(&o.session))
+        && dir.is_dir()
+    {
+        if dir.join("results.jsonl").exists() {
+            bail!(
+                "{} is an experiment: the workbench cannot review experiments yet; read {} and open one question's session with `groundwork open {}`",
+                dir.display(),
+                dir.join("report.md").display(),
+                dir.join("sessions/ARM/ID.json").display()
+            );
+        }
+        bail!("{} is a folder, not a session file", dir.display());
+    }
     // Without a terminal, say so before any set-up (first-run ingest, model probing).
     tui::require_terminal()?;
     // Everything that can fail on bad configuration fails here, before raw mode.

@@ -10,11 +10,12 @@ use serde_json::{Map, Value};
 use crate::capabilities::state::{self, EvidenceState, StateKind};
 use crate::engine::agent::{Agent, RunOutput};
 use crate::engine::cancel::CancelToken;
-use crate::engine::events::{CoreEvent, RequestSnapshot};
+use crate::engine::events::{CoreEvent, RequestSnapshot, RunUsage};
 use crate::session::Session;
 
 pub use super::compose::{
-    AskOptions, CapabilityChoice, ComposeError, agent_preamble, build_agent, driving_vision,
+    AskOptions, CapabilityChoice, ComposeError, ConfigOverrides, agent_preamble, build_agent,
+    driving_vision,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +51,8 @@ pub struct AskOutcome {
     pub cut_off: bool,
     /// Every model request of the run: raw and compacted messages, tools, instructions.
     pub requests: Vec<RequestSnapshot>,
+    /// Requests, tool calls and the token counts the endpoint reported.
+    pub usage: RunUsage,
 }
 
 /// Runs one question over `session` and commits it on success.
@@ -83,6 +86,7 @@ pub async fn ask(
         .is_some_and(|r| r.is_cut_off());
     let mut outcome = summarise(answer, &result.state, result.requests);
     outcome.cut_off = cut_off;
+    outcome.usage = result.usage;
     Ok(outcome)
 }
 
@@ -122,5 +126,6 @@ pub fn summarise(
         question,
         cut_off: false,
         requests,
+        usage: RunUsage::default(),
     }
 }

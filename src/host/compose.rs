@@ -82,6 +82,37 @@ impl Default for AskOptions {
     }
 }
 
+/// Configuration a question may override (an `ask` flag, an `eval` arm): the search
+/// limit and the budgets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ConfigOverrides {
+    /// `[search] limit`: results of a search that names no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_limit: Option<usize>,
+    /// `[qa] max_searches`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_searches: Option<usize>,
+    /// `[analysis] max_executions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_executions: Option<usize>,
+}
+
+impl ConfigOverrides {
+    /// `config` with these overrides.
+    pub fn apply(&self, mut config: AppConfig) -> AppConfig {
+        if let Some(n) = self.search_limit {
+            config.search.limit = n;
+        }
+        if let Some(n) = self.max_searches {
+            config.qa.max_searches = n;
+        }
+        if let Some(n) = self.max_executions {
+            config.analysis.max_executions = n;
+        }
+        config
+    }
+}
+
 /// Why no agent could be composed (one line, shown as it is).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

@@ -1,17 +1,20 @@
 //! Shared test support, the one tree every test binary includes with `mod support;`: the
 //! scripted OpenAI-compatible server (`scripted_server`), a recording test capability
-//! (`caps`), the hashing embedder server (`hashembed`), the knowledge base, agent and wire
-//! helpers of the capability tests (`kb`), the scripted rerank server (`rerank_server`),
-//! the real llama.cpp server (`llama`), tmux driving (`tmux`), the workbench harness
-//! (`workbench`) and the small helpers below.
+//! (`caps`), the hashing embedder server (`hashembed`), the binary in a temporary home with
+//! a database (`home`), the knowledge base, agent and wire helpers of the capability tests
+//! (`kb`), the scripted rerank server (`rerank_server`), the real llama.cpp server
+//! (`llama`), scripted researcher answers (`researcher`), tmux driving (`tmux`), the
+//! workbench harness (`workbench`) and the small helpers below.
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod caps;
 pub mod hashembed;
+pub mod home;
 pub mod kb;
 pub mod llama;
 pub mod memory_model;
 pub mod rerank_server;
+pub mod researcher;
 pub mod scripted_server;
 pub mod tmux;
 pub mod workbench;

@@ -5,7 +5,8 @@
 //! answer, one or more tool calls, or both (optionally with reasoning text), sent as
 //! plain JSON or as SSE depending on the request's `"stream"` flag (or forced with
 //! [`Reply::force_sse`] / [`Reply::force_json`]); an HTTP error status with a body; or
-//! malformed output (a raw body, SSE lines of garbage). Any reply can be delayed
+//! malformed output (a raw body, SSE lines of garbage). [`ScriptedServer::responding`]
+//! chooses each reply from the request instead (concurrent clients). Any reply can be delayed
 //! before the headers ([`Reply::delay`]) and between SSE chunks after the first delta
 //! ([`Reply::chunk_delay`]). Text is streamed in chunks of [`Reply::chunk_chars`]
 //! characters and tool arguments in fragments of the same size, so tests see real
@@ -47,6 +48,10 @@ use serde_json::{Value, json};
 
 /// Computes an embedding for one input text.
 pub type EmbedFn = Arc<dyn Fn(&str) -> Vec<f32> + Send + Sync>;
+
+/// Chooses the reply to a chat request from its body, once the queue is empty (for
+/// concurrent clients, whose requests arrive in no fixed order).
+pub type ResponderFn = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
 
 /// One scripted answer.
 #[derive(Debug, Clone)]
@@ -256,6 +261,7 @@ struct Shared {
     model_id: String,
     served: Mutex<usize>,
     strict_tool_args: std::sync::atomic::AtomicBool,
+    responder: Mutex<Option<ResponderFn>>,
 }
 
 /// The running server. Dropping it stops the server.
@@ -296,6 +302,7 @@ impl ScriptedServer {
             model_id: "scripted-model".into(),
             served: Mutex::new(0),
             strict_tool_args: std::sync::atomic::AtomicBool::new(false),
+            responder: Mutex::new(None),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -324,6 +331,13 @@ impl ScriptedServer {
         self.shared
             .strict_tool_args
             .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Starts a server that answers every request with `respond(body)`.
+    pub async fn responding(respond: impl Fn(&Value) -> Reply + Send + Sync + 'static) -> Self {
+        let server = ScriptedServer::start(Vec::new()).await;
+        *server.shared.responder.lock().unwrap() = Some(Arc::new(respond));
+        server
     }
 
     /// Queues another reply.
@@ -412,6 +426,8 @@ async fn embeddings(State(shared): State<Arc<Shared>>, body: Bytes) -> Response 
 async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let wants_stream = body["stream"] == Value::Bool(true);
+    let respond = shared.responder.lock().unwrap().clone();
+    let responded = respond.map(|r| r(&body));
     shared.requests.lock().unwrap().push(RecordedRequest {
         body,
         authorization: headers
@@ -433,7 +449,7 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
             ))
             .unwrap();
     }
-    let reply = shared.replies.lock().unwrap().pop_front();
+    let reply = shared.replies.lock().unwrap().pop_front().or(responded);
     let Some(reply) = reply else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "script exhausted").into_response();
     };

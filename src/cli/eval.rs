@@ -1,0 +1,276 @@
+//! `groundwork eval QUESTIONS --arm 'NAME: FLAGS' ... --out DIR`: parses the arms (`ask`'s
+//! own flags, by the same clap definitions, and the arms of a TOML experiment file),
+//! composes each arm's model and agents, shows a progress bar per arm and hands the plan
+//! to [`crate::eval::run`]. Ctrl-C stops cleanly: the questions in flight are not recorded.
+
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use clap::Parser as _;
+
+use crate::config::Config;
+use crate::engine::cancel::CancelToken;
+use crate::engine::discover::ModelChoice;
+use crate::eval::{self, ArmEntry, ArmSettings, Progress};
+use crate::host::compose::Composer;
+
+use super::args::{ArmFlags, EvalArgs, GlobalArgs};
+use super::context::{CmdContext, model_overrides};
+
+/// An arm's `ask` flags as settings; flags that do not belong to an arm are refused.
+pub(super) fn parse_flags(name: &str, flags: &str) -> Result<ArmSettings, String> {
+    let words = shlex::split(flags)
+        .ok_or_else(|| format!("arm '{name}': unbalanced quotes in `{flags}`"))?;
+    let f = ArmFlags::try_parse_from(words).map_err(|e| {
+        let text = e.to_string();
+        let first = text
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("error: ");
+        format!("arm '{name}': {first}")
+    })?;
+    let g = &f.global;
+    if g.db.is_some()
+        || g.session.is_some()
+        || g.embed_url.is_some()
+        || g.embed_model.is_some()
+        || g.embed_dim.is_some()
+    {
+        return Err(format!(
+            "arm '{name}': --db, --session and the --embed flags apply to the whole experiment, not to an arm"
+        ));
+    }
+    let a = &f.ask;
+    Ok(ArmSettings {
+        capabilities: (!a.capabilities.is_empty()).then(|| {
+            a.capabilities
+                .iter()
+                .map(|c| c.as_str().to_string())
+                .collect()
+        }),
+        eager: a.eager.then_some(true),
+        compaction: a.no_compaction.then_some(false),
+        policy: a.no_policy.then_some(false),
+        model: g.model.clone(),
+        model_url: g.model_url.clone(),
+        timeout: g.timeout,
+        max_tokens: g.max_tokens,
+        search_limit: a.search_limit,
+        max_searches: a.max_searches,
+        max_executions: a.max_executions,
+    })
+}
+
+/// `NAME: FLAGS` (the flags may be empty: `policy:`).
+pub(super) fn parse_arm(spec: &str) -> Result<(String, ArmSettings), String> {
+    let Some((name, flags)) = spec.split_once(':') else {
+        return Err(format!(
+            "--arm '{spec}': write it as 'NAME: FLAGS', e.g. 'base: --no-policy'"
+        ));
+    };
+    let name = name.trim();
+    eval::experiment::check_name(name)?;
+    Ok((name.to_string(), parse_flags(name, flags)?))
+}
+
+fn entry_settings(e: ArmEntry) -> Result<(String, ArmSettings), String> {
+    eval::experiment::check_name(&e.name)?;
+    let from_flags = match &e.flags {
+        Some(f) => parse_flags(&e.name, f)?,
+        None => ArmSettings::default(),
+    };
+    Ok((e.name, from_flags.overlay(e.settings)))
+}
+
+pub(super) async fn eval(ctx: &CmdContext, global: &GlobalArgs, a: EvalArgs) -> Result<ExitCode> {
+    let experiment = match &a.experiment {
+        Some(p) => eval::experiment::load(p).map_err(anyhow::Error::msg)?,
+        None => eval::Experiment::default(),
+    };
+    let mut arms: Vec<(String, ArmSettings)> = Vec::new();
+    for e in experiment.arms {
+        arms.push(entry_settings(e).map_err(anyhow::Error::msg)?);
+    }
+    for spec in &a.arms {
+        arms.push(parse_arm(spec).map_err(anyhow::Error::msg)?);
+    }
+    if arms.is_empty() {
+        bail!(
+            "no arms: give --arm 'NAME: FLAGS' (e.g. --arm 'base: --no-policy' --arm 'policy:') or --experiment FILE"
+        );
+    }
+    for (i, (name, _)) in arms.iter().enumerate() {
+        if arms[..i].iter().any(|(n, _)| n == name) {
+            bail!("two arms are named '{name}'");
+        }
+    }
+    let Some(questions) = a.questions.clone().or(experiment.questions) else {
+        bail!("no questions: give a questions file (JSONL or one question a line)");
+    };
+    let Some(out) = a.out.clone().or(experiment.out) else {
+        bail!("no output folder: give --out DIR (or `out` in the experiment file)");
+    };
+    let entries = eval::questions::load(&questions)?;
+    let jobs = a.jobs.map(|j| j as usize).or(experiment.jobs).unwrap_or(2);
+
+    let store = Arc::new(ctx.open_store().await?);
+    let base = model_overrides(global);
+    let mut plan_arms = Vec::new();
+    for (name, settings) in arms {
+        settings
+            .options()
+            .map_err(|e| anyhow::anyhow!("arm '{name}': {e}"))?;
+        let config = Config::from_env(&ctx.env, &settings.model_overrides(&base))?;
+        let choice = crate::engine::discover::choose_model_for(
+            &config,
+            &ctx.env,
+            &crate::engine::discover::candidates(&ctx.env),
+            &|note| eprintln!("{note}"),
+        )
+        .await;
+        let model_config = match choice {
+            ModelChoice::None(hint) => bail!("arm '{name}': {hint}"),
+            ModelChoice::Discovered(c, found) => {
+                eprintln!(
+                    "arm '{name}': using {} at {} (found {})",
+                    c.model, c.base_url, found.server
+                );
+                c
+            }
+            ModelChoice::Configured(c) => c,
+        };
+        let model_name = model_config.model.clone();
+        let model: Arc<dyn crate::engine::chat::ChatModel> =
+            Arc::new(crate::model::OpenAiModel::new(model_config)?);
+        let composer = Composer::new(
+            Some(model),
+            Some(store.clone()),
+            settings.config_overrides().apply(config.app.clone()),
+        );
+        plan_arms.push(eval::Arm {
+            name,
+            settings,
+            composer,
+            model_name,
+        });
+    }
+
+    let bars = indicatif::MultiProgress::with_draw_target(if std::io::stderr().is_terminal() {
+        indicatif::ProgressDrawTarget::stderr()
+    } else {
+        indicatif::ProgressDrawTarget::hidden()
+    });
+    let style = indicatif::ProgressStyle::with_template(
+        "{prefix:>12} {bar:30} {pos}/{len} {msg} {elapsed}",
+    )
+    .expect("static template");
+    let arm_bars: Vec<indicatif::ProgressBar> = plan_arms
+        .iter()
+        .map(|arm| {
+            let b = bars.add(indicatif::ProgressBar::new(entries.len() as u64));
+            b.set_style(style.clone());
+            b.set_prefix(arm.name.clone());
+            b
+        })
+        .collect();
+    let failed_counts: Vec<std::sync::atomic::AtomicUsize> =
+        plan_arms.iter().map(|_| Default::default()).collect();
+    let on_progress = |p: Progress| match p {
+        Progress::Arm { arm, done, .. } => arm_bars[arm].set_position(done as u64),
+        Progress::Recorded { arm, status } => {
+            let b = &arm_bars[arm];
+            b.inc(1);
+            if status == eval::results::FAILED {
+                let n = failed_counts[arm].fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                b.set_message(format!("{n} failed"));
+            }
+        }
+    };
+
+    let cancel = CancelToken::new();
+    let on_ctrl_c = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                cancel.cancel();
+            }
+        })
+    };
+    let plan = eval::Plan {
+        entries,
+        arms: plan_arms,
+        out: out.clone(),
+        jobs,
+        fail_fast: a.fail_fast,
+        retry_failed: a.retry_failed,
+    };
+    let summary = eval::run(plan, &on_progress, cancel.clone()).await;
+    on_ctrl_c.abort();
+    for b in &arm_bars {
+        b.abandon();
+    }
+    let summary = summary?;
+    print!("{}", summary.report_markdown);
+    let report = out.join("report.md");
+    let counts = format!(
+        "{} run now, {} already recorded, {} failed",
+        summary.ran, summary.skipped, summary.failed
+    );
+    if summary.stopped && a.fail_fast && summary.failed > 0 {
+        eprintln!(
+            "eval stopped at the first failure (--fail-fast; {counts}); run the same command again to continue. Report so far: {}",
+            report.display()
+        );
+        return Ok(ExitCode::from(2));
+    }
+    if summary.stopped {
+        eprintln!(
+            "eval stopped ({counts}); the questions in flight were not recorded: run the same command again to continue. Report so far: {}",
+            report.display()
+        );
+        return Ok(ExitCode::from(130));
+    }
+    eprintln!("eval done ({counts}); report: {}", report.display());
+    Ok(if summary.failed > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arms_take_ask_flags_and_refuse_the_rest() {
+        let (name, s) = parse_arm("base: --no-policy --search-limit 3 --model 'm 1'").unwrap();
+        assert_eq!(name, "base");
+        assert_eq!(s.policy, Some(false));
+        assert_eq!(s.search_limit, Some(3));
+        assert_eq!(s.model.as_deref(), Some("m 1"));
+        assert_eq!(parse_arm("policy:").unwrap().1, ArmSettings::default());
+        assert_eq!(
+            parse_arm("x: --no-polcy").unwrap_err(),
+            "arm 'x': unexpected argument '--no-polcy' found"
+        );
+        assert!(
+            parse_arm("x: --db other")
+                .unwrap_err()
+                .contains("whole experiment")
+        );
+        assert!(
+            parse_arm("--no-policy")
+                .unwrap_err()
+                .contains("'NAME: FLAGS'")
+        );
+        assert!(
+            parse_arm("x: --search-limit 0")
+                .unwrap_err()
+                .contains("at least 1")
+        );
+    }
+}
