@@ -171,7 +171,7 @@ async fn the_filter_box_narrows_the_documents_by_title_or_uri() {
     let before = ex(&app).docs.len();
     press(&rt, &mut app, KeyCode::Char('f'));
     assert!(ex(&app).editing_filter);
-    type_text(&mut rt, &mut app, "BATTERY");
+    type_text(&rt, &mut app, "BATTERY");
     wait(&mut rt, &mut app, "the filtered batch", |a| {
         !ex(a).docs_loading && ex(a).detail.is_some()
     })
@@ -187,7 +187,7 @@ async fn the_filter_box_narrows_the_documents_by_title_or_uri() {
     snapshot_both(&mut app, "explorer_filter");
     // A filter nothing matches says so.
     press(&rt, &mut app, KeyCode::Char('f'));
-    type_text(&mut rt, &mut app, "zzz");
+    type_text(&rt, &mut app, "zzz");
     wait(&mut rt, &mut app, "the empty batch", |a| {
         !ex(a).docs_loading
     })
@@ -229,7 +229,7 @@ async fn documents_load_in_batches_of_fifty_as_the_highlight_nears_the_end() {
     ));
     // From the palette this time.
     press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
-    type_text(&mut rt, &mut app, "explore");
+    type_text(&rt, &mut app, "explore");
     press(&rt, &mut app, KeyCode::Enter);
     assert!(app.explorer.is_some(), "the palette opens the explorer");
     wait(&mut rt, &mut app, "the first batch", |a| {
@@ -271,7 +271,7 @@ async fn search_shows_scores_and_pages_and_enter_goes_to_the_chunk() {
     open(&mut rt, &mut app).await;
     press(&rt, &mut app, KeyCode::Char('/'));
     snapshot_both(&mut app, "explorer_search_empty");
-    type_text(&mut rt, &mut app, "monthly solar output July");
+    type_text(&rt, &mut app, "monthly solar output July");
     press(&rt, &mut app, KeyCode::Enter);
     wait(
         &mut rt,
@@ -507,4 +507,76 @@ async fn without_a_database_the_explorer_says_so() {
     // F6 again closes it.
     press(&rt, &mut app, KeyCode::F(6));
     assert!(app.explorer.is_none());
+}
+
+/// The real binary in tmux at 80×24: F6 opens the explorer, `/` searches, Enter goes to
+/// the hit's chunk, Enter opens its every field, `c` its agent context; Esc closes it all,
+/// and the terminal is restored on quit.
+#[tokio::test]
+async fn tmux_open_the_explorer_search_and_open_a_chunk() {
+    use support::tmux::{EXIT_SUFFIX, Tmux, assert_restored};
+    let kb = demo_kb().await;
+    let home = tempfile::tempdir().unwrap();
+    let tmux = Tmux::new("explorer");
+    let script = format!(
+        "env -u GROUNDWORK_MODEL_URL -u GROUNDWORK_MODEL HOME={home} XDG_DATA_HOME={home}/data \
+         XDG_CONFIG_HOME={home}/config GROUNDWORK_DISCOVER=off \
+         {bin} --db {db}; {EXIT_SUFFIX}",
+        home = home.path().display(),
+        bin = env!("CARGO_BIN_EXE_groundwork"),
+        db = kb.db,
+    );
+    tmux.start(&script, 80, 24);
+    tmux.wait_for("the first frame", 60, |s| s.contains("Question"))
+        .await;
+    tmux.send(&["F6"]);
+    tmux.wait_for("the documents", 30, |s| {
+        s.contains("Knowledge base") && s.contains("Battery Maintenance Guide")
+    })
+    .await;
+    tmux.send(&["/"]);
+    tmux.wait_for("the search screen", 30, |s| {
+        s.contains("Type query and press Enter to search")
+    })
+    .await;
+    tmux.send(&["-l", "islanding test"]);
+    tmux.send(&["Enter"]);
+    let screen = tmux
+        .wait_for("the results", 30, |s| {
+            s.contains("Found ") && s.contains("results")
+        })
+        .await;
+    assert!(
+        screen.contains("▸[0."),
+        "the first result is highlighted:\n{screen}"
+    );
+    tmux.send(&["Enter"]);
+    tmux.wait_for("the chunk in its document", 30, |s| {
+        s.contains("Chunks ") && s.contains("In this session: never retrieved")
+    })
+    .await;
+    tmux.send(&["Enter"]);
+    let screen = tmux
+        .wait_for("every field of the chunk", 30, |s| {
+            s.contains("DocItem Refs:") && s.contains("Esc back")
+        })
+        .await;
+    assert!(screen.to_lowercase().contains("islanding"), "{screen}");
+    tmux.send(&["c"]);
+    tmux.wait_for("the agent context", 30, |s| {
+        s.contains("Agent context") && s.contains("tokens") && s.contains("[rank 1 of 1]")
+    })
+    .await;
+    // Esc: the chunk, the lists, the documents list, the panes.
+    tmux.send(&["Escape"]);
+    tmux.send(&["Escape"]);
+    tmux.send(&["Escape"]);
+    tmux.send(&["Escape"]);
+    tmux.wait_for("the panes again", 30, |s| {
+        s.contains("Question") && !s.contains("Knowledge base")
+    })
+    .await;
+    tmux.send(&["C-q"]);
+    let screen = tmux.wait_exit().await;
+    assert_restored(&screen, "Knowledge base");
 }

@@ -394,10 +394,8 @@ impl App {
                 KeyCode::Esc | KeyCode::Enter | KeyCode::Down | KeyCode::Tab => {
                     ex.editing_filter = false
                 }
-                KeyCode::Backspace => {
-                    if ex.filter.pop().is_some() {
-                        return vec![ex.first_batch()];
-                    }
+                KeyCode::Backspace if ex.filter.pop().is_some() => {
+                    return vec![ex.first_batch()];
                 }
                 KeyCode::Char(c) => {
                     ex.filter.push(c);
