@@ -326,6 +326,53 @@ async fn search_shows_scores_and_pages_and_enter_goes_to_the_chunk() {
     snapshot_both(&mut app, "explorer_search_jump");
 }
 
+/// With a document filter set in the session, search covers those documents; Ctrl-F
+/// switches to the whole base (and runs the query again), and back.
+#[tokio::test]
+async fn search_follows_the_document_filter_and_ctrl_f_widens_it() {
+    let kb = demo_kb().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    groundwork::host::transcript::apply_document_filter(
+        &mut app.session.state,
+        &["Battery Maintenance Guide".to_string()],
+    );
+    assert!(app.document_filter().is_some());
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    open(&mut rt, &mut app).await;
+    let battery = kb
+        .store
+        .list_documents(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|d| d.title.as_deref() == Some("Battery Maintenance Guide"))
+        .unwrap()
+        .id;
+    search(&mut rt, &mut app, "state of charge").await;
+    let results = search_results(&app);
+    assert!(!results.is_empty());
+    assert!(
+        results
+            .iter()
+            .all(|r| r.document_id.as_deref() == Some(battery.as_str())),
+        "only the filtered document"
+    );
+    assert!(screen(&mut app, 80, 24).contains("Search the document filter"));
+    press_mod(&rt, &mut app, KeyCode::Char('f'), KeyModifiers::CONTROL);
+    wait(&mut rt, &mut app, "the whole-base results", |a| {
+        matches!(&ex(a).view, ExplorerView::Search(s) if !s.running)
+    })
+    .await;
+    let wide = search_results(&app);
+    assert!(
+        wide.iter()
+            .any(|r| r.document_id.as_deref() != Some(battery.as_str())),
+        "other documents too"
+    );
+    assert!(screen(&mut app, 80, 24).contains("Search the whole base"));
+}
+
 /// `c` on a chunk with a figure: the expanded block is what `rag_search` returned to the
 /// model (after the rank line), vision off suppresses the picture, vision on attaches it.
 #[tokio::test]
@@ -476,6 +523,75 @@ async fn agent_context_is_what_the_search_tool_returned_with_the_vision_preface(
     assert!(
         with_vision.tokens > context.tokens + groundwork::engine::chat::IMAGE_TOKEN_ESTIMATE - 1
     );
+}
+
+/// A database written by haiku.rag 0.77 itself: its documents, their details and a
+/// chunk's docling fields (labels, DocItem refs, section) read as haiku.rag wrote them.
+#[tokio::test]
+async fn a_haiku_rag_database_is_browsed_with_its_docling_fields() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db.lancedb");
+    support::copy_dir(&root.join("tests/fixtures/haiku/db.lancedb"), &db);
+    let store = std::sync::Arc::new(
+        groundwork::store::Store::open(&db.to_string_lossy())
+            .await
+            .unwrap(),
+    );
+    let want = store.list_documents(None).await.unwrap();
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(Services::new(
+        Some(store.clone()),
+        None,
+        AppConfig::default(),
+        vec![],
+        false,
+    ));
+    open(&mut rt, &mut app).await;
+    let mut got: Vec<String> = ex(&app).docs.iter().map(|d| d.id.clone()).collect();
+    let mut ids: Vec<String> = want.iter().map(|d| d.id.clone()).collect();
+    got.sort();
+    ids.sort();
+    assert_eq!(got, ids, "every document haiku.rag wrote");
+    // The first document with a chunk that has a section.
+    let mut found = false;
+    for i in 0..ex(&app).docs.len() {
+        wait(&mut rt, &mut app, "the document's details", |a| {
+            matches!(&ex(a).detail, Some(Ok(d)) if d.meta.id == ex(a).docs[i].id)
+        })
+        .await;
+        if let Some(k) = ex(&app)
+            .chunks()
+            .iter()
+            .position(|c| c.headings.as_ref().is_some_and(|h| !h.is_empty()))
+        {
+            press(&rt, &mut app, KeyCode::Tab);
+            for _ in 0..k {
+                press(&rt, &mut app, KeyCode::Down);
+            }
+            found = true;
+            break;
+        }
+        press(&rt, &mut app, KeyCode::Down);
+    }
+    assert!(found, "a haiku.rag chunk with headings");
+    let c = ex(&app).highlighted_chunk().cloned().unwrap();
+    let stored = store.get_chunk(c.id()).await.unwrap().unwrap();
+    assert_eq!(
+        c.doc_item_refs,
+        stored.metadata["doc_item_refs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    );
+    press(&rt, &mut app, KeyCode::Enter);
+    let s = screen(&mut app, 160, 48);
+    let section = c.headings.clone().unwrap().join(" > ");
+    assert!(s.contains(&format!("Section: {section}")), "{s}");
+    assert!(s.contains(&format!("Labels: {}", c.labels.join(", "))), "{s}");
+    snapshot_both(&mut app, "explorer_haiku_chunk");
 }
 
 #[tokio::test]
