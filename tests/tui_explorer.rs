@@ -196,6 +196,50 @@ async fn the_filter_box_narrows_the_documents_by_title_or_uri() {
     assert!(screen(&mut app, 80, 24).contains("No title or URI matches."));
 }
 
+/// The update function alone: one batch read at a time. Keys typed into the filter while
+/// a read runs ask for nothing; when it returns (for an older filter) the current
+/// filter's first batch is asked, once.
+#[test]
+fn typing_a_filter_queues_one_read_not_one_per_key() {
+    use groundwork::tui::app::{Effect, ExploreRequest, Explored, Msg};
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let reads = |effects: &[Effect]| -> Vec<(u64, String, usize)> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Explore(ExploreRequest::Documents {
+                    generation,
+                    filter,
+                    offset,
+                }) => Some((*generation, filter.clone(), *offset)),
+                _ => None,
+            })
+            .collect()
+    };
+    let opened = app.update(key_event(KeyCode::F(6), KeyModifiers::NONE));
+    assert_eq!(reads(&opened), vec![(1, String::new(), 0)]);
+    app.update(key_event(KeyCode::Char('f'), KeyModifiers::NONE));
+    for c in "bat".chars() {
+        let e = app.update(key_event(KeyCode::Char(c), KeyModifiers::NONE));
+        assert!(reads(&e).is_empty(), "{c}: the first read is still running");
+    }
+    let again = app.update(Msg::Explored(Explored::Documents {
+        generation: 1,
+        offset: 0,
+        result: Ok(Vec::new()),
+    }));
+    assert_eq!(reads(&again), vec![(4, "bat".to_string(), 0)]);
+    assert!(ex(&app).docs.is_empty() && ex(&app).docs_loading);
+    let done = app.update(Msg::Explored(Explored::Documents {
+        generation: 4,
+        offset: 0,
+        result: Ok(Vec::new()),
+    }));
+    assert!(reads(&done).is_empty());
+    assert!(!ex(&app).docs_loading && ex(&app).docs_done);
+}
+
 #[tokio::test]
 async fn documents_load_in_batches_of_fifty_as_the_highlight_nears_the_end() {
     let docs = (0..60)
@@ -360,9 +404,12 @@ async fn search_follows_the_document_filter_and_ctrl_f_widens_it() {
     );
     assert!(screen(&mut app, 80, 24).contains("Search the document filter"));
     press_mod(&rt, &mut app, KeyCode::Char('f'), KeyModifiers::CONTROL);
-    wait(&mut rt, &mut app, "the whole-base results", |a| {
-        matches!(&ex(a).view, ExplorerView::Search(s) if !s.running)
-    })
+    wait(
+        &mut rt,
+        &mut app,
+        "the whole-base results",
+        |a| matches!(&ex(a).view, ExplorerView::Search(s) if !s.running),
+    )
     .await;
     let wide = search_results(&app);
     assert!(
@@ -556,9 +603,12 @@ async fn a_haiku_rag_database_is_browsed_with_its_docling_fields() {
     // The first document with a chunk that has a section.
     let mut found = false;
     for i in 0..ex(&app).docs.len() {
-        wait(&mut rt, &mut app, "the document's details", |a| {
-            matches!(&ex(a).detail, Some(Ok(d)) if d.meta.id == ex(a).docs[i].id)
-        })
+        wait(
+            &mut rt,
+            &mut app,
+            "the document's details",
+            |a| matches!(&ex(a).detail, Some(Ok(d)) if d.meta.id == ex(a).docs[i].id),
+        )
         .await;
         if let Some(k) = ex(&app)
             .chunks()
@@ -590,7 +640,10 @@ async fn a_haiku_rag_database_is_browsed_with_its_docling_fields() {
     let s = screen(&mut app, 160, 48);
     let section = c.headings.clone().unwrap().join(" > ");
     assert!(s.contains(&format!("Section: {section}")), "{s}");
-    assert!(s.contains(&format!("Labels: {}", c.labels.join(", "))), "{s}");
+    assert!(
+        s.contains(&format!("Labels: {}", c.labels.join(", "))),
+        "{s}"
+    );
     snapshot_both(&mut app, "explorer_haiku_chunk");
 }
 

@@ -27,6 +27,9 @@ pub struct Explorer {
     pub editing_filter: bool,
     pub docs: Vec<DocumentMeta>,
     pub docs_loading: bool,
+    /// A batch read is running (of this filter or an older one). One at a time: a filter
+    /// typed meanwhile is read when it returns, so fast typing queues no scans.
+    pub docs_in_flight: bool,
     /// Every document of the filter is loaded.
     pub docs_done: bool,
     pub docs_error: Option<String>,
@@ -140,31 +143,41 @@ impl Explorer {
         }
     }
 
-    fn first_batch(&mut self) -> Effect {
+    /// Starts over with the current filter: the first batch is asked now, or when the
+    /// read in flight returns.
+    fn first_batch(&mut self) -> Option<Effect> {
         self.generation += 1;
         self.docs.clear();
         self.doc = 0;
         self.docs_done = false;
         self.docs_error = None;
         self.docs_loading = true;
+        if self.docs_in_flight {
+            return None;
+        }
+        Some(self.batch_at(0))
+    }
+
+    fn batch_at(&mut self, offset: usize) -> Effect {
+        self.docs_in_flight = true;
         Effect::Explore(ExploreRequest::Documents {
             generation: self.generation,
             filter: self.filter.clone(),
-            offset: 0,
+            offset,
         })
     }
 
     /// The next batch, when the highlight is near the end of what is loaded.
     fn more(&mut self) -> Option<Effect> {
-        if self.docs_loading || self.docs_done || self.doc + LOAD_AHEAD < self.docs.len() {
+        if self.docs_loading
+            || self.docs_in_flight
+            || self.docs_done
+            || self.doc + LOAD_AHEAD < self.docs.len()
+        {
             return None;
         }
         self.docs_loading = true;
-        Some(Effect::Explore(ExploreRequest::Documents {
-            generation: self.generation,
-            filter: self.filter.clone(),
-            offset: self.docs.len(),
-        }))
+        Some(self.batch_at(self.docs.len()))
     }
 
     /// Asks for the highlighted document's details when they are not shown yet.
@@ -209,7 +222,7 @@ impl App {
         let mut ex = Explorer::default();
         let first = ex.first_batch();
         self.explorer = Some(ex);
-        vec![first]
+        first.into_iter().collect()
     }
 
     pub(super) fn explored(&mut self, msg: Explored) -> Vec<Effect> {
@@ -222,7 +235,12 @@ impl App {
                 offset,
                 result,
             } => {
-                if generation != ex.generation || offset != ex.docs.len() {
+                ex.docs_in_flight = false;
+                if generation != ex.generation {
+                    // The filter changed while this was read: read the current one.
+                    return vec![ex.batch_at(0)];
+                }
+                if offset != ex.docs.len() {
                     return Vec::new();
                 }
                 ex.docs_loading = false;
@@ -395,11 +413,11 @@ impl App {
                     ex.editing_filter = false
                 }
                 KeyCode::Backspace if ex.filter.pop().is_some() => {
-                    return vec![ex.first_batch()];
+                    return ex.first_batch().into_iter().collect();
                 }
                 KeyCode::Char(c) => {
                     ex.filter.push(c);
-                    return vec![ex.first_batch()];
+                    return ex.first_batch().into_iter().collect();
                 }
                 _ => {}
             }
