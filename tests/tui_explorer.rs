@@ -194,6 +194,14 @@ async fn the_filter_box_narrows_the_documents_by_title_or_uri() {
     .await;
     assert!(ex(&app).docs.is_empty());
     assert!(screen(&mut app, 80, 24).contains("No title or URI matches."));
+    // A quote is text, not SQL.
+    type_text(&rt, &mut app, "'");
+    wait(&mut rt, &mut app, "the quoted batch", |a| {
+        !ex(a).docs_loading
+    })
+    .await;
+    assert_eq!(ex(&app).docs_error, None);
+    assert!(ex(&app).docs.is_empty());
 }
 
 /// The update function alone: one batch read at a time. Keys typed into the filter while

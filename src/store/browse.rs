@@ -62,3 +62,17 @@ impl Store {
         Ok(self.expand(with_pictures).await?.into_iter().next())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::title_or_uri_filter;
+
+    #[test]
+    fn the_filter_is_lower_case_and_quotes_are_doubled() {
+        assert_eq!(title_or_uri_filter("  "), None);
+        assert_eq!(
+            title_or_uri_filter(" O'Brien ").as_deref(),
+            Some("LOWER(title) LIKE '%o''brien%' OR LOWER(uri) LIKE '%o''brien%'")
+        );
+    }
+}
