@@ -7,5 +7,6 @@ pub mod ask;
 pub mod compose;
 pub mod conversation;
 pub mod demo;
+pub mod explore;
 pub mod inspect;
 pub mod transcript;

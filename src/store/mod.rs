@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::config::SearchConfig;
 use crate::embed::{EmbedError, Embedder, EmbedderSpec};
 mod arrow_util;
+mod browse;
 pub mod docling;
 pub mod expand;
 pub mod format;
@@ -31,6 +32,7 @@ pub mod search;
 pub mod types;
 mod write;
 
+pub use browse::title_or_uri_filter;
 pub use indexes::VECTOR_INDEX_MIN_ROWS;
 pub use open::embedder_from_settings;
 pub(crate) use read::chunks_from_batch;

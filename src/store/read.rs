@@ -36,25 +36,7 @@ impl Store {
             }
             (r, _) => r?,
         };
-        let mut docs = Vec::new();
-        for b in &batches {
-            let ids = strings(b, "id");
-            let uris = strings(b, "uri");
-            let titles = strings(b, "title");
-            let metas = strings(b, "metadata");
-            let created = strings(b, "created_at");
-            let updated = strings(b, "updated_at");
-            for i in 0..b.num_rows() {
-                docs.push(DocumentMeta {
-                    id: ids[i].clone().unwrap_or_default(),
-                    uri: uris[i].clone(),
-                    title: titles[i].clone(),
-                    metadata: parse_object(metas[i].as_deref()),
-                    created_at: created[i].clone().unwrap_or_default(),
-                    updated_at: updated[i].clone().unwrap_or_default(),
-                });
-            }
-        }
+        let mut docs = metas_from_batches(&batches);
         docs.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
         Ok(docs)
     }
@@ -354,6 +336,30 @@ impl Store {
             indexes,
         })
     }
+}
+
+/// `document_meta` rows, in the batches' order.
+pub(crate) fn metas_from_batches(batches: &[RecordBatch]) -> Vec<DocumentMeta> {
+    let mut docs = Vec::new();
+    for b in batches {
+        let ids = strings(b, "id");
+        let uris = strings(b, "uri");
+        let titles = strings(b, "title");
+        let metas = strings(b, "metadata");
+        let created = strings(b, "created_at");
+        let updated = strings(b, "updated_at");
+        for i in 0..b.num_rows() {
+            docs.push(DocumentMeta {
+                id: ids[i].clone().unwrap_or_default(),
+                uri: uris[i].clone(),
+                title: titles[i].clone(),
+                metadata: parse_object(metas[i].as_deref()),
+                created_at: created[i].clone().unwrap_or_default(),
+                updated_at: updated[i].clone().unwrap_or_default(),
+            });
+        }
+    }
+    docs
 }
 
 pub(crate) fn chunks_from_batch(b: &RecordBatch) -> Vec<Chunk> {

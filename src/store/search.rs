@@ -261,7 +261,10 @@ impl Store {
     /// Fills `image_data` and `picture_captions` for the pictures each result refers to
     /// (its own picture refs, and the picture just before each caption it contains). One
     /// round of item and picture queries per document, whatever the number of results.
-    async fn attach_pictures(&self, mut results: Vec<SearchResult>) -> Result<Vec<SearchResult>> {
+    pub(super) async fn attach_pictures(
+        &self,
+        mut results: Vec<SearchResult>,
+    ) -> Result<Vec<SearchResult>> {
         for (doc, refs) in refs_by_document(&results) {
             let mut items = self.items_by_ref(&doc, &refs).await?;
             let before_captions: Vec<i64> = items

@@ -58,6 +58,7 @@ actions! {
     FocusInspector, Global, "go to the request inspector", ["alt-2", "f3"];
     FocusLedger, Global, "go to the citation ledger", ["alt-3", "f4"];
     FocusImages, Global, "go to the page images", ["alt-4", "f5"];
+    Explorer, Global, "explore the knowledge base", ["f6", "alt-5"];
     FocusInput, Pane, "go to the question input", ["i", "0"];
     Palette, Global, "command palette", ["ctrl-p"];
     Help, Global, "help: every key", ["f1"];

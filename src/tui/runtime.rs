@@ -14,10 +14,11 @@ use crate::engine::events::CoreEvent;
 use crate::host::ask::{AskOptions, CapabilityChoice};
 use crate::host::compose::Composer;
 use crate::host::conversation;
+use crate::host::explore;
 use crate::session::Session;
 use crate::store::Store;
 
-use super::app::{self, App, Effect, Msg};
+use super::app::{self, App, Effect, ExploreRequest, Explored, Msg};
 use super::images::load_images;
 
 /// What the effects need: the store, the model, the configuration and the image picker.
@@ -241,6 +242,15 @@ fn execute(
                 let _ = tx.send(Msg::Documents(r));
             });
         }
+        Effect::Explore(request) => {
+            let tx = msg_tx.clone();
+            let store = services.store.clone();
+            let vision =
+                crate::host::compose::driving_vision(&services.config, &services.capabilities);
+            tokio::spawn(async move {
+                let _ = tx.send(Msg::Explored(explore(store, request, vision).await));
+            });
+        }
         Effect::LoadDbInfo => {
             let tx = msg_tx.clone();
             let store = services.store.clone();
@@ -302,6 +312,53 @@ fn execute(
             let picker = services.picker.clone();
             tokio::spawn(load_images(store, picker, generation, target, size, tx));
         }
+    }
+}
+
+/// Runs one store read of the explorer through `host::explore`.
+async fn explore(store: Option<Arc<Store>>, request: ExploreRequest, vision: bool) -> Explored {
+    fn no_db<T>() -> Result<T, String> {
+        Err("no database is open".to_string())
+    }
+    match request {
+        ExploreRequest::Documents {
+            generation,
+            filter,
+            offset,
+        } => Explored::Documents {
+            generation,
+            offset,
+            result: match store {
+                Some(s) => explore::documents(&s, &filter, offset).await,
+                None => no_db(),
+            },
+        },
+        ExploreRequest::Document(id) => Explored::Document {
+            result: match store {
+                Some(s) => explore::document(&s, &id).await,
+                None => no_db(),
+            },
+            id,
+        },
+        ExploreRequest::Search { query, filter } => Explored::Search {
+            result: match store {
+                Some(s) => explore::search_base(&s, &query, filter.as_deref()).await,
+                None => no_db(),
+            },
+            query,
+        },
+        ExploreRequest::Context {
+            chunk_id,
+            rank,
+            total,
+            score,
+        } => Explored::Context {
+            result: match store {
+                Some(s) => explore::agent_context(&s, &chunk_id, rank, total, score, vision).await,
+                None => no_db(),
+            },
+            chunk_id,
+        },
     }
 }
 

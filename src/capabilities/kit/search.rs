@@ -81,6 +81,26 @@ pub fn merge_results(state: &mut EvidenceState, bucket: &str, results: &[SearchR
     }
 }
 
+/// One result's block as a search return of `total` results shows it at `rank` (1-based).
+pub fn result_block(result: &SearchResult, rank: usize, total: usize) -> String {
+    format_for_agent(result, Some(rank), Some(total))
+}
+
+/// The text a search returns to the model for `results`: the numbered blocks, or the
+/// no-results line.
+pub fn results_text(results: &[SearchResult]) -> String {
+    if results.is_empty() {
+        return NO_RESULTS.to_string();
+    }
+    let total = results.len();
+    let blocks: Vec<String> = results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| result_block(r, i + 1, total))
+        .collect();
+    join_results(&blocks)
+}
+
 /// Records a search's `results` under `query`, notes evidence in `epoch`, and builds
 /// the return: the numbered result blocks, plus the pictures when `vision` is on.
 pub fn finish(
@@ -104,17 +124,7 @@ pub fn finish_reported(
     reports: Vec<RerankReport>,
 ) -> anyhow::Result<ToolOutcome> {
     let metadata = rerank_metadata(reports, results);
-    let total = results.len();
-    let text = if results.is_empty() {
-        NO_RESULTS.to_string()
-    } else {
-        let blocks: Vec<String> = results
-            .iter()
-            .enumerate()
-            .map(|(i, r)| format_for_agent(r, Some(i + 1), Some(total)))
-            .collect();
-        join_results(&blocks)
-    };
+    let text = results_text(results);
     merge_results(state, query, results);
     state.evidence.note_evidence(epoch)?;
     let mut output = ToolOutput::text(text);

@@ -17,6 +17,9 @@ impl App {
         if self.popup.is_some() {
             return self.on_popup_key(key);
         }
+        if self.explorer.is_some() {
+            return self.on_explorer_key(key);
+        }
         let input_focused = self.focus == Pane::Input;
         if let Some(action) = self.keymap.action_for(&key, input_focused) {
             return self.on_action(action);
@@ -164,6 +167,7 @@ impl App {
                 });
                 vec![Effect::LoadDocuments]
             }
+            Action::Explorer => self.toggle_explorer(),
             Action::DatabaseInfo => {
                 self.popup = Some(Popup::Info(None));
                 vec![Effect::LoadDbInfo]

@@ -10,10 +10,12 @@
 //! The parts: `msg` (the two enums), `live` (the running question and its core events),
 //! `commands` (keys and the keymap's global actions), `input` (composer, history,
 //! attachments), `navigation` (pane focus, scrolling, selection, the images target),
-//! `popups` (palette, filter, info, path picker, help, chunk detail) and `paths` (the
+//! `popups` (palette, filter, info, path picker, help, chunk detail), `explorer` (the
+//! knowledge-base explorer: documents, chunks, search, agent context) and `paths` (the
 //! filesystem work of path completion and attachments, which the Runtime runs).
 
 mod commands;
+mod explorer;
 mod input;
 mod live;
 mod msg;
@@ -37,6 +39,7 @@ use super::background::Background;
 use super::keymap::Keymap;
 use super::theme::{Theme, ThemeName};
 
+pub use explorer::{ExploreRequest, Explored, Explorer, ExplorerView, LOAD_AHEAD, SearchView};
 pub use input::build_prompt;
 use input::new_input;
 pub use live::{Ended, LiveRun, Phase};
@@ -122,6 +125,8 @@ pub struct App {
     pub ledger: LedgerView,
     pub images: ImagesView,
     pub popup: Option<Popup>,
+    /// The knowledge-base explorer, when open (it replaces the panes).
+    pub explorer: Option<Explorer>,
     pub notice: Option<String>,
     /// The latest search's reranker failure (cleared by a search it reranked).
     pub rerank_warning: Option<String>,
@@ -173,6 +178,7 @@ impl App {
             ledger: LedgerView::default(),
             images: ImagesView::default(),
             popup: None,
+            explorer: None,
             notice: None,
             rerank_warning: None,
             error: None,
@@ -333,9 +339,14 @@ impl App {
                 self.dirty = false;
                 Vec::new()
             }
+            // The explorer is driven by keys alone.
+            Msg::Mouse(_) if self.explorer.is_some() => {
+                self.dirty = false;
+                Vec::new()
+            }
             Msg::Mouse(m) => self.on_mouse(m),
             Msg::Paste(text) => {
-                if self.focus == Pane::Input && self.popup.is_none() {
+                if self.focus == Pane::Input && self.popup.is_none() && self.explorer.is_none() {
                     self.input.insert_str(text);
                 }
                 Vec::new()
@@ -373,6 +384,7 @@ impl App {
                 self.documents(docs);
                 Vec::new()
             }
+            Msg::Explored(m) => self.explored(m),
             Msg::DbInfo(info) => {
                 self.db_info(info);
                 Vec::new()

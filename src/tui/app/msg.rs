@@ -13,6 +13,7 @@ use crate::host::ask::AskOptions;
 use crate::session::Session;
 
 use super::PathPurpose;
+use super::explorer::{ExploreRequest, Explored};
 
 /// Everything the loop feeds into `update`.
 pub enum Msg {
@@ -42,6 +43,8 @@ pub enum Msg {
     },
     /// Documents for the filter modal: `(label, id)`.
     Documents(Result<Vec<String>, String>),
+    /// A store read of the explorer came back.
+    Explored(Explored),
     /// Database info text.
     DbInfo(Result<String, String>),
     /// A session file was opened.
@@ -95,6 +98,8 @@ pub enum Effect {
     LoadChunk(String),
     LoadDocuments,
     LoadDbInfo,
+    /// A store read of the knowledge-base explorer (`Msg::Explored`).
+    Explore(ExploreRequest),
     OpenSession(PathBuf),
     /// List the directory of the typed path for completion (`Msg::PathEntries`).
     ListPaths {

@@ -80,6 +80,7 @@ impl App {
             Action::SaveAs,
             Action::ExportMarkdown,
             Action::ExportJson,
+            Action::Explorer,
             Action::FilterDocuments,
             Action::DatabaseInfo,
             Action::ToggleCompaction,

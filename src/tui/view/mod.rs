@@ -2,6 +2,8 @@
 //! wrap cache and nothing the app depends on; layout rectangles come from `layout`.
 
 pub mod conversation;
+pub mod explore_text;
+pub mod explorer;
 pub mod images;
 pub mod inspector;
 pub mod ledger;
@@ -68,6 +70,12 @@ pub fn layout(app: &App, area: Rect) -> (Rect, Areas, Rect, Option<Rect>) {
 
 /// Draws the whole app. Call `layout` first and store its areas in the app.
 pub fn render(app: &App, frame: &mut Frame) {
+    if let Some(ex) = &app.explorer {
+        explorer::render(app, ex, frame);
+        popups::render(app, frame);
+        app.theme.paint_base(frame.buffer_mut());
+        return;
+    }
     let (header, areas, status_area, zoomed) = layout(app, frame.area());
     status::header(app, frame, header, zoomed.is_some());
     if areas.conversation.area() > 0 {

@@ -1,0 +1,202 @@
+//! The knowledge-base explorer's host API: what the workbench's explorer reads from the
+//! store (documents a batch at a time, a document's details and chunks, hybrid search,
+//! a chunk exactly as the search tool hands it to the model) and, from the session's
+//! ledger, the questions each chunk was retrieved and cited in.
+//!
+//! The agent context reuses the search tool's own rendering
+//! ([`crate::capabilities::kit::search::result_block`] and
+//! [`crate::capabilities::kit::picture_content`]), so what the explorer shows is what a
+//! search return carries.
+
+use std::collections::BTreeSet;
+
+use crate::capabilities::kit::{picture_content, search};
+use crate::engine::chat::{IMAGE_TOKEN_ESTIMATE, estimate_tokens};
+use crate::engine::messages::UserContent;
+use crate::store::{DocumentMeta, SearchResult, Store};
+
+use super::transcript::Transcript;
+
+/// Documents per batch (haiku.rag's inspector loads 50 at a time).
+pub const DOCUMENT_BATCH: usize = 50;
+
+/// Results of an explorer search (haiku.rag's inspector: 50, not expanded).
+pub const SEARCH_LIMIT: usize = 50;
+
+/// A document as the explorer's list names it: title, else URI, else id.
+pub fn document_label(d: &DocumentMeta) -> String {
+    d.title
+        .clone()
+        .filter(|t| !t.is_empty())
+        .or_else(|| d.uri.clone().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| d.id.clone())
+}
+
+/// One batch of documents from `offset`, whose title or URI contains `filter`.
+pub async fn documents(
+    store: &Store,
+    filter: &str,
+    offset: usize,
+) -> Result<Vec<DocumentMeta>, String> {
+    store
+        .documents_page(filter, offset, DOCUMENT_BATCH)
+        .await
+        .map_err(|e| format!("cannot list documents: {e}"))
+}
+
+/// A document's details: its row, its chunks in order (as results, score 0), the
+/// pages its chunks lie on and its picture count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocumentDetail {
+    pub meta: DocumentMeta,
+    pub chunks: Vec<SearchResult>,
+    pub pages: Vec<i64>,
+    pub pictures: usize,
+}
+
+/// The details of document `id`.
+pub async fn document(store: &Store, id: &str) -> Result<DocumentDetail, String> {
+    let err = |e: crate::store::StoreError| format!("cannot read document {id}: {e}");
+    let meta = store
+        .get_document(id)
+        .await
+        .map_err(err)?
+        .ok_or_else(|| format!("document {id} is not in this database"))?;
+    let chunks: Vec<SearchResult> = store
+        .chunks_of(id)
+        .await
+        .map_err(err)?
+        .into_iter()
+        .map(|c| crate::store::search::result_from_chunk(c, 0.0, Some(&meta)))
+        .collect();
+    let pages: BTreeSet<i64> = chunks
+        .iter()
+        .flat_map(|c| c.page_numbers.iter().copied())
+        .collect();
+    let pictures = store.count_pictures_of(id).await.map_err(err)?;
+    Ok(DocumentDetail {
+        meta,
+        chunks,
+        pages: pages.into_iter().collect(),
+        pictures,
+    })
+}
+
+/// The store's hybrid search over the whole base (`filter` `None`) or the documents the
+/// SQL `filter` selects, not expanded.
+pub async fn search_base(
+    store: &Store,
+    query: &str,
+    filter: Option<&str>,
+) -> Result<Vec<SearchResult>, String> {
+    store
+        .search(query, Some(SEARCH_LIMIT), filter)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// What the model receives for one chunk: the search tool's block of the expanded chunk
+/// and the pictures it would attach (or that vision off suppresses).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentContext {
+    pub chunk_id: String,
+    /// The block as the search return carries it.
+    pub text: String,
+    /// The self_refs of the chunk's pictures, in the order they would be attached.
+    pub pictures: Vec<String>,
+    /// Whether the driving model has vision (the pictures are attached).
+    pub vision: bool,
+    /// Estimated tokens of it all: text at chars/4, each attached picture at
+    /// [`IMAGE_TOKEN_ESTIMATE`].
+    pub tokens: usize,
+}
+
+impl AgentContext {
+    /// The sentence before the block: which pictures are attached or suppressed.
+    pub fn preface(&self) -> String {
+        let n = self.pictures.len();
+        match (self.vision, n) {
+            (true, 0) => "Vision is on; this chunk has no pictures to attach.".into(),
+            (true, n) => format!(
+                "Vision is on: {n} picture(s) are attached after the text: {}.",
+                self.pictures.join(", ")
+            ),
+            (false, 0) => "Vision is off; this chunk has no pictures.".into(),
+            (false, n) => format!(
+                "Vision is off: {n} picture(s) are suppressed ({}); any VLM descriptions \
+                 remain inline.",
+                self.pictures.join(", ")
+            ),
+        }
+    }
+}
+
+/// The agent context of `chunk_id`, as a search return of `total` results shows it at
+/// `rank` (a chunk on its own: rank 1 of 1). `score` is the search's, when it came from one.
+pub async fn agent_context(
+    store: &Store,
+    chunk_id: &str,
+    rank: usize,
+    total: usize,
+    score: f64,
+    vision: bool,
+) -> Result<AgentContext, String> {
+    let result = store
+        .chunk_as_evidence(chunk_id, score)
+        .await
+        .map_err(|e| format!("cannot expand chunk {chunk_id}: {e}"))?
+        .ok_or_else(|| format!("chunk {chunk_id} is not in this database"))?;
+    let text = search::result_block(&result, rank.max(1), total.max(rank).max(1));
+    let pictures: Vec<String> = picture_content(std::slice::from_ref(&result))
+        .into_iter()
+        .filter_map(|c| match c {
+            UserContent::Binary(b) => b.identifier,
+            _ => None,
+        })
+        .collect();
+    let mut tokens = estimate_tokens(&text);
+    if vision {
+        let labels: usize = picture_content(std::slice::from_ref(&result))
+            .iter()
+            .map(|c| match c {
+                UserContent::Text(t) => estimate_tokens(t),
+                _ => IMAGE_TOKEN_ESTIMATE,
+            })
+            .sum();
+        tokens += labels;
+    }
+    Ok(AgentContext {
+        chunk_id: chunk_id.to_string(),
+        text,
+        pictures,
+        vision,
+        tokens,
+    })
+}
+
+/// One question of the session in which a chunk was retrieved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkUse {
+    /// The question's number as the ledger shows it (1-based).
+    pub question: u64,
+    pub prompt: String,
+    pub cited: bool,
+}
+
+/// The questions of the session in which `chunk_id` was retrieved, and whether each
+/// cited it, in question order (from the citation ledger).
+pub fn chunk_uses(transcript: &Transcript, chunk_id: &str) -> Vec<ChunkUse> {
+    transcript
+        .ledger
+        .iter()
+        .filter_map(|row| {
+            let cited = row.cited.iter().any(|c| c.chunk_id == chunk_id);
+            let retrieved = cited || row.uncited.iter().any(|c| c.chunk_id == chunk_id);
+            retrieved.then(|| ChunkUse {
+                question: row.question + 1,
+                prompt: row.prompt.clone(),
+                cited,
+            })
+        })
+        .collect()
+}
