@@ -13,6 +13,15 @@ use crate::paths;
 use super::args::{AskArgs, GlobalArgs};
 use super::context::{CmdContext, choose_model};
 
+/// The model over every open database: one store, or the named collections.
+async fn composer(
+    ctx: &CmdContext,
+    model: std::sync::Arc<dyn crate::engine::chat::ChatModel>,
+) -> Result<Composer> {
+    let opened = ctx.open_collections(None).await?;
+    Ok(super::context::composer_over(Some(model), opened, ctx.config.app.clone()))
+}
+
 pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCode> {
     if a.question.trim().is_empty() {
         bail!(crate::host::ask::AskError::EmptyQuestion);
@@ -38,8 +47,7 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     let model_name = model_config.model.clone();
     let model: std::sync::Arc<dyn crate::engine::chat::ChatModel> =
         std::sync::Arc::new(crate::model::OpenAiModel::new(model_config)?);
-    let store = std::sync::Arc::new(ctx.open_store().await?);
-    let agent = Composer::new(Some(model), Some(store), ctx.config.app.clone()).agent(&options)?;
+    let agent = composer(ctx, model).await?.agent(&options)?;
     let path = match &global.session {
         Some(p) => p.clone(),
         None => crate::session::new_session_path(&paths::data_dir(&ctx.env).join("sessions")),

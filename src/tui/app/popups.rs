@@ -424,6 +424,7 @@ mod tests {
 
     fn app() -> App {
         let host = HostInfo {
+            collections: Vec::new(),
             db: String::new(),
             model: String::new(),
             model_ready: false,

@@ -229,7 +229,17 @@ pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
     const REQ: usize = 7;
     const MSG: usize = 8;
     let mut fields = vec![
-        Field::new("", "db ", app.host.db.clone(), t.status, Cut::Start),
+        if app.host.collections.is_empty() {
+            Field::new("", "db ", app.host.db.clone(), t.status, Cut::Start)
+        } else {
+            Field::new(
+                "",
+                "collections ",
+                app.host.collections.join("+"),
+                t.status,
+                Cut::Items,
+            )
+        },
         Field::new(SEP, "model ", name.to_string(), model_style, Cut::End),
         Field::new(
             " @ ",
