@@ -144,7 +144,15 @@ pub(super) fn ledger_row(
             pages: citation.map(|c| c.page_numbers.clone()).unwrap_or_default(),
             content: citation.map(|c| c.content.clone()),
             picture_refs: Vec::new(),
-            collection: citation.and_then(|c| c.collection.clone()),
+            collection: citation.and_then(|c| c.collection.clone()).or_else(|| {
+                states.iter().find_map(|s| {
+                    s.searches
+                        .values()
+                        .flatten()
+                        .find(|r| r.chunk_id.as_deref() == Some(id.as_str()))
+                        .and_then(|r| r.collection.clone())
+                })
+            }),
         });
     }
     cited.sort_by_key(|c| c.index.unwrap_or(i64::MAX));
