@@ -213,7 +213,10 @@ async fn search_merges_collections_and_narrows_to_one() {
     let scores: Vec<f64> = hits.iter().map(|h| h["score"].as_f64().unwrap()).collect();
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
     // Each collection's query was embedded by its own recorded embedder.
-    for (server, n) in [(&two.manuals_embed, before.0), (&two.papers_embed, before.1)] {
+    for (server, n) in [
+        (&two.manuals_embed, before.0),
+        (&two.papers_embed, before.1),
+    ] {
         let inputs = server.served.inputs.lock().unwrap();
         assert_eq!(&inputs[n..], ["inverter bolt torque"], "{inputs:?}");
     }
@@ -230,7 +233,10 @@ async fn search_merges_collections_and_narrows_to_one() {
         .await;
     assert!(o.status.success(), "{}", err(&o));
     let hits: Vec<Value> = serde_json::from_str(&out(&o)).unwrap();
-    let ids: Vec<&str> = hits.iter().map(|h| h["chunk_id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = hits
+        .iter()
+        .map(|h| h["chunk_id"].as_str().unwrap())
+        .collect();
     assert_eq!(hits.len(), 2);
     assert!(ids.contains(&two.chunk("papers", "handbook").as_str()));
     assert!(ids.contains(&two.chunk("papers", "study").as_str()));
@@ -241,7 +247,13 @@ async fn search_merges_collections_and_narrows_to_one() {
         .run_with_dbs(&["search", "reset button", "--limit", "1"])
         .await;
     assert!(out(&o).starts_with("score "), "{}", out(&o));
-    assert!(out(&o).lines().next().unwrap().contains("[manuals] test://reset"));
+    assert!(
+        out(&o)
+            .lines()
+            .next()
+            .unwrap()
+            .contains("[manuals] test://reset")
+    );
 }
 
 #[tokio::test]
@@ -285,9 +297,7 @@ async fn info_and_list_per_collection_and_config_collections() {
             ("papers".into(), "Handbook".into()),
         ]
     );
-    let o = two
-        .run_with_dbs(&["list", "--collection", "manuals"])
-        .await;
+    let o = two.run_with_dbs(&["list", "--collection", "manuals"]).await;
     let listed = out(&o);
     let lines: Vec<&str> = listed.lines().map(str::trim_end).collect();
     assert_eq!(lines.len(), 2, "{lines:?}");
@@ -304,15 +314,15 @@ async fn info_and_list_per_collection_and_config_collections() {
     // A flag replaces the file's collections.
     let o = two
         .run(
-            &[
-                "--db".to_string(),
-                two.papers.clone(),
-                "info".to_string(),
-            ],
+            &["--db".to_string(), two.papers.clone(), "info".to_string()],
             Some(&config),
         )
         .await;
-    assert!(out(&o).starts_with(&format!("database   {}\n", two.papers)), "{}", out(&o));
+    assert!(
+        out(&o).starts_with(&format!("database   {}\n", two.papers)),
+        "{}",
+        out(&o)
+    );
 }
 
 #[tokio::test]
@@ -434,7 +444,9 @@ async fn ask_offers_sources_compacts_with_collection_lines_and_ledgers_each_coll
         ]));
         a
     };
-    let o = two.run(&ask("How tight are the inverter bolts?"), None).await;
+    let o = two
+        .run(&ask("How tight are the inverter bolts?"), None)
+        .await;
     assert!(o.status.success(), "{}", err(&o));
     let v: Value = serde_json::from_str(&out(&o)).unwrap();
     assert_eq!(v["status"], "grounded");
@@ -442,7 +454,12 @@ async fn ask_offers_sources_compacts_with_collection_lines_and_ledgers_each_coll
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| (c["chunk_id"].as_str().unwrap(), c["collection"].as_str().unwrap()))
+        .map(|c| {
+            (
+                c["chunk_id"].as_str().unwrap(),
+                c["collection"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         cited,
@@ -471,7 +488,10 @@ async fn ask_offers_sources_compacts_with_collection_lines_and_ledgers_each_coll
         .as_array()
         .expect("the search is recorded")
         .clone();
-    let mut colls: Vec<&str> = both.iter().map(|r| r["collection"].as_str().unwrap()).collect();
+    let mut colls: Vec<&str> = both
+        .iter()
+        .map(|r| r["collection"].as_str().unwrap())
+        .collect();
     colls.sort();
     colls.dedup();
     assert_eq!(colls, ["manuals", "papers"]);
@@ -481,9 +501,14 @@ async fn ask_offers_sources_compacts_with_collection_lines_and_ledgers_each_coll
     // `sources: ["papers"]` searched papers alone.
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&session).unwrap()).unwrap();
     let searches = &saved["state"]["rag"]["searches"];
-    let narrowed = searches["bolt torque loss"].as_array().expect("the search is recorded");
+    let narrowed = searches["bolt torque loss"]
+        .as_array()
+        .expect("the search is recorded");
     assert!(!narrowed.is_empty());
-    assert!(narrowed.iter().all(|r| r["collection"] == "papers"), "{narrowed:#?}");
+    assert!(
+        narrowed.iter().all(|r| r["collection"] == "papers"),
+        "{narrowed:#?}"
+    );
 
     // The compacted first request of question 2, as `inspect` reads it from the session:
     // question 1's evidence in the capsule, each entry with its collection.
@@ -579,7 +604,10 @@ mod workbench {
         assert!(small.contains("collections manuals+papers"), "{small}");
         assert!(small.contains("[1] Handbook (p.1) · papers"), "{small}");
         let wide = screen(&mut app, 160, 48);
-        assert!(wide.contains("papers: Handbook"), "the ledger chunk's collection: {wide}");
+        assert!(
+            wide.contains("papers: Handbook"),
+            "the ledger chunk's collection: {wide}"
+        );
         redactions().bind(|| {
             insta::assert_snapshot!("collections_80x24", small);
             insta::assert_snapshot!("collections_160x48", wide);

@@ -34,8 +34,7 @@ fn load(path: &Path) -> Result<Config, String> {
 const LEAK: &str = "sk-live-LEAK";
 
 /// The top-level keys a config file may have.
-const TOP: &str =
-    "one of `storage`, `search`, `embeddings`, `qa`, `analysis`, `prompts`, `model`, `tui`, `collections`";
+const TOP: &str = "one of `storage`, `search`, `embeddings`, `qa`, `analysis`, `prompts`, `model`, `tui`, `collections`";
 
 /// Each bad fixture with the line, the key and what its one-line error says.
 const BAD: &[(&str, usize, Option<&str>, &str)] = &[
@@ -323,7 +322,12 @@ fn collections_are_read_in_name_order() {
             ("papers".to_string(), "/srv/kb/papers.lancedb".to_string())
         ]
     );
-    assert!(load(&dir("good").join("empty.toml")).unwrap().collections.is_empty());
+    assert!(
+        load(&dir("good").join("empty.toml"))
+            .unwrap()
+            .collections
+            .is_empty()
+    );
 }
 
 #[test]

@@ -19,7 +19,11 @@ async fn composer(
     model: std::sync::Arc<dyn crate::engine::chat::ChatModel>,
 ) -> Result<Composer> {
     let opened = ctx.open_collections(None).await?;
-    Ok(super::context::composer_over(Some(model), opened, ctx.config.app.clone()))
+    Ok(super::context::composer_over(
+        Some(model),
+        opened,
+        ctx.config.app.clone(),
+    ))
 }
 
 pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCode> {

@@ -32,7 +32,9 @@ impl CmdContext {
         let config = Config::from_env(&env, &model_overrides(global))?;
         let env_db = env.get("HAIKU_RAG_DB").is_some_and(|v| !v.is_empty());
         let (databases, db_named) = match parse_db_flags(&global.db)? {
-            Some(Databases::Single(db)) => (Databases::Single(paths::expand_tilde(&db, &env)), true),
+            Some(Databases::Single(db)) => {
+                (Databases::Single(paths::expand_tilde(&db, &env)), true)
+            }
             Some(Databases::Collections(c)) => (expand(c, &env), true),
             None if !config.collections.is_empty() => {
                 (expand(config.collections.0.clone(), &env), true)
@@ -65,7 +67,10 @@ impl CmdContext {
 
     /// Opens every database (or only the collection `only` names) with its own recorded
     /// embedder; a collection's error names it. Embedders of equal specs are shared.
-    pub async fn open_collections(&self, only: Option<&str>) -> Result<Vec<(Option<String>, Store)>> {
+    pub async fn open_collections(
+        &self,
+        only: Option<&str>,
+    ) -> Result<Vec<(Option<String>, Store)>> {
         let mut embedders: Vec<(EmbedderSpec, std::sync::Arc<dyn embed::Embedder>)> = Vec::new();
         let mut out = Vec::new();
         for (name, db) in self.databases.only(only)?.entries() {

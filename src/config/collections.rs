@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
+use super::ConfigError;
 use serde::Deserialize;
 use serde::de::{MapAccess, Visitor};
-use super::ConfigError;
 
 /// What a collection name may be: an identifier (ASCII letter or `_`, then letters,
 /// digits or `_`), so that it reads the same in a tool schema, a capsule line and a

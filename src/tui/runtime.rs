@@ -305,7 +305,10 @@ fn execute(
 
 /// The store that holds document `id`: with several collections the first that has it,
 /// else the one store.
-async fn store_of_document(stores: &[(Option<String>, Arc<Store>)], id: &str) -> Option<Arc<Store>> {
+async fn store_of_document(
+    stores: &[(Option<String>, Arc<Store>)],
+    id: &str,
+) -> Option<Arc<Store>> {
     if stores.len() > 1 {
         for (_, s) in stores {
             if let Ok(Some(_)) = s.get_document(id).await {
@@ -357,12 +360,19 @@ async fn db_info(stores: &[(Option<String>, Arc<Store>)]) -> Result<String, Stri
 }
 
 /// A chunk's text from whichever open store holds it (collections in order).
-async fn find_chunk(stores: &[(Option<String>, Arc<Store>)], chunk_id: &str) -> Result<String, String> {
+async fn find_chunk(
+    stores: &[(Option<String>, Arc<Store>)],
+    chunk_id: &str,
+) -> Result<String, String> {
     if stores.is_empty() {
         return Err("no database is open".to_string());
     }
     for (name, s) in stores {
-        if let Some(r) = s.result_for_chunk(chunk_id).await.map_err(|e| e.to_string())? {
+        if let Some(r) = s
+            .result_for_chunk(chunk_id)
+            .await
+            .map_err(|e| e.to_string())?
+        {
             let mut text = chunk_text(&r);
             if let Some(n) = name.as_deref().filter(|_| stores.len() > 1) {
                 text.insert_str(0, &format!("Collection: {n}\n"));
@@ -372,7 +382,11 @@ async fn find_chunk(stores: &[(Option<String>, Arc<Store>)], chunk_id: &str) -> 
     }
     Err(format!(
         "chunk {chunk_id} is not in {}",
-        if stores.len() > 1 { "any open collection" } else { "this database" }
+        if stores.len() > 1 {
+            "any open collection"
+        } else {
+            "this database"
+        }
     ))
 }
 
