@@ -613,4 +613,46 @@ mod workbench {
             insta::assert_snapshot!("collections_160x48", wide);
         });
     }
+
+    /// The inspector shows the capsule of a question over two cited collections, each
+    /// entry with its `Collection:` line.
+    #[tokio::test]
+    async fn the_inspector_shows_each_capsule_entrys_collection() {
+        let two = two_collections().await;
+        let (m, p) = (
+            two.chunk("manuals", "handbook"),
+            two.chunk("papers", "handbook"),
+        );
+        let model = ScriptedServer::start(vec![
+            Reply::tool_call("rag_search", json!({"query": "inverter bolt torque"})),
+            Reply::tool_call("rag_cite", json!({"chunk_ids": [m, p]})),
+            Reply::text("Twelve newton metres."),
+            Reply::tool_call("rag_search", json!({"query": "reset button"})),
+            Reply::tool_call(
+                "rag_cite",
+                json!({"chunk_ids": [two.chunk("manuals", "reset")]}),
+            ),
+            Reply::text("Hold it for ten seconds."),
+        ])
+        .await;
+        let services = services(&two.manuals_store, &model.base_url()).with_collections(vec![
+            ("manuals".into(), two.manuals_store.clone()),
+            ("papers".into(), two.papers_store.clone()),
+        ]);
+        let mut rt = Runtime::new(services);
+        let work = tempfile::tempdir().unwrap();
+        let mut app = new_app(work.path());
+        app.host.collections = vec!["manuals".into(), "papers".into()];
+        ask(&mut rt, &mut app, "How tight are the bolts?").await;
+        ask(&mut rt, &mut app, "How do I reset it?").await;
+        assert_eq!(app.error, None);
+        // Question 2's first request (the 4th) is the compacted one.
+        app.inspector.selected = Some(3);
+        app.inspector.diff = false;
+        let shown =
+            support::workbench::pane(&mut app, groundwork::tui::app::Pane::Inspector, 100, 60);
+        for coll in ["manuals", "papers"] {
+            assert!(shown.contains(&format!("Collection: {coll}")), "{shown}");
+        }
+    }
 }
