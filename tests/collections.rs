@@ -1,177 +1,18 @@
 //! Several collections end to end: two real LanceDB stores holding overlapping documents,
-//! each built with its own embedder (the hashembed server at two dimensions on two
-//! ports), opened with `--db NAME=PATH` or `[collections]`, through `search`, `info`,
-//! `list`, `ask` against the scripted OpenAI-compatible server (the `sources` argument
-//! the model is offered, the `Collection:` lines of the compacted request read back with
-//! `inspect`, the per-collection ledger rows) and the workbench on a TestBackend.
+//! each built with its own embedder (`tests/support/collections.rs`), opened with
+//! `--db NAME=PATH` or `[collections]`, through `search`, `info`, `list` and `ask` against
+//! the scripted OpenAI-compatible server (the `sources` argument the model is offered, the
+//! `Collection:` lines of the compacted request read back with `inspect`, the
+//! per-collection ledger rows). The workbench: `tests/collections_workbench.rs`.
 
 mod support;
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Output};
-use std::sync::Arc;
+use std::process::Output;
 
-use groundwork::embed::EmbedderSpec;
-use groundwork::store::NewDocument;
 use serde_json::{Value, json};
-use support::hashembed::{self, EmbedServer};
-use support::kb::{chunk, document, store_with};
+use support::collections::{PAPERS_DIM, search_properties, two_collections};
 use support::scripted_server::{Reply, ScriptedServer};
-
-/// The dimension of the second collection's embedder (the first uses hashembed's own).
-const PAPERS_DIM: usize = 32;
-
-/// Two collections: `manuals` (hashembed-64) and `papers` (hashembed-32, another server),
-/// both holding the Handbook; each also holds one document of its own.
-struct Two {
-    manuals_embed: EmbedServer,
-    papers_embed: EmbedServer,
-    dir: tempfile::TempDir,
-    manuals: String,
-    papers: String,
-    manuals_store: Arc<groundwork::store::Store>,
-    papers_store: Arc<groundwork::store::Store>,
-    /// (collection, document) → chunk ids.
-    chunks: HashMap<(&'static str, &'static str), Vec<String>>,
-}
-
-const HANDBOOK: &str = "Torque the inverter bolts to twelve newton metres.";
-
-fn handbook() -> NewDocument {
-    document(
-        Some("test://handbook"),
-        Some("Handbook"),
-        vec![],
-        vec![chunk(0, &[], &[], HANDBOOK)],
-    )
-}
-
-async fn two_collections() -> Two {
-    let manuals_embed = hashembed::start().await;
-    let papers_embed = hashembed::start_dim(PAPERS_DIM).await;
-    let dir = tempfile::tempdir().unwrap();
-    let spec = |name: &str, dim: usize, url: &str| EmbedderSpec {
-        provider: "openai".into(),
-        name: name.into(),
-        vector_dim: dim,
-        base_url: Some(url.to_string()),
-    };
-    let manuals = dir.path().join("manuals.lancedb");
-    let (m, m_chunks, _) = store_with(
-        &manuals,
-        &spec(hashembed::MODEL, hashembed::DIM, &manuals_embed.url),
-        vec![
-            ("handbook", handbook()),
-            (
-                "reset",
-                document(
-                    Some("test://reset"),
-                    Some("Reset Guide"),
-                    vec![],
-                    vec![chunk(
-                        0,
-                        &[],
-                        &[],
-                        "Reset the inverter by holding its button for ten seconds.",
-                    )],
-                ),
-            ),
-        ],
-    )
-    .await;
-    let papers = dir.path().join("papers.lancedb");
-    let (p, p_chunks, _) = store_with(
-        &papers,
-        &spec("hashembed-32", PAPERS_DIM, &papers_embed.url),
-        vec![
-            ("handbook", handbook()),
-            (
-                "study",
-                document(
-                    Some("test://study"),
-                    Some("Bolt Study"),
-                    vec![],
-                    vec![chunk(
-                        0,
-                        &[],
-                        &[],
-                        "A study of bolt torque loss in rooftop inverter mounts.",
-                    )],
-                ),
-            ),
-        ],
-    )
-    .await;
-    let mut chunks = HashMap::new();
-    for (coll, found) in [("manuals", m_chunks), ("papers", p_chunks)] {
-        for (doc, ids) in found {
-            let doc: &'static str = match doc.as_str() {
-                "handbook" => "handbook",
-                "reset" => "reset",
-                _ => "study",
-            };
-            chunks.insert((coll, doc), ids);
-        }
-    }
-    Two {
-        manuals_embed,
-        papers_embed,
-        manuals: manuals.to_string_lossy().into_owned(),
-        papers: papers.to_string_lossy().into_owned(),
-        manuals_store: Arc::new(m),
-        papers_store: Arc::new(p),
-        dir,
-        chunks,
-    }
-}
-
-impl Two {
-    fn chunk(&self, coll: &'static str, doc: &'static str) -> String {
-        self.chunks[&(coll, doc)][0].clone()
-    }
-
-    /// `--db manuals=… --db papers=…`.
-    fn db_flags(&self) -> Vec<String> {
-        vec![
-            "--db".into(),
-            format!("manuals={}", self.manuals),
-            "--db".into(),
-            format!("papers={}", self.papers),
-        ]
-    }
-
-    /// Runs the binary with `args`, hermetic (no discovery, no config but `config`).
-    async fn run(&self, args: &[String], config: Option<&str>) -> Output {
-        let home = self.dir.path().join("home");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_groundwork"));
-        cmd.args(args)
-            .env("HOME", &home)
-            .env("XDG_DATA_HOME", home.join("data"))
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            .env("GROUNDWORK_DISCOVER", "off")
-            .env_remove("HAIKU_RAG_DB")
-            .env_remove("GROUNDWORK_MODEL_URL")
-            .env_remove("GROUNDWORK_MODEL")
-            .env_remove("GROUNDWORK_EMBED_URL")
-            .env_remove("GROUNDWORK_EMBED_MODEL")
-            .env_remove("GROUNDWORK_CONFIG");
-        if let Some(text) = config {
-            let path = self.dir.path().join("config.toml");
-            std::fs::write(&path, text).unwrap();
-            cmd.env("GROUNDWORK_CONFIG", path);
-        }
-        tokio::task::spawn_blocking(move || cmd.output().unwrap())
-            .await
-            .unwrap()
-    }
-
-    async fn run_with_dbs(&self, rest: &[&str]) -> Output {
-        let mut args = self.db_flags();
-        args.extend(rest.iter().map(|s| s.to_string()));
-        self.run(&args, None).await
-    }
-}
 
 fn out(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -394,17 +235,6 @@ async fn bad_collection_flags_are_one_line_errors() {
     assert_eq!(docs.len(), 4);
 }
 
-/// The `properties` of `rag_search` in a recorded request body.
-fn search_properties(body: &Value) -> Value {
-    body["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["function"]["name"] == "rag_search")
-        .map(|t| t["function"]["parameters"]["properties"].clone())
-        .expect("rag_search offered")
-}
-
 #[tokio::test]
 async fn ask_offers_sources_compacts_with_collection_lines_and_ledgers_each_collection() {
     let two = two_collections().await;
@@ -566,93 +396,4 @@ async fn ask_offers_sources_compacts_with_collection_lines_and_ledgers_each_coll
             .all(|c| c.collection.as_deref() == Some("papers")),
         "{q2:#?}"
     );
-}
-
-mod workbench {
-    use super::*;
-    use groundwork::tui::Runtime;
-    use support::workbench::{ask, new_app, redactions, screen, services};
-
-    #[tokio::test]
-    async fn the_workbench_shows_the_open_collections_and_each_citations_collection() {
-        let two = two_collections().await;
-        let papers_handbook = two.chunk("papers", "handbook");
-        let model = ScriptedServer::start(vec![
-            Reply::tool_call("rag_search", json!({"query": "inverter bolt torque"})),
-            Reply::tool_call("rag_cite", json!({"chunk_ids": [papers_handbook]})),
-            Reply::text("Twelve newton metres."),
-        ])
-        .await;
-        let services = services(&two.manuals_store, &model.base_url()).with_collections(vec![
-            ("manuals".into(), two.manuals_store.clone()),
-            ("papers".into(), two.papers_store.clone()),
-        ]);
-        let mut rt = Runtime::new(services);
-        let work = tempfile::tempdir().unwrap();
-        let mut app = new_app(work.path());
-        app.host.collections = vec!["manuals".into(), "papers".into()];
-        app.host.db = format!("manuals={}, papers={}", two.manuals, two.papers);
-        ask(&mut rt, &mut app, "How tight are the bolts?").await;
-        assert_eq!(app.error, None);
-        // The model was offered both collections.
-        let sources = &search_properties(&model.requests()[0])["sources"];
-        assert_eq!(
-            sources["anyOf"][0]["items"]["enum"],
-            json!(["manuals", "papers"])
-        );
-        let small = screen(&mut app, 80, 24);
-        assert!(small.contains("collections manuals+papers"), "{small}");
-        assert!(small.contains("[1] Handbook (p.1) · papers"), "{small}");
-        let wide = screen(&mut app, 160, 48);
-        assert!(
-            wide.contains("papers: Handbook"),
-            "the ledger chunk's collection: {wide}"
-        );
-        redactions().bind(|| {
-            insta::assert_snapshot!("collections_80x24", small);
-            insta::assert_snapshot!("collections_160x48", wide);
-        });
-    }
-
-    /// The inspector shows the capsule of a question over two cited collections, each
-    /// entry with its `Collection:` line.
-    #[tokio::test]
-    async fn the_inspector_shows_each_capsule_entrys_collection() {
-        let two = two_collections().await;
-        let (m, p) = (
-            two.chunk("manuals", "handbook"),
-            two.chunk("papers", "handbook"),
-        );
-        let model = ScriptedServer::start(vec![
-            Reply::tool_call("rag_search", json!({"query": "inverter bolt torque"})),
-            Reply::tool_call("rag_cite", json!({"chunk_ids": [m, p]})),
-            Reply::text("Twelve newton metres."),
-            Reply::tool_call("rag_search", json!({"query": "reset button"})),
-            Reply::tool_call(
-                "rag_cite",
-                json!({"chunk_ids": [two.chunk("manuals", "reset")]}),
-            ),
-            Reply::text("Hold it for ten seconds."),
-        ])
-        .await;
-        let services = services(&two.manuals_store, &model.base_url()).with_collections(vec![
-            ("manuals".into(), two.manuals_store.clone()),
-            ("papers".into(), two.papers_store.clone()),
-        ]);
-        let mut rt = Runtime::new(services);
-        let work = tempfile::tempdir().unwrap();
-        let mut app = new_app(work.path());
-        app.host.collections = vec!["manuals".into(), "papers".into()];
-        ask(&mut rt, &mut app, "How tight are the bolts?").await;
-        ask(&mut rt, &mut app, "How do I reset it?").await;
-        assert_eq!(app.error, None);
-        // Question 2's first request (the 4th) is the compacted one.
-        app.inspector.selected = Some(3);
-        app.inspector.diff = false;
-        let shown =
-            support::workbench::pane(&mut app, groundwork::tui::app::Pane::Inspector, 100, 60);
-        for coll in ["manuals", "papers"] {
-            assert!(shown.contains(&format!("Collection: {coll}")), "{shown}");
-        }
-    }
 }

@@ -6,6 +6,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod caps;
+pub mod collections;
 pub mod hashembed;
 pub mod kb;
 pub mod llama;
