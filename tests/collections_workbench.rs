@@ -94,3 +94,82 @@ async fn the_inspector_shows_each_capsule_entrys_collection() {
         assert!(shown.contains(&format!("Collection: {coll}")), "{shown}");
     }
 }
+
+/// The document filter lists each collection's documents as `NAME: title`; choosing the
+/// papers' Handbook searches the papers alone, and only that document in it.
+#[tokio::test]
+async fn the_document_filter_is_per_collection() {
+    use crossterm::event::{KeyCode, KeyModifiers};
+    use groundwork::tui::app::Popup;
+    use support::workbench::{press, press_mod, settle, type_text};
+    let two = two_collections().await;
+    let model = ScriptedServer::start(vec![
+        Reply::tool_call("rag_search", json!({"query": "inverter bolt torque"})),
+        Reply::tool_call(
+            "rag_cite",
+            json!({"chunk_ids": [two.chunk("papers", "handbook")]}),
+        ),
+        Reply::text("Twelve newton metres."),
+    ])
+    .await;
+    let services = services(&two.manuals_store, &model.base_url()).with_collections(vec![
+        ("manuals".into(), two.manuals_store.clone()),
+        ("papers".into(), two.papers_store.clone()),
+    ]);
+    let mut rt = Runtime::new(services);
+    let work = tempfile::tempdir().unwrap();
+    let mut app = new_app(work.path());
+    app.host.collections = vec!["manuals".into(), "papers".into()];
+    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    type_text(&rt, &mut app, "filter");
+    press(&rt, &mut app, KeyCode::Enter);
+    settle(&mut rt, &mut app).await;
+    let Some(Popup::Filter { all: Some(all), .. }) = &app.popup else {
+        panic!("the filter modal lists the documents: {:?}", app.error)
+    };
+    let mut listed = all.clone();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            "manuals: Handbook",
+            "manuals: Reset Guide",
+            "papers: Bolt Study",
+            "papers: Handbook"
+        ]
+    );
+    type_text(&rt, &mut app, "papers: handbook");
+    press(&rt, &mut app, KeyCode::Char(' '));
+    press(&rt, &mut app, KeyCode::Enter);
+    assert_eq!(app.error, None);
+    let rag = &app.session.state["rag"];
+    assert_eq!(
+        rag["collection_filters"].as_object().unwrap().len(),
+        1,
+        "{rag:#}"
+    );
+    assert!(
+        rag["collection_filters"]["papers"]
+            .as_str()
+            .unwrap()
+            .contains("Handbook")
+    );
+
+    ask(&mut rt, &mut app, "How tight are the bolts?").await;
+    assert_eq!(app.error, None);
+    let returned = serde_json::to_string(&model.requests()[1]).unwrap();
+    assert!(
+        returned.contains(&two.chunk("papers", "handbook")),
+        "{returned}"
+    );
+    for (coll, doc) in [
+        ("manuals", "handbook"),
+        ("manuals", "reset"),
+        ("papers", "study"),
+    ] {
+        assert!(
+            !returned.contains(&two.chunk(coll, doc)),
+            "{coll} {doc}: {returned}"
+        );
+    }
+}

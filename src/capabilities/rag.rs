@@ -287,9 +287,16 @@ impl RagRun {
             Ok(selected) => selected,
             Err(message) => return Ok(ToolOutcome::Retry(message)),
         };
-        let filter = self.state.document_filter.clone();
         let mut results = Vec::new();
         for (name, handle) in selected {
+            let filter = match (&name, self.state.collection_filters.is_empty()) {
+                // A per-collection filter: collections it does not name are left out.
+                (Some(n), false) => match self.state.collection_filters.get(n) {
+                    Some(sql) => Some(sql.clone()),
+                    None => continue,
+                },
+                _ => self.state.document_filter.clone(),
+            };
             let store = handle.get().await?;
             let found = store.search(&query, Some(limit), filter.as_deref()).await?;
             let mut found = store.expand(found).await?;

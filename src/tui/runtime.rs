@@ -319,7 +319,8 @@ async fn store_of_document(
     stores.first().map(|(_, s)| s.clone())
 }
 
-/// The filter's document labels over every open store (each label once, in store order).
+/// The filter's document labels over every open store, in store order: `NAME: label`
+/// when several collections are open (the filter is per collection), else each label once.
 async fn document_labels(stores: &[(Option<String>, Arc<Store>)]) -> Result<Vec<String>, String> {
     if stores.is_empty() {
         return Err("no database is open".to_string());
@@ -331,7 +332,10 @@ async fn document_labels(stores: &[(Option<String>, Arc<Store>)]) -> Result<Vec<
             None => e.to_string(),
         })?;
         for d in docs {
-            let label = d.title.filter(|t| !t.is_empty()).or(d.uri).unwrap_or(d.id);
+            let mut label = d.title.filter(|t| !t.is_empty()).or(d.uri).unwrap_or(d.id);
+            if let Some(n) = name.as_deref().filter(|_| stores.len() > 1) {
+                label = crate::host::transcript::collection_label(n, &label);
+            }
             if !labels.contains(&label) {
                 labels.push(label);
             }
