@@ -215,6 +215,7 @@ fn build(questions: usize) -> (Session, Vec<ModelMessage>) {
 
 fn host() -> HostInfo {
     HostInfo {
+        collections: Vec::new(),
         db: "bench.lancedb".into(),
         model: "bench".into(),
         model_ready: true,

@@ -54,6 +54,7 @@ fn session(questions: usize, with_tools: bool) -> Session {
 
 fn host() -> HostInfo {
     HostInfo {
+        collections: Vec::new(),
         db: "bench.lancedb".into(),
         model: "bench".into(),
         model_ready: true,

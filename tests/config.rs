@@ -34,8 +34,7 @@ fn load(path: &Path) -> Result<Config, String> {
 const LEAK: &str = "sk-live-LEAK";
 
 /// The top-level keys a config file may have.
-const TOP: &str =
-    "one of `storage`, `search`, `embeddings`, `qa`, `analysis`, `prompts`, `model`, `tui`";
+const TOP: &str = "one of `storage`, `search`, `embeddings`, `qa`, `analysis`, `prompts`, `model`, `tui`, `collections`";
 
 /// Each bad fixture with the line, the key and what its one-line error says.
 const BAD: &[(&str, usize, Option<&str>, &str)] = &[
@@ -81,6 +80,24 @@ const BAD: &[(&str, usize, Option<&str>, &str)] = &[
         3,
         Some("model.base_url"),
         "\"ftp://models.example.com\" is not an http(s) URL",
+    ),
+    (
+        "collection_bad_name.toml",
+        3,
+        Some("collections.my-papers"),
+        "'my-papers' is not a valid collection name (a letter or _, then letters, digits or _)",
+    ),
+    (
+        "collection_empty_path.toml",
+        2,
+        Some("collections.manuals"),
+        "the database path is empty",
+    ),
+    (
+        "collection_not_a_string.toml",
+        5,
+        Some("collections.manuals"),
+        "invalid type: integer `7`, expected a string",
     ),
     (
         "conflicting_bindings.toml",
@@ -363,6 +380,24 @@ fn an_empty_config_is_the_defaults() {
     assert_eq!(c.model, Default::default());
     assert_eq!(c.tui, Default::default());
     assert!(!c.endpoint_named && !c.model_named);
+}
+
+#[test]
+fn collections_are_read_in_name_order() {
+    let c = load(&dir("good").join("collections.toml")).unwrap();
+    assert_eq!(
+        c.collections.0,
+        [
+            ("manuals".to_string(), "~/kb/manuals.lancedb".to_string()),
+            ("papers".to_string(), "/srv/kb/papers.lancedb".to_string())
+        ]
+    );
+    assert!(
+        load(&dir("good").join("empty.toml"))
+            .unwrap()
+            .collections
+            .is_empty()
+    );
 }
 
 #[test]

@@ -288,10 +288,17 @@ impl RagRun {
             Ok(selected) => selected,
             Err(message) => return Ok(ToolOutcome::Retry(message)),
         };
-        let filter = self.state.document_filter.clone();
         let mut results = Vec::new();
         let mut reports = Vec::new();
         for (name, handle) in selected {
+            let filter = match (&name, self.state.collection_filters.is_empty()) {
+                // A per-collection filter: collections it does not name are left out.
+                (Some(n), false) => match self.state.collection_filters.get(n) {
+                    Some(sql) => Some(sql.clone()),
+                    None => continue,
+                },
+                _ => self.state.document_filter.clone(),
+            };
             let store = handle.get().await?;
             let (found, rerank) = store
                 .search_reported(&query, Some(limit), filter.as_deref(), SearchMode::Hybrid)

@@ -1,4 +1,4 @@
-//! The command line's shape: the clap types of `groundwork [--db PATH] <command>`, the
+//! The command line's shape: the clap types of `groundwork [--db [NAME=]PATH]... <command>`, the
 //! global flags and each subcommand's arguments. Parsing only; nothing here runs.
 
 use std::path::PathBuf;
@@ -38,9 +38,11 @@ pub struct WorkbenchArgs {
 #[derive(Debug, Clone, Args, Default)]
 pub struct GlobalArgs {
     /// Database location (a directory, or s3://, gs://, az://, db:// with the `cloud` feature).
-    /// Default: $HAIKU_RAG_DB, else <data dir>/haiku.rag.lancedb.
-    #[arg(long, global = true, value_name = "PATH")]
-    pub db: Option<String>,
+    /// Repeat as NAME=PATH to open several named collections side by side.
+    /// Default: [collections] of the config file, else $HAIKU_RAG_DB, else
+    /// <data dir>/haiku.rag.lancedb.
+    #[arg(long, global = true, value_name = "PATH|NAME=PATH")]
+    pub db: Vec<String>,
     /// OpenAI-compatible embeddings endpoint, e.g. http://127.0.0.1:11434/v1
     /// (env GROUNDWORK_EMBED_URL). Overrides the embedder recorded in the database.
     #[arg(long, global = true, value_name = "URL")]
@@ -232,6 +234,9 @@ pub struct IngestArgs {
     /// Files or folders.
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
+    /// The collection to add to, when several are open.
+    #[arg(long, value_name = "NAME")]
+    pub collection: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -249,18 +254,27 @@ pub struct SearchArgs {
     /// Show raw chunks instead of context-expanded results.
     #[arg(long)]
     pub no_expand: bool,
+    /// Only this collection (of those `--db NAME=PATH` or [collections] open).
+    #[arg(long, value_name = "NAME")]
+    pub collection: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct InfoArgs {
     #[arg(long)]
     pub json: bool,
+    /// Only this collection (of those `--db NAME=PATH` or [collections] open).
+    #[arg(long, value_name = "NAME")]
+    pub collection: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
     /// Document id or URI.
     pub document: String,
+    /// The collection to delete from, when several are open.
+    #[arg(long, value_name = "NAME")]
+    pub collection: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -269,6 +283,9 @@ pub struct ListArgs {
     pub filter: Option<String>,
     #[arg(long)]
     pub json: bool,
+    /// Only this collection (of those `--db NAME=PATH` or [collections] open).
+    #[arg(long, value_name = "NAME")]
+    pub collection: Option<String>,
 }
 
 #[cfg(test)]

@@ -13,6 +13,16 @@ use crate::paths;
 use super::args::{AskArgs, GlobalArgs};
 use super::context::{CmdContext, choose_model};
 
+/// The model over every open database: one store, or the named collections.
+async fn composer(
+    ctx: &CmdContext,
+    model: std::sync::Arc<dyn crate::engine::chat::ChatModel>,
+    app: crate::config::AppConfig,
+) -> Result<Composer> {
+    let opened = ctx.open_collections(None).await?;
+    Ok(super::context::composer_over(Some(model), opened, app))
+}
+
 pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCode> {
     if a.question.trim().is_empty() {
         bail!(crate::host::ask::AskError::EmptyQuestion);
@@ -32,13 +42,8 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     let model_name = model_config.model.clone();
     let model: std::sync::Arc<dyn crate::engine::chat::ChatModel> =
         std::sync::Arc::new(crate::model::OpenAiModel::new(model_config)?);
-    let store = std::sync::Arc::new(ctx.open_store().await?);
-    let agent = Composer::new(
-        Some(model),
-        Some(store),
-        a.flags.overrides().apply(ctx.config.app.clone()),
-    )
-    .agent(&options)?;
+    let app = a.flags.overrides().apply(ctx.config.app.clone());
+    let agent = composer(ctx, model, app).await?.agent(&options)?;
     let path = match &global.session {
         Some(p) => p.clone(),
         None => crate::session::new_session_path(&paths::data_dir(&ctx.env).join("sessions")),

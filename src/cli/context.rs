@@ -11,24 +11,44 @@ use crate::paths::{self, Env};
 use crate::store::{Store, StoreError};
 
 use super::args::GlobalArgs;
+use super::collections::{Databases, parse_db_flags};
 
 /// Everything a command needs from the environment.
 pub struct CmdContext {
     pub env: Env,
     /// The config file with the environment and the model flags applied.
     pub config: Config,
+    /// The first database opened (the single store, or the first collection).
     pub db: String,
+    /// Every database the command opens: `--db`, else `[collections]`, else the default.
+    pub databases: Databases,
+    /// Whether the database was chosen by `--db`, `[collections]` or `$HAIKU_RAG_DB`.
+    pub db_named: bool,
     pub overrides: EmbedOverrides,
 }
 
 impl CmdContext {
     pub fn new(global: &GlobalArgs, env: Env) -> Result<Self> {
         let config = Config::from_env(&env, &model_overrides(global))?;
-        let db = paths::resolve_db(
-            global.db.as_deref(),
-            config.app.storage.data_dir.as_deref(),
-            &env,
-        );
+        let env_db = env.get("HAIKU_RAG_DB").is_some_and(|v| !v.is_empty());
+        let (databases, db_named) = match parse_db_flags(&global.db)? {
+            Some(Databases::Single(db)) => {
+                (Databases::Single(paths::expand_tilde(&db, &env)), true)
+            }
+            Some(Databases::Collections(c)) => (expand(c, &env), true),
+            None if !config.collections.is_empty() => {
+                (expand(config.collections.0.clone(), &env), true)
+            }
+            None => (
+                Databases::Single(paths::resolve_db(
+                    None,
+                    config.app.storage.data_dir.as_deref(),
+                    &env,
+                )),
+                env_db,
+            ),
+        };
+        let db = databases.entries()[0].1.clone();
         let overrides = EmbedOverrides::resolve(
             global.embed_url.clone(),
             global.embed_model.clone(),
@@ -39,8 +59,32 @@ impl CmdContext {
             env,
             config,
             db,
+            databases,
+            db_named,
             overrides,
         })
+    }
+
+    /// Opens every database (or only the collection `only` names) with its own recorded
+    /// embedder; a collection's error names it. Embedders of equal specs are shared.
+    pub async fn open_collections(
+        &self,
+        only: Option<&str>,
+    ) -> Result<Vec<(Option<String>, Store)>> {
+        let mut embedders: Vec<(EmbedderSpec, std::sync::Arc<dyn embed::Embedder>)> = Vec::new();
+        let mut out = Vec::new();
+        for (name, db) in self.databases.only(only)?.entries() {
+            let named = |e: anyhow::Error| match &name {
+                Some(n) => e.context(format!("collection {n}")),
+                None => e,
+            };
+            let mut store = Store::open(&db).await.map_err(|e| named(e.into()))?;
+            self.attach_cached(&mut store, &mut embedders)
+                .await
+                .map_err(named)?;
+            out.push((name, store));
+        }
+        Ok(out)
     }
 
     /// Opens the database and attaches the query embedder: the one the database records,
@@ -53,6 +97,15 @@ impl CmdContext {
 
     /// Attaches the search config and the query embedder to an open store.
     async fn attach_embedder(&self, store: &mut Store) -> Result<()> {
+        self.attach_cached(store, &mut Vec::new()).await
+    }
+
+    /// [`Self::attach_embedder`], reusing an embedder of `built` whose spec is the same.
+    async fn attach_cached(
+        &self,
+        store: &mut Store,
+        built: &mut Vec<(EmbedderSpec, std::sync::Arc<dyn embed::Embedder>)>,
+    ) -> Result<()> {
         store.set_search_config(self.config.app.search.clone());
         let mut spec = self.overrides.apply(store.embedder_spec());
         if !self.overrides.is_empty()
@@ -62,7 +115,14 @@ impl CmdContext {
             // Learn the override's real dimension so a mismatch is refused up front.
             spec.vector_dim = embed::probe_dimension(url, &spec.name, &self.env).await?;
         }
-        let embedder = prepare_embedder(&spec, &self.env).await?;
+        let embedder = match built.iter().find(|(s, _)| *s == spec) {
+            Some((_, e)) => e.clone(),
+            None => {
+                let e = prepare_embedder(&spec, &self.env).await?;
+                built.push((spec, e.clone()));
+                e
+            }
+        };
         store.set_embedder(embedder)?;
         Ok(())
     }
@@ -162,9 +222,19 @@ pub async fn prepare_embedder(
     Ok(embed::build(spec, env)?)
 }
 
-/// Opens the database, or creates it with the configured (or default) embedder.
-pub(super) async fn open_or_create(ctx: &CmdContext) -> Result<Store> {
-    Ok(match Store::open(&ctx.db).await {
+/// Named collections with `~` expanded in their paths.
+fn expand(collections: Vec<(String, String)>, env: &crate::paths::Env) -> Databases {
+    Databases::Collections(
+        collections
+            .into_iter()
+            .map(|(n, db)| (n, paths::expand_tilde(&db, env)))
+            .collect(),
+    )
+}
+
+/// Opens the database `db`, or creates it with the configured (or default) embedder.
+pub(super) async fn open_or_create(ctx: &CmdContext, db: &str) -> Result<Store> {
+    Ok(match Store::open(db).await {
         Ok(mut store) => {
             ctx.attach_embedder(&mut store).await?;
             store
@@ -173,12 +243,36 @@ pub(super) async fn open_or_create(ctx: &CmdContext) -> Result<Store> {
             let spec = ctx.new_db_embedder().await?;
             // The embedder first: if it cannot be had, no empty database is left behind.
             let embedder = prepare_embedder(&spec, &ctx.env).await?;
-            let mut store = Store::create(&ctx.db, &spec).await?;
+            let mut store = Store::create(db, &spec).await?;
             store.set_search_config(ctx.config.app.search.clone());
             store.set_embedder(embedder)?;
-            eprintln!("created {} (embedder {})", ctx.db, spec.name);
+            eprintln!("created {db} (embedder {})", spec.name);
             store
         }
         Err(e) => return Err(e.into()),
     })
+}
+
+/// A composer over opened databases: the single store, or named collections side by
+/// side (RAG's `sources`).
+pub fn composer_over(
+    model: Option<std::sync::Arc<dyn crate::engine::chat::ChatModel>>,
+    opened: Vec<(Option<String>, Store)>,
+    config: crate::config::AppConfig,
+) -> crate::host::compose::Composer {
+    let mut single = None;
+    let mut named = Vec::new();
+    for (name, store) in opened {
+        let store = std::sync::Arc::new(store);
+        match name {
+            Some(n) => named.push((n, store)),
+            None => single = Some(store),
+        }
+    }
+    let composer = crate::host::compose::Composer::new(model, single, config);
+    if named.is_empty() {
+        composer
+    } else {
+        composer.with_collections(named)
+    }
 }

@@ -1,9 +1,11 @@
 //! The database commands that print what is stored: `search`, `info`, `delete`, `list`.
+//! With several collections open, `search` merges their results by score (each marked
+//! with its collection), `info` and `list` print one block or row set per collection.
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 use crate::store::search::SearchMode;
 use crate::store::{SearchResult, Store, format};
@@ -12,24 +14,43 @@ use super::args::{DeleteArgs, InfoArgs, ListArgs, SearchArgs};
 use super::context::CmdContext;
 
 pub(super) async fn search(ctx: &CmdContext, a: SearchArgs) -> Result<ExitCode> {
-    let store = ctx.open_store().await?;
-    let (results, rerank) = store
-        .search_reported(&a.query, a.limit, a.filter.as_deref(), SearchMode::Hybrid)
-        .await?;
-    let results = if a.no_expand {
-        results
-    } else {
-        store.expand(results).await?
-    };
-    if let Some(w) = rerank.as_ref().and_then(|r| r.warning.as_deref()) {
-        eprintln!("warning: {w}");
+    let opened = ctx.open_collections(a.collection.as_deref()).await?;
+    let several = opened.len() > 1;
+    let mut results = Vec::new();
+    let mut reports = Vec::new();
+    for (name, store) in &opened {
+        let (found, rerank) = store
+            .search_reported(&a.query, a.limit, a.filter.as_deref(), SearchMode::Hybrid)
+            .await?;
+        let mut found = if a.no_expand {
+            found
+        } else {
+            store.expand(found).await?
+        };
+        if let Some(w) = rerank.as_ref().and_then(|r| r.warning.as_deref()) {
+            match name.as_deref().filter(|_| several) {
+                Some(n) => eprintln!("warning: collection {n}: {w}"),
+                None => eprintln!("warning: {w}"),
+            }
+        }
+        if several {
+            for r in &mut found {
+                r.collection = name.clone();
+            }
+        }
+        results.extend(found);
+        reports.extend(rerank.map(|r| (name.clone(), r)));
+    }
+    if several {
+        // As RAG's `rag_search` over collections: by score, ties in collection order.
+        results.sort_by(|x, y| y.score.total_cmp(&x.score));
+        results.truncate(a.limit.unwrap_or(ctx.config.app.search.limit));
     }
     let hit_of = |r: &SearchResult| {
-        let report = rerank.as_ref()?;
         r.chunk_id
             .iter()
             .chain(&r.chunk_ids)
-            .find_map(|id| report.hit(id))
+            .find_map(|id| reports.iter().find_map(|(_, report)| report.hit(id)))
     };
     let mut out = std::io::stdout().lock();
     if a.json {
@@ -47,8 +68,11 @@ pub(super) async fn search(ctx: &CmdContext, a: SearchArgs) -> Result<ExitCode> 
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    if let Some(r) = &rerank {
-        writeln!(out, "{}\n", r.note())?;
+    for (name, r) in &reports {
+        match name.as_deref().filter(|_| several) {
+            Some(n) => writeln!(out, "[{n}] {}\n", r.note())?,
+            None => writeln!(out, "{}\n", r.note())?,
+        }
     }
     if results.is_empty() {
         writeln!(out, "No results found.")?;
@@ -75,7 +99,12 @@ pub(super) async fn search(ctx: &CmdContext, a: SearchArgs) -> Result<ExitCode> 
                 Some(_) => " (fused)".to_string(),
                 None => String::new(),
             };
-            text.insert_str(0, &format!("score {:.4}{fused}  {doc}\n", r.score));
+            let from = r
+                .collection
+                .as_deref()
+                .map(|c| format!("[{c}] "))
+                .unwrap_or_default();
+            text.insert_str(0, &format!("score {:.4}{fused}  {from}{doc}\n", r.score));
             text
         })
         .collect();
@@ -84,13 +113,58 @@ pub(super) async fn search(ctx: &CmdContext, a: SearchArgs) -> Result<ExitCode> 
 }
 
 pub(super) async fn info(ctx: &CmdContext, a: InfoArgs) -> Result<ExitCode> {
-    let info = Store::open(&ctx.db).await?.info().await?;
+    let chosen = ctx.databases.only(a.collection.as_deref())?;
+    let mut infos = Vec::new();
+    for (name, db) in chosen.entries() {
+        let opened = Store::open(&db).await.map_err(anyhow::Error::from);
+        let info = match opened {
+            Ok(store) => store.info().await.map_err(anyhow::Error::from),
+            Err(e) => Err(e),
+        };
+        let info = match &name {
+            Some(n) => info.with_context(|| format!("collection {n}"))?,
+            None => info?,
+        };
+        infos.push((name, info));
+    }
     let mut out = std::io::stdout().lock();
+    let several = infos.len() > 1;
     if a.json {
-        serde_json::to_writer_pretty(&mut out, &info)?;
+        if several {
+            let list: Vec<serde_json::Value> = infos
+                .iter()
+                .map(|(name, info)| {
+                    let mut v = serde_json::to_value(info).unwrap_or_default();
+                    if let serde_json::Value::Object(m) = &mut v {
+                        m.insert("collection".into(), name.clone().into());
+                    }
+                    v
+                })
+                .collect();
+            serde_json::to_writer_pretty(&mut out, &list)?;
+        } else {
+            serde_json::to_writer_pretty(&mut out, &infos[0].1)?;
+        }
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
+    for (i, (name, info)) in infos.iter().enumerate() {
+        if i > 0 {
+            writeln!(out)?;
+        }
+        if let Some(n) = name.as_deref().filter(|_| several) {
+            writeln!(out, "collection {n}")?;
+        }
+        print_info(&mut out, info, ctx.config.app.search.reranker.as_ref())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_info(
+    out: &mut impl Write,
+    info: &crate::store::StoreInfo,
+    reranker: Option<&crate::config::RerankerConfig>,
+) -> Result<()> {
     writeln!(out, "database   {}", info.uri)?;
     if let Some(v) = &info.haiku_rag_version {
         writeln!(out, "layout     haiku.rag {v}")?;
@@ -107,7 +181,7 @@ pub(super) async fn info(ctx: &CmdContext, a: InfoArgs) -> Result<ExitCode> {
             .map(|u| format!(" at {u}"))
             .unwrap_or_default()
     )?;
-    if let Some(r) = &ctx.config.app.search.reranker {
+    if let Some(r) = reranker {
         writeln!(
             out,
             "reranker   {} at {}/rerank ({}x candidates)",
@@ -140,11 +214,11 @@ pub(super) async fn info(ctx: &CmdContext, a: InfoArgs) -> Result<ExitCode> {
             idx.name
         )?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 pub(super) async fn delete(ctx: &CmdContext, a: DeleteArgs) -> Result<ExitCode> {
-    let store = Store::open(&ctx.db).await?;
+    let store = Store::open(&ctx.databases.one(a.collection.as_deref(), "delete")?).await?;
     let doc = match store.get_document(&a.document).await? {
         Some(d) => Some(d),
         None => store.find_by_uri(&a.document).await?,
@@ -163,18 +237,51 @@ pub(super) async fn delete(ctx: &CmdContext, a: DeleteArgs) -> Result<ExitCode> 
 }
 
 pub(super) async fn list(ctx: &CmdContext, a: ListArgs) -> Result<ExitCode> {
-    let store = Store::open(&ctx.db).await?;
-    let docs = store.list_documents(a.filter.as_deref()).await?;
+    let chosen = ctx.databases.only(a.collection.as_deref())?;
+    let several = chosen.entries().len() > 1;
+    let mut rows = Vec::new();
+    for (name, db) in chosen.entries() {
+        let docs = async {
+            let store = Store::open(&db).await?;
+            store.list_documents(a.filter.as_deref()).await
+        }
+        .await
+        .map_err(anyhow::Error::from);
+        let docs = match &name {
+            Some(n) => docs.with_context(|| format!("collection {n}"))?,
+            None => docs?,
+        };
+        rows.extend(docs.into_iter().map(|d| (name.clone(), d)));
+    }
     let mut out = std::io::stdout().lock();
     if a.json {
-        serde_json::to_writer_pretty(&mut out, &docs)?;
+        if several {
+            let list: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|(name, d)| {
+                    let mut v = serde_json::to_value(d).unwrap_or_default();
+                    if let serde_json::Value::Object(m) = &mut v {
+                        m.insert("collection".into(), name.clone().into());
+                    }
+                    v
+                })
+                .collect();
+            serde_json::to_writer_pretty(&mut out, &list)?;
+        } else {
+            let docs: Vec<_> = rows.iter().map(|(_, d)| d).collect();
+            serde_json::to_writer_pretty(&mut out, &docs)?;
+        }
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    for d in docs {
+    for (name, d) in rows {
+        let from = name
+            .filter(|_| several)
+            .map(|n| format!("{n}  "))
+            .unwrap_or_default();
         writeln!(
             out,
-            "{}  {}  {}",
+            "{from}{}  {}  {}",
             d.id,
             d.title.as_deref().unwrap_or("(untitled)"),
             d.uri.as_deref().unwrap_or("")

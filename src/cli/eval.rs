@@ -33,7 +33,7 @@ pub(super) fn parse_flags(name: &str, flags: &str) -> Result<ArmSettings, String
         format!("arm '{name}': {first}")
     })?;
     let g = &f.global;
-    if g.db.is_some()
+    if !g.db.is_empty()
         || g.session.is_some()
         || g.embed_url.is_some()
         || g.embed_model.is_some()

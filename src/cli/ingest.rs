@@ -27,7 +27,7 @@ pub async fn ensure_demo_db(ctx: &CmdContext) -> Result<bool> {
         ctx.db
     );
     let started = std::time::Instant::now();
-    let store = open_or_create(ctx).await?;
+    let store = open_or_create(ctx, &ctx.db).await?;
     let report = ingest_with_bar(
         &store,
         &docs,
@@ -82,7 +82,8 @@ async fn ingest_with_bar(
 }
 
 pub(super) async fn ingest(ctx: &CmdContext, a: IngestArgs) -> Result<ExitCode> {
-    let store = open_or_create(ctx).await?;
+    let db = ctx.databases.one(a.collection.as_deref(), "ingest")?;
+    let store = open_or_create(ctx, &db).await?;
     let started = std::time::Instant::now();
     let report = ingest_with_bar(&store, &a.paths, &Default::default()).await?;
     let secs = started.elapsed().as_secs_f64();

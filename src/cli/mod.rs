@@ -5,6 +5,7 @@
 
 pub mod args;
 mod ask;
+pub mod collections;
 pub mod context;
 mod db;
 mod eval;

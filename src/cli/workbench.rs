@@ -12,10 +12,10 @@ use super::args::{GlobalArgs, OpenArgs};
 use super::context::{CmdContext, choose_model};
 use super::ingest::ensure_demo_db;
 
-/// Whether the database is the default one (no `--db`, no `HAIKU_RAG_DB`).
-fn is_default_db(global: &GlobalArgs, ctx: &CmdContext) -> bool {
-    global.db.as_deref().is_none_or(str::is_empty)
-        && ctx.env.get("HAIKU_RAG_DB").is_none_or(|v| v.is_empty())
+/// Whether the database is the default one (no `--db`, no `[collections]`, no
+/// `HAIKU_RAG_DB`).
+fn is_default_db(ctx: &CmdContext) -> bool {
+    !ctx.db_named
 }
 
 /// `groundwork` and `groundwork open SESSION`: the workbench TUI.
@@ -46,23 +46,35 @@ pub(super) async fn workbench(
     let keymap = tui::keymap_from_config(&ctx.config.tui, &config_path)?;
     let theme = ctx.config.tui.theme;
     let open = open.unwrap_or_default();
-    let fresh_demo = if is_default_db(global, ctx) {
+    let fresh_demo = if is_default_db(ctx) {
         ensure_demo_db(ctx).await?
     } else {
         false
     };
     // Probing for a model (up to 400 ms) overlaps opening the store.
-    let (opened, choice) = tokio::join!(ctx.open_store(), choose_model(ctx));
+    let (opened, choice) = tokio::join!(ctx.open_collections(None), choose_model(ctx));
     let choice = choice?;
-    let store = match opened {
-        Ok(s) => Some(std::sync::Arc::new(s)),
+    let opened = match opened {
+        Ok(s) => s,
         Err(e) if open.session.is_empty() => return Err(e),
         Err(e) => {
             // A saved session is inspectable without its database.
             eprintln!("warning: {e:#}; the session opens without search");
-            None
+            Vec::new()
         }
     };
+    let mut store = None;
+    let mut collections = Vec::new();
+    for (name, s) in opened {
+        let s = std::sync::Arc::new(s);
+        match name {
+            Some(n) => collections.push((n, s)),
+            None => store = Some(s),
+        }
+    }
+    if let Some((_, first)) = collections.first() {
+        store = Some(first.clone());
+    }
     let model: Option<std::sync::Arc<dyn crate::engine::chat::ChatModel>> = match choice.config() {
         Some(c) => Some(std::sync::Arc::new(crate::model::OpenAiModel::new(
             c.clone(),
@@ -96,7 +108,8 @@ pub(super) async fn workbench(
     };
     let capabilities = crate::host::compose::capability_names(&open.capabilities);
     let host = tui::app::HostInfo {
-        db: ctx.db.clone(),
+        db: ctx.databases.describe(),
+        collections: ctx.databases.names(),
         model: match &choice {
             crate::engine::discover::ModelChoice::None(_) => "none configured".into(),
             other => other.describe(),
@@ -119,7 +132,8 @@ pub(super) async fn workbench(
         ctx.config.app.clone(),
         open.capabilities.clone(),
         open.eager,
-    );
+    )
+    .with_collections(collections);
     tui::run(app, services).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -11,11 +11,14 @@
 //! - `[search.reranker]`: the reranker endpoint ([`RerankerConfig`], `rerank.rs`);
 //! - `[model]`: the model endpoint, with its environment and flag overrides and the API
 //!   key ([`ModelConfig`], `model.rs`);
-//! - `[tui]`: theme and key bindings as plain data ([`TuiConfig`], `tui.rs`).
+//! - `[tui]`: theme and key bindings as plain data ([`TuiConfig`], `tui.rs`);
+//! - `[collections]`: named databases opened side by side ([`CollectionsConfig`],
+//!   `collections.rs`).
 //!
 //! This module uses only `crate::paths` and `crate::errors` from the rest of the crate;
 //! the consumers take the parsed values.
 
+pub mod collections;
 pub mod error;
 pub mod model;
 pub mod rerank;
@@ -28,6 +31,7 @@ use serde::Deserialize;
 
 use crate::paths::Env;
 
+pub use collections::{CollectionsConfig, check_name as check_collection_name};
 pub use error::{ConfigError, TomlErrorInfo, describe_toml_error, line_col, line_of_key};
 pub use model::{ApiKey, ModelConfig, ModelOverrides};
 pub use rerank::RerankerConfig;
@@ -68,6 +72,8 @@ pub struct Config {
     pub model: ModelConfig,
     /// `[tui]`.
     pub tui: TuiConfig,
+    /// `[collections]`: named databases opened side by side.
+    pub collections: CollectionsConfig,
     /// Whether an endpoint was named (`model.base_url`, `GROUNDWORK_MODEL_URL` or a
     /// flag) rather than left to discovery.
     pub endpoint_named: bool,
@@ -87,6 +93,7 @@ struct RawFile {
     prompts: sections::FilePrompts,
     model: model::FileModel,
     tui: TuiConfig,
+    collections: collections::RawCollections,
 }
 
 impl Config {
@@ -156,8 +163,10 @@ impl Config {
         if let Some(r) = &app.search.reranker {
             r.validate().map_err(|e| e.in_file(path, text))?;
         }
+        let collections = CollectionsConfig::from_file(raw.collections, path, text)?;
         let model_named = model.model != model::DEFAULT_MODEL;
         Ok(Config {
+            collections,
             path: Some(path.to_path_buf()),
             app,
             model,

@@ -125,6 +125,9 @@ pub struct ComposeError(pub String);
 pub struct Composer {
     pub model: Option<Arc<dyn ChatModel>>,
     pub store: Option<Arc<Store>>,
+    /// Named collections searched side by side (RAG's `sources`); when there are two or
+    /// more they replace `store` for RAG.
+    pub collections: Vec<(String, Arc<Store>)>,
     pub config: AppConfig,
 }
 
@@ -137,8 +140,18 @@ impl Composer {
         Composer {
             model,
             store,
+            collections: Vec::new(),
             config,
         }
+    }
+
+    /// Searches these named collections side by side (the first also becomes `store`).
+    pub fn with_collections(mut self, collections: Vec<(String, Arc<Store>)>) -> Self {
+        if let Some((_, first)) = collections.first() {
+            self.store = Some(first.clone());
+        }
+        self.collections = collections;
+        self
     }
 
     /// The agent for a question with `opts`.
@@ -146,7 +159,7 @@ impl Composer {
         let (Some(model), Some(store)) = (self.model.clone(), self.store.clone()) else {
             return Err(ComposeError("no model or database available".into()));
         };
-        build_agent(model, store, &self.config, opts)
+        build_agent_over(model, store, &self.collections, &self.config, opts)
     }
 }
 
@@ -157,6 +170,18 @@ pub fn build_agent(
     config: &AppConfig,
     opts: &AskOptions,
 ) -> Result<Agent, ComposeError> {
+    build_agent_over(model, store, &[], config, opts)
+}
+
+/// [`build_agent`] with RAG over `collections` when two or more are named.
+fn build_agent_over(
+    model: Arc<dyn ChatModel>,
+    store: Arc<Store>,
+    collections: &[(String, Arc<Store>)],
+    config: &AppConfig,
+    opts: &AskOptions,
+) -> Result<Agent, ComposeError> {
+    let several = collections.len() > 1;
     let mut choices = opts.capabilities.clone();
     if choices.is_empty() {
         choices.push(CapabilityChoice::Rag);
@@ -167,11 +192,27 @@ pub fn build_agent(
     let mut caps: Vec<Arc<dyn Capability>> = Vec::new();
     for c in &choices {
         match c {
-            CapabilityChoice::Rag => caps.push(Arc::new(
-                RagCapability::new(store.clone(), config.clone())
-                    .defer_loading(deferred)
-                    .vision(Some(vision)),
-            )),
+            CapabilityChoice::Rag => {
+                let rag = if several {
+                    RagCapability::with_collections(collections.to_vec(), config.clone())
+                        .map_err(|e| ComposeError(e.to_string()))?
+                } else {
+                    RagCapability::new(store.clone(), config.clone())
+                };
+                caps.push(Arc::new(rag.defer_loading(deferred).vision(Some(vision))))
+            }
+            CapabilityChoice::Analysis if several => {
+                return Err(ComposeError(format!(
+                    "the analysis capability reads one database, but {} collections are open \
+                     ({}); open one, or ask with rag",
+                    collections.len(),
+                    collections
+                        .iter()
+                        .map(|(n, _)| n.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
             CapabilityChoice::Analysis => {
                 let mut analysis = AnalysisCapability::new(store.clone(), config.clone())
                     .defer_loading(deferred)

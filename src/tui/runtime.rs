@@ -25,6 +25,8 @@ use super::images::load_images;
 #[derive(Clone)]
 pub struct Services {
     pub store: Option<Arc<Store>>,
+    /// Named collections searched side by side (then `store` is the first of them).
+    pub collections: Vec<(String, Arc<Store>)>,
     pub model: Option<Arc<dyn ChatModel>>,
     pub config: AppConfig,
     /// Evidence capabilities of every question (empty: RAG).
@@ -46,6 +48,7 @@ impl Services {
     ) -> Self {
         Services {
             store,
+            collections: Vec::new(),
             model,
             config,
             capabilities,
@@ -55,9 +58,30 @@ impl Services {
         }
     }
 
+    /// Searches these named collections side by side (the first also becomes `store`).
+    pub fn with_collections(mut self, collections: Vec<(String, Arc<Store>)>) -> Self {
+        if let Some((_, first)) = collections.first() {
+            self.store = Some(first.clone());
+        }
+        self.collections = collections;
+        self
+    }
+
+    /// Every open store with its collection name (`None`: the one unnamed store).
+    pub fn stores(&self) -> Vec<(Option<String>, Arc<Store>)> {
+        if self.collections.is_empty() {
+            return self.store.iter().map(|s| (None, s.clone())).collect();
+        }
+        self.collections
+            .iter()
+            .map(|(n, s)| (Some(n.clone()), s.clone()))
+            .collect()
+    }
+
     /// What the agents of questions are composed from.
     pub fn composer(&self) -> Composer {
         Composer::new(self.model.clone(), self.store.clone(), self.config.clone())
+            .with_collections(self.collections.clone())
     }
 }
 
@@ -223,23 +247,9 @@ fn execute(
         }
         Effect::LoadDocuments => {
             let tx = msg_tx.clone();
-            let store = services.store.clone();
+            let stores = services.stores();
             tokio::spawn(async move {
-                let r = match store {
-                    None => Err("no database is open".to_string()),
-                    Some(s) => s
-                        .list_documents(None)
-                        .await
-                        .map(|docs| {
-                            docs.into_iter()
-                                .map(|d| {
-                                    d.title.filter(|t| !t.is_empty()).or(d.uri).unwrap_or(d.id)
-                                })
-                                .collect()
-                        })
-                        .map_err(|e| e.to_string()),
-                };
-                let _ = tx.send(Msg::Documents(r));
+                let _ = tx.send(Msg::Documents(document_labels(&stores).await));
             });
         }
         Effect::Explore(request) => {
@@ -253,31 +263,16 @@ fn execute(
         }
         Effect::LoadDbInfo => {
             let tx = msg_tx.clone();
-            let store = services.store.clone();
+            let stores = services.stores();
             tokio::spawn(async move {
-                let r = match store {
-                    None => Err("no database is open".to_string()),
-                    Some(s) => s
-                        .info()
-                        .await
-                        .map(|i| format_info(&i))
-                        .map_err(|e| e.to_string()),
-                };
-                let _ = tx.send(Msg::DbInfo(r));
+                let _ = tx.send(Msg::DbInfo(db_info(&stores).await));
             });
         }
         Effect::LoadChunk(chunk_id) => {
             let tx = msg_tx.clone();
-            let store = services.store.clone();
+            let stores = services.stores();
             tokio::spawn(async move {
-                let text = match store {
-                    None => Err("no database is open".to_string()),
-                    Some(s) => match s.result_for_chunk(&chunk_id).await {
-                        Ok(Some(r)) => Ok(chunk_text(&r)),
-                        Ok(None) => Err(format!("chunk {chunk_id} is not in this database")),
-                        Err(e) => Err(e.to_string()),
-                    },
-                };
+                let text = find_chunk(&stores, &chunk_id).await;
                 let _ = tx.send(Msg::ChunkText { chunk_id, text });
             });
         }
@@ -308,9 +303,12 @@ fn execute(
             size,
         } => {
             let tx = msg_tx.clone();
-            let store = services.store.clone();
+            let stores = services.stores();
             let picker = services.picker.clone();
-            tokio::spawn(load_images(store, picker, generation, target, size, tx));
+            tokio::spawn(async move {
+                let store = store_of_document(&stores, &target.document_id).await;
+                load_images(store, picker, generation, target, size, tx).await
+            });
         }
     }
 }
@@ -360,6 +358,97 @@ async fn explore(store: Option<Arc<Store>>, request: ExploreRequest, vision: boo
             chunk_id,
         },
     }
+}
+
+/// The store that holds document `id`: with several collections the first that has it,
+/// else the one store.
+async fn store_of_document(
+    stores: &[(Option<String>, Arc<Store>)],
+    id: &str,
+) -> Option<Arc<Store>> {
+    if stores.len() > 1 {
+        for (_, s) in stores {
+            if let Ok(Some(_)) = s.get_document(id).await {
+                return Some(s.clone());
+            }
+        }
+    }
+    stores.first().map(|(_, s)| s.clone())
+}
+
+/// The filter's document labels over every open store, in store order: `NAME: label`
+/// when several collections are open (the filter is per collection), else each label once.
+async fn document_labels(stores: &[(Option<String>, Arc<Store>)]) -> Result<Vec<String>, String> {
+    if stores.is_empty() {
+        return Err("no database is open".to_string());
+    }
+    let mut labels: Vec<String> = Vec::new();
+    for (name, s) in stores {
+        let docs = s.list_documents(None).await.map_err(|e| match name {
+            Some(n) => format!("collection {n}: {e}"),
+            None => e.to_string(),
+        })?;
+        for d in docs {
+            let mut label = d.title.filter(|t| !t.is_empty()).or(d.uri).unwrap_or(d.id);
+            if let Some(n) = name.as_deref().filter(|_| stores.len() > 1) {
+                label = crate::host::transcript::collection_label(n, &label);
+            }
+            if !labels.contains(&label) {
+                labels.push(label);
+            }
+        }
+    }
+    Ok(labels)
+}
+
+/// The database info modal's text: one block per store, each headed by its collection.
+async fn db_info(stores: &[(Option<String>, Arc<Store>)]) -> Result<String, String> {
+    if stores.is_empty() {
+        return Err("no database is open".to_string());
+    }
+    let mut out = String::new();
+    for (name, s) in stores {
+        let info = s.info().await.map_err(|e| e.to_string())?;
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        if let Some(n) = name {
+            out.push_str(&format!("Collection: {n}\n"));
+        }
+        out.push_str(&format_info(&info));
+    }
+    Ok(out)
+}
+
+/// A chunk's text from whichever open store holds it (collections in order).
+async fn find_chunk(
+    stores: &[(Option<String>, Arc<Store>)],
+    chunk_id: &str,
+) -> Result<String, String> {
+    if stores.is_empty() {
+        return Err("no database is open".to_string());
+    }
+    for (name, s) in stores {
+        if let Some(r) = s
+            .result_for_chunk(chunk_id)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            let mut text = chunk_text(&r);
+            if let Some(n) = name.as_deref().filter(|_| stores.len() > 1) {
+                text.insert_str(0, &format!("Collection: {n}\n"));
+            }
+            return Ok(text);
+        }
+    }
+    Err(format!(
+        "chunk {chunk_id} is not in {}",
+        if stores.len() > 1 {
+            "any open collection"
+        } else {
+            "this database"
+        }
+    ))
 }
 
 fn chunk_text(r: &crate::store::types::SearchResult) -> String {

@@ -272,13 +272,23 @@ pub async fn store_at(
     embed_url: &str,
     docs: Vec<(&str, NewDocument)>,
 ) -> (Store, HashMap<String, Vec<String>>, HashMap<String, String>) {
-    let uri = path.to_string_lossy().into_owned();
     let spec = EmbedderSpec {
         provider: "openai".into(),
         name: hashembed::MODEL.into(),
         vector_dim: hashembed::DIM,
         base_url: Some(embed_url.to_string()),
     };
+    store_with(path, &spec, docs).await
+}
+
+/// [`store_at`] with the embedder `spec` (another dimension, another server).
+pub async fn store_with(
+    path: &std::path::Path,
+    spec: &EmbedderSpec,
+    docs: Vec<(&str, NewDocument)>,
+) -> (Store, HashMap<String, Vec<String>>, HashMap<String, String>) {
+    let uri = path.to_string_lossy().into_owned();
+    let spec = spec.clone();
     let mut store = Store::create(&uri, &spec).await.unwrap();
     store
         .set_embedder(embed::build(&spec, &Default::default()).unwrap())

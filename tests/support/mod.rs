@@ -8,6 +8,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod caps;
+pub mod collections;
 pub mod hashembed;
 pub mod home;
 pub mod kb;

@@ -83,6 +83,7 @@ pub async fn hit(store: &Store, query: &str, pred: impl Fn(&SearchResult) -> boo
 
 pub fn host() -> HostInfo {
     HostInfo {
+        collections: Vec::new(),
         db: "demo.lancedb".into(),
         model: "scripted-model @ scripted server".into(),
         model_ready: true,

@@ -298,6 +298,11 @@ pub struct EvidenceState {
     /// SQL WHERE over `document_meta`; persists.
     #[serde(default)]
     pub document_filter: Option<String>,
+    /// Groundwork's document filter per collection (collection → SQL WHERE), when several
+    /// are open and the user chose documents of some: a search then covers only those
+    /// collections, each with its own filter. Not a haiku.rag 0.77 key; omitted when empty.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub collection_filters: std::collections::BTreeMap<String, String>,
     /// The ledger; persists.
     #[serde(default)]
     pub evidence: CapabilityEvidenceRecord,

@@ -21,6 +21,9 @@ pub struct LedgerChunk {
     pub pages: Vec<i64>,
     pub content: Option<String>,
     pub picture_refs: Vec<String>,
+    /// The collection the chunk came from, when several were searched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collection: Option<String>,
 }
 
 /// One row of the citation ledger: one question.
@@ -105,6 +108,9 @@ pub(super) fn ledger_row(
                     .map(|c| c.content.clone())
                     .or_else(|| result.map(|r| r.content.clone())),
                 picture_refs: citation.map(|c| c.picture_refs.clone()).unwrap_or_default(),
+                collection: citation
+                    .and_then(|c| c.collection.clone())
+                    .or_else(|| result.and_then(|r| r.collection.clone())),
             };
             if is_cited {
                 cited.push(chunk);
@@ -138,6 +144,15 @@ pub(super) fn ledger_row(
             pages: citation.map(|c| c.page_numbers.clone()).unwrap_or_default(),
             content: citation.map(|c| c.content.clone()),
             picture_refs: Vec::new(),
+            collection: citation.and_then(|c| c.collection.clone()).or_else(|| {
+                states.iter().find_map(|s| {
+                    s.searches
+                        .values()
+                        .flatten()
+                        .find(|r| r.chunk_id.as_deref() == Some(id.as_str()))
+                        .and_then(|r| r.collection.clone())
+                })
+            }),
         });
     }
     cited.sort_by_key(|c| c.index.unwrap_or(i64::MAX));

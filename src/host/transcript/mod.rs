@@ -29,7 +29,8 @@ pub use crate::capabilities::policy::REDIRECT_TAG;
 
 pub use export::{to_json, to_markdown};
 pub use filter::{
-    apply_document_filter, document_filter, document_filter_sql, set_document_filter,
+    apply_collection_filter, apply_document_filter, collection_label, document_filter,
+    document_filter_sql, set_document_filter,
 };
 pub use ledger::{LedgerChunk, LedgerRow};
 use ledger::{ledger_row, past_status};

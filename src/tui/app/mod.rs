@@ -85,6 +85,8 @@ impl Pane {
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostInfo {
     pub db: String,
+    /// The named collections open side by side (empty: the one database `db`).
+    pub collections: Vec<String>,
     /// `name @ url`, or why there is none.
     pub model: String,
     /// Whether questions can be asked.

@@ -323,7 +323,16 @@ impl App {
     }
 
     fn apply_filter(&mut self, labels: Vec<String>) {
-        crate::host::transcript::apply_document_filter(&mut self.session.state, &labels);
+        if self.host.collections.len() > 1 {
+            // Labels are `NAME: document`: the filter is per collection.
+            crate::host::transcript::apply_collection_filter(
+                &mut self.session.state,
+                &labels,
+                &self.host.collections,
+            );
+        } else {
+            crate::host::transcript::apply_document_filter(&mut self.session.state, &labels);
+        }
         self.notice = Some(if labels.is_empty() {
             "No filter (all documents)".into()
         } else {
@@ -425,6 +434,7 @@ mod tests {
 
     fn app() -> App {
         let host = HostInfo {
+            collections: Vec::new(),
             db: String::new(),
             model: String::new(),
             model_ready: false,

@@ -101,6 +101,13 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
             out.push(Line::from(vec![
                 Span::styled(if selected { "  ▶ " } else { "    " }, style),
                 Span::styled(c.title(), style),
+                Span::styled(
+                    c.collection
+                        .as_deref()
+                        .map(|n| format!(" · {n}"))
+                        .unwrap_or_default(),
+                    t.dim,
+                ),
             ]));
             if collapsed {
                 continue;

@@ -157,11 +157,15 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
             )
         };
         let text = format!(
-            "{} {} {}{} ({}) {}",
+            "{} {} {}{}{} ({}) {}",
             if *cited { "✓" } else { "·" },
             c.index
                 .map(|n| format!("[{n}]"))
                 .unwrap_or_else(|| "   ".into()),
+            c.collection
+                .as_deref()
+                .map(|n| format!("{n}: "))
+                .unwrap_or_default(),
             c.document.clone().unwrap_or_else(|| "?".into()),
             pages,
             c.capability,

@@ -230,7 +230,17 @@ pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
     const MSG: usize = 8;
     const RERANK: usize = 9;
     let mut fields = vec![
-        Field::new("", "db ", app.host.db.clone(), t.status, Cut::Start),
+        if app.host.collections.is_empty() {
+            Field::new("", "db ", app.host.db.clone(), t.status, Cut::Start)
+        } else {
+            Field::new(
+                "",
+                "collections ",
+                app.host.collections.join("+"),
+                t.status,
+                Cut::Items,
+            )
+        },
         Field::new(SEP, "model ", name.to_string(), model_style, Cut::End),
         Field::new(
             " @ ",

@@ -1,0 +1,175 @@
+//! The workbench over two collections (`tests/support/collections.rs`): the status bar
+//! names the open collections, each source and ledger chunk its collection (TestBackend
+//! snapshots at 80x24 and 160x48), and the inspector each capsule entry's `Collection:`.
+
+mod support;
+
+use groundwork::tui::Runtime;
+use serde_json::json;
+use support::collections::{search_properties, two_collections};
+use support::scripted_server::{Reply, ScriptedServer};
+use support::workbench::{ask, new_app, redactions, screen, services};
+
+#[tokio::test]
+async fn the_workbench_shows_the_open_collections_and_each_citations_collection() {
+    let two = two_collections().await;
+    let papers_handbook = two.chunk("papers", "handbook");
+    let model = ScriptedServer::start(vec![
+        Reply::tool_call("rag_search", json!({"query": "inverter bolt torque"})),
+        Reply::tool_call("rag_cite", json!({"chunk_ids": [papers_handbook]})),
+        Reply::text("Twelve newton metres."),
+    ])
+    .await;
+    let services = services(&two.manuals_store, &model.base_url()).with_collections(vec![
+        ("manuals".into(), two.manuals_store.clone()),
+        ("papers".into(), two.papers_store.clone()),
+    ]);
+    let mut rt = Runtime::new(services);
+    let work = tempfile::tempdir().unwrap();
+    let mut app = new_app(work.path());
+    app.host.collections = vec!["manuals".into(), "papers".into()];
+    app.host.db = format!("manuals={}, papers={}", two.manuals, two.papers);
+    ask(&mut rt, &mut app, "How tight are the bolts?").await;
+    assert_eq!(app.error, None);
+    // The model was offered both collections.
+    let sources = &search_properties(&model.requests()[0])["sources"];
+    assert_eq!(
+        sources["anyOf"][0]["items"]["enum"],
+        json!(["manuals", "papers"])
+    );
+    let small = screen(&mut app, 80, 24);
+    assert!(small.contains("collections manuals+papers"), "{small}");
+    assert!(small.contains("[1] Handbook (p.1) · papers"), "{small}");
+    let wide = screen(&mut app, 160, 48);
+    assert!(
+        wide.contains("papers: Handbook"),
+        "the ledger chunk's collection: {wide}"
+    );
+    let mut settings = redactions();
+    // The page images pane titles its document by a short id.
+    settings.add_filter(r"Handbook · [0-9a-f]{6}", "Handbook · <id>");
+    settings.bind(|| {
+        insta::assert_snapshot!("collections_80x24", small);
+        insta::assert_snapshot!("collections_160x48", wide);
+    });
+}
+
+/// The inspector shows the capsule of a question over two cited collections, each
+/// entry with its `Collection:` line.
+#[tokio::test]
+async fn the_inspector_shows_each_capsule_entrys_collection() {
+    let two = two_collections().await;
+    let (m, p) = (
+        two.chunk("manuals", "handbook"),
+        two.chunk("papers", "handbook"),
+    );
+    let model = ScriptedServer::start(vec![
+        Reply::tool_call("rag_search", json!({"query": "inverter bolt torque"})),
+        Reply::tool_call("rag_cite", json!({"chunk_ids": [m, p]})),
+        Reply::text("Twelve newton metres."),
+        Reply::tool_call("rag_search", json!({"query": "reset button"})),
+        Reply::tool_call(
+            "rag_cite",
+            json!({"chunk_ids": [two.chunk("manuals", "reset")]}),
+        ),
+        Reply::text("Hold it for ten seconds."),
+    ])
+    .await;
+    let services = services(&two.manuals_store, &model.base_url()).with_collections(vec![
+        ("manuals".into(), two.manuals_store.clone()),
+        ("papers".into(), two.papers_store.clone()),
+    ]);
+    let mut rt = Runtime::new(services);
+    let work = tempfile::tempdir().unwrap();
+    let mut app = new_app(work.path());
+    app.host.collections = vec!["manuals".into(), "papers".into()];
+    ask(&mut rt, &mut app, "How tight are the bolts?").await;
+    ask(&mut rt, &mut app, "How do I reset it?").await;
+    assert_eq!(app.error, None);
+    // Question 2's first request (the 4th) is the compacted one.
+    app.inspector.selected = Some(3);
+    app.inspector.diff = false;
+    let shown = support::workbench::pane(&mut app, groundwork::tui::app::Pane::Inspector, 100, 60);
+    for coll in ["manuals", "papers"] {
+        assert!(shown.contains(&format!("Collection: {coll}")), "{shown}");
+    }
+}
+
+/// The document filter lists each collection's documents as `NAME: title`; choosing the
+/// papers' Handbook searches the papers alone, and only that document in it.
+#[tokio::test]
+async fn the_document_filter_is_per_collection() {
+    use crossterm::event::{KeyCode, KeyModifiers};
+    use groundwork::tui::app::Popup;
+    use support::workbench::{press, press_mod, settle, type_text};
+    let two = two_collections().await;
+    let model = ScriptedServer::start(vec![
+        Reply::tool_call("rag_search", json!({"query": "inverter bolt torque"})),
+        Reply::tool_call(
+            "rag_cite",
+            json!({"chunk_ids": [two.chunk("papers", "handbook")]}),
+        ),
+        Reply::text("Twelve newton metres."),
+    ])
+    .await;
+    let services = services(&two.manuals_store, &model.base_url()).with_collections(vec![
+        ("manuals".into(), two.manuals_store.clone()),
+        ("papers".into(), two.papers_store.clone()),
+    ]);
+    let mut rt = Runtime::new(services);
+    let work = tempfile::tempdir().unwrap();
+    let mut app = new_app(work.path());
+    app.host.collections = vec!["manuals".into(), "papers".into()];
+    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    type_text(&rt, &mut app, "filter");
+    press(&rt, &mut app, KeyCode::Enter);
+    settle(&mut rt, &mut app).await;
+    let Some(Popup::Filter { all: Some(all), .. }) = &app.popup else {
+        panic!("the filter modal lists the documents: {:?}", app.error)
+    };
+    let mut listed = all.clone();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            "manuals: Handbook",
+            "manuals: Reset Guide",
+            "papers: Bolt Study",
+            "papers: Handbook"
+        ]
+    );
+    type_text(&rt, &mut app, "papers: handbook");
+    press(&rt, &mut app, KeyCode::Char(' '));
+    press(&rt, &mut app, KeyCode::Enter);
+    assert_eq!(app.error, None);
+    let rag = &app.session.state["rag"];
+    assert_eq!(
+        rag["collection_filters"].as_object().unwrap().len(),
+        1,
+        "{rag:#}"
+    );
+    assert!(
+        rag["collection_filters"]["papers"]
+            .as_str()
+            .unwrap()
+            .contains("Handbook")
+    );
+
+    ask(&mut rt, &mut app, "How tight are the bolts?").await;
+    assert_eq!(app.error, None);
+    let returned = serde_json::to_string(&model.requests()[1]).unwrap();
+    assert!(
+        returned.contains(&two.chunk("papers", "handbook")),
+        "{returned}"
+    );
+    for (coll, doc) in [
+        ("manuals", "handbook"),
+        ("manuals", "reset"),
+        ("papers", "study"),
+    ] {
+        assert!(
+            !returned.contains(&two.chunk(coll, doc)),
+            "{coll} {doc}: {returned}"
+        );
+    }
+}
