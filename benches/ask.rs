@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 
-#[allow(dead_code)]
 #[path = "../tests/support/hashembed.rs"]
 mod hashembed;
 #[allow(dead_code)]

@@ -218,8 +218,11 @@ fn question(session: &Session, settled: &[ModelMessage], q: usize) -> Question {
         .or_insert_with(|| json!({}))
         .as_object_mut()
         .unwrap();
-    index.insert(format!("c{q}-0"), json!({"document_title": format!("doc {}", q % 17),
-        "content": cited_content(), "page_numbers": [q % 40]}));
+    index.insert(
+        format!("c{q}-0"),
+        json!({"document_title": format!("doc {}", q % 17),
+        "content": cited_content(), "page_numbers": [q % 40]}),
+    );
     (messages, state, snaps)
 }
 

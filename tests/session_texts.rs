@@ -104,9 +104,14 @@ fn question(messages: &[ModelMessage], q: usize) -> (Vec<ModelMessage>, Vec<Requ
     let mut messages = messages.to_vec();
     let start = messages.len();
     let mut snaps = Vec::new();
-    messages.push(msg(json!({"kind": "request", "timestamp": ts(q, 0), "parts": [
-        {"part_kind": "user-prompt", "content": format!("Question {q}?"), "timestamp": ts(q, 0)}]})));
-    let results = format!("<chunk id=\"c{q}-0\">{}</chunk>", "retrieved text ".repeat(40));
+    messages.push(msg(
+        json!({"kind": "request", "timestamp": ts(q, 0), "parts": [
+        {"part_kind": "user-prompt", "content": format!("Question {q}?"), "timestamp": ts(q, 0)}]}),
+    ));
+    let results = format!(
+        "<chunk id=\"c{q}-0\">{}</chunk>",
+        "retrieved text ".repeat(40)
+    );
     for (k, (name, content)) in [("rag_search", results), ("rag_cite", "Cited.".into())]
         .into_iter()
         .enumerate()
@@ -114,22 +119,33 @@ fn question(messages: &[ModelMessage], q: usize) -> (Vec<ModelMessage>, Vec<Requ
         let raw = messages.clone();
         snaps.push(snapshot(&raw, sent_for(&raw, start, q, k), q, k));
         let id = format!("call-{q}-{k}");
-        messages.push(msg(json!({"kind": "response", "timestamp": ts(q, 2 * k + 1), "parts": [
-            {"part_kind": "tool-call", "tool_name": name, "args": "{}", "tool_call_id": id}]})));
-        messages.push(msg(json!({"kind": "request", "timestamp": ts(q, 2 * k + 2), "parts": [
+        messages.push(msg(
+            json!({"kind": "response", "timestamp": ts(q, 2 * k + 1), "parts": [
+            {"part_kind": "tool-call", "tool_name": name, "args": "{}", "tool_call_id": id}]}),
+        ));
+        messages.push(msg(
+            json!({"kind": "request", "timestamp": ts(q, 2 * k + 2), "parts": [
             {"part_kind": "tool-return", "tool_name": name, "content": content,
-             "tool_call_id": id, "timestamp": ts(q, 2 * k + 2)}]})));
+             "tool_call_id": id, "timestamp": ts(q, 2 * k + 2)}]}),
+        ));
     }
     let raw = messages.clone();
     snaps.push(snapshot(&raw, sent_for(&raw, start, q, 2), q, 2));
-    messages.push(msg(json!({"kind": "response", "timestamp": ts(q, 9), "parts": [
-        {"part_kind": "text", "content": format!("Answer {q} [c{}-0].", cited_by(q))}]})));
+    messages.push(msg(
+        json!({"kind": "response", "timestamp": ts(q, 9), "parts": [
+        {"part_kind": "text", "content": format!("Answer {q} [c{}-0].", cited_by(q))}]}),
+    ));
     (messages, snaps)
 }
 
 fn state(q: usize) -> Map<String, Value> {
     let index: Map<String, Value> = (0..=q)
-        .map(|c| (format!("c{c}-0"), json!({"content": "passage", "page_numbers": [c]})))
+        .map(|c| {
+            (
+                format!("c{c}-0"),
+                json!({"content": "passage", "page_numbers": [c]}),
+            )
+        })
         .collect();
     json!({"rag": {"citation_index": index}})
         .as_object()
@@ -227,11 +243,7 @@ fn every_request_of_a_long_session_shows_as_recorded_and_as_the_older_file_shows
     // shows every request the same, and is written in the new form.
     let mut old = file.clone();
     old["groundwork"]["version"] = json!(2);
-    old["groundwork"]["tables"]["texts"] = json!(
-        (1..QUESTIONS)
-            .map(capsule)
-            .collect::<Vec<_>>()
-    );
+    old["groundwork"]["tables"]["texts"] = json!((1..QUESTIONS).map(capsule).collect::<Vec<_>>());
     let old_path = dir.path().join("old.json");
     std::fs::write(&old_path, serde_json::to_vec(&old).unwrap()).unwrap();
     let older = Session::load(&old_path).unwrap();

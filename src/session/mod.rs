@@ -374,10 +374,7 @@ impl Session {
 
     /// Parses a session file, with the snapshot identities it carries and whether it is
     /// of an older format.
-    fn parse(
-        text: &str,
-        path: &Path,
-    ) -> Result<(Self, journal::SnapshotIds, bool), SessionError> {
+    fn parse(text: &str, path: &Path) -> Result<(Self, journal::SnapshotIds, bool), SessionError> {
         let file: SessionFile = serde_json::from_str(text).map_err(|e| SessionError::Corrupt {
             path: path.to_path_buf(),
             line: e.line(),

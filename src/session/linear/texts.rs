@@ -11,6 +11,7 @@
 //! an older file (version 2, each text whole), converted as it is read.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -111,9 +112,8 @@ impl Texts {
                     let Some(prev) = self.items.last() else {
                         return Err("the first text is a change to no text".into());
                     };
-                    let text = apply(prev, &ops).map_err(|e| {
-                        format!("text {} does not apply: {e}", self.items.len())
-                    })?;
+                    let text = apply(prev, &ops)
+                        .map_err(|e| format!("text {} does not apply: {e}", self.items.len()))?;
                     self.items.push(text);
                     self.stored.push(StoredText::Ops(ops));
                 }
@@ -222,17 +222,27 @@ pub fn apply(prev: &str, ops: &[TextOp]) -> Result<String, String> {
                 }
             }
             TextOp::Shift(from, len, add, shape) => {
+                let (first, last) = (shape.as_bytes().first(), shape.as_bytes().last());
                 for l in run(*from, *len)? {
-                    match one_number(l) {
-                        Some(n) if has_shape(l, &n, shape) => {
+                    // Most lines are not of the shape: told by their ends, copied as they are.
+                    let b = l.as_bytes();
+                    let candidate =
+                        b.len() >= shape.len() && b.first() == first && b.last() == last;
+                    let number = candidate
+                        .then(|| one_number(l).filter(|n| has_shape(l, n, shape)))
+                        .flatten();
+                    match number {
+                        Some(n) => {
                             let value = n
                                 .value
                                 .checked_add_signed(*add)
                                 .ok_or("a number out of range")?;
                             let (pre, suf) = shape_of(l, &n);
-                            push(&mut out, &format!("{pre}{value}{suf}"));
+                            push(&mut out, pre);
+                            let _ = write!(out, "{value}");
+                            out.push_str(suf);
                         }
-                        _ => push(&mut out, l),
+                        None => push(&mut out, l),
                     }
                 }
             }
@@ -350,7 +360,9 @@ pub fn diff(prev: &str, text: &str) -> Vec<TextOp> {
         }
         ops.push(match best.shift {
             None => TextOp::Copy(best.from, best.len),
-            Some((add, pre, suf)) => TextOp::Shift(best.from, best.len, add, format!("{pre}#{suf}")),
+            Some((add, pre, suf)) => {
+                TextOp::Shift(best.from, best.len, add, format!("{pre}#{suf}"))
+            }
         });
         i += best.len;
         cursor = best.from + best.len;
@@ -448,7 +460,10 @@ mod tests {
         assert_eq!(t.index_of(&texts[1]), 1);
         let json = serde_json::to_string(&t).unwrap();
         let back: Texts = serde_json::from_str(&json).unwrap();
-        assert_eq!(back.iter().collect::<Vec<_>>(), texts.each_ref().map(String::as_str));
+        assert_eq!(
+            back.iter().collect::<Vec<_>>(),
+            texts.each_ref().map(String::as_str)
+        );
         // Version 2 wrote every text whole.
         let old: Texts = serde_json::from_str(&serde_json::to_string(&texts).unwrap()).unwrap();
         assert_eq!(old, back);
