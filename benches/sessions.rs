@@ -12,7 +12,9 @@
 //!   request index), up to the first frame's data;
 //! - `inspect --request N`: load, rebuild request N, render it.
 //!
-//! The capsule in the generated conversation carries the newest 20 cited chunks;
+//! The capsule in the generated conversation is written as compaction writes it (a group
+//! per earlier question, newest first, labelled with its position) and carries the newest
+//! 20 cited chunks;
 //! `GROUNDWORK_BENCH_CAPSULE=all` makes it carry every chunk cited so far, as a real
 //! capsule does (see the README on what that costs the file).
 //!
@@ -82,6 +84,40 @@ fn settled(m: &ModelMessage) -> ModelMessage {
     }
 }
 
+/// The capsule of question `q` as compaction writes it: the header, then one group per
+/// earlier question (newest first, labelled with its position), each holding the chunk
+/// that question cited, for the newest `cited` questions.
+fn capsule(q: usize, cited: usize) -> String {
+    use groundwork::capabilities::compaction::{ENTRY_SEPARATOR, capsule_header, group_label};
+    let mut text = capsule_header().to_string();
+    for (position, asked) in (q.saturating_sub(cited)..q).rev().enumerate() {
+        text.push_str(ENTRY_SEPARATOR);
+        text.push_str(&group_label(position + 1));
+        text.push_str(ENTRY_SEPARATOR);
+        text.push_str(&format!(
+            "[c{asked}-0] Source: \"doc {}\"\n{}",
+            asked % 17,
+            cited_content()
+        ));
+    }
+    text
+}
+
+/// The content of every cited chunk (as the state's citation index holds it).
+fn cited_content() -> String {
+    "a retrieved passage of the knowledge base ".repeat(6)
+}
+
+/// `m` with the capsule in a new first part.
+fn with_capsule(m: &ModelMessage, q: usize, k: usize, cited: usize) -> Value {
+    let mut c = serde_json::to_value(m).unwrap();
+    c["parts"].as_array_mut().unwrap().insert(
+        0,
+        json!({"part_kind": "user-prompt", "content": capsule(q, cited), "timestamp": ts(q, 50 + k)}),
+    );
+    c
+}
+
 /// The sent form of `raw` at request `k` of question `q`: the settled earlier questions,
 /// the question's first message with the capsule of cited evidence (a fresh part each
 /// request), the rest as stored.
@@ -95,26 +131,12 @@ fn sent_for(
     let mut sent = settled.to_vec();
     for (i, m) in raw.iter().enumerate().skip(start) {
         if i == start && q > 0 {
-            let mut c = serde_json::to_value(m).unwrap();
             let cited = if std::env::var("GROUNDWORK_BENCH_CAPSULE").as_deref() == Ok("all") {
                 q
             } else {
                 q.min(20)
             };
-            let capsule: String = (0..cited)
-                .map(|c| {
-                    format!(
-                        "[{}] chunk {} of document {}: {}\n",
-                        c + 1,
-                        q - c,
-                        (q - c) % 17,
-                        "cited passage text ".repeat(12)
-                    )
-                })
-                .collect();
-            c["parts"].as_array_mut().unwrap().insert(0, json!({"part_kind": "user-prompt",
-                "content": format!("Evidence cited so far:\n{capsule}"), "timestamp": ts(q, 50 + k)}));
-            sent.push(msg(c));
+            sent.push(msg(with_capsule(m, q, k, cited)));
         } else {
             sent.push(m.clone());
         }
@@ -196,8 +218,11 @@ fn question(session: &Session, settled: &[ModelMessage], q: usize) -> Question {
         .or_insert_with(|| json!({}))
         .as_object_mut()
         .unwrap();
-    index.insert(format!("c{q}-0"), json!({"document_title": format!("doc {}", q % 17),
-        "content": "a retrieved passage of the knowledge base ".repeat(6), "page_numbers": [q % 40]}));
+    index.insert(
+        format!("c{q}-0"),
+        json!({"document_title": format!("doc {}", q % 17),
+        "content": cited_content(), "page_numbers": [q % 40]}),
+    );
     (messages, state, snaps)
 }
 

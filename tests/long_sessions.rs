@@ -481,7 +481,10 @@ fn the_version_1_demo_session_converts_to_linear_form_with_every_request_unchang
     session.save(&path).unwrap();
     let written = std::fs::read_to_string(&path).unwrap();
     let v2: Value = serde_json::from_str(&written).unwrap();
-    assert_eq!(v2["groundwork"]["version"], 2);
+    assert_eq!(
+        v2["groundwork"]["version"],
+        groundwork::session::SESSION_FORMAT_VERSION
+    );
     assert_eq!(
         v2["messages"], v1["messages"],
         "messages as pydantic-ai wrote them"

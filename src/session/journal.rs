@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::disk::Stamp;
-use super::linear::LinearRequest;
+use super::linear::{LinearRequest, StoredText};
 use super::state_diff::{StateOp, apply_state, diff_state};
 use super::{RunTiming, Session};
 use crate::engine::capability::ToolDef;
@@ -83,13 +83,14 @@ struct Tail<V> {
 
 /// One save's changes (serialized borrowing the session, read back owned).
 #[derive(Debug, Serialize, Deserialize)]
-struct Record<M, R, S, T, W> {
+struct Record<M, R, S, T, W, X> {
     seq: u64,
     messages: Tail<M>,
     requests: Tail<R>,
     instructions: Tail<S>,
     tool_sets: Tail<T>,
-    texts: Tail<S>,
+    /// Texts over the one before each (see [`super::linear::Texts`]).
+    texts: Tail<X>,
     timings: Tail<W>,
     #[serde(default)]
     state: Vec<StateOp>,
@@ -100,8 +101,14 @@ struct Record<M, R, S, T, W> {
     extra: Map<String, Value>,
 }
 
-type RecordIn =
-    Record<Vec<ModelMessage>, Vec<LinearRequest>, Vec<String>, Vec<Vec<ToolDef>>, Vec<RunTiming>>;
+type RecordIn = Record<
+    Vec<ModelMessage>,
+    Vec<LinearRequest>,
+    Vec<String>,
+    Vec<Vec<ToolDef>>,
+    Vec<RunTiming>,
+    Vec<StoredText>,
+>;
 
 /// What the files on disk hold, as this session last saved or read them: the lengths
 /// of its lists, the state, and where the journal stands. Everything before
@@ -228,7 +235,14 @@ pub(crate) fn record_line(session: &Session, image: &Image) -> Result<Vec<u8>, s
             was.tool_sets,
             grown(now.tool_sets, was.tool_sets),
         ),
-        texts: tail(&t.texts, was.texts, grown(now.texts, was.texts)),
+        texts: {
+            let keep = grown(now.texts, was.texts).min(t.texts.len());
+            Tail {
+                base: was.texts,
+                keep,
+                add: t.texts.stored_from(keep),
+            }
+        },
         timings: tail(&g.timings, was.timings, grown(now.timings, was.timings)),
         state,
         meta: meta_of(session),
@@ -419,7 +433,16 @@ fn apply(session: &mut Session, seq: u64, r: RecordIn) -> Result<(), String> {
     grow(&mut g.requests, r.requests, "requests")?;
     grow(&mut g.tables.instructions, r.instructions, "instructions")?;
     grow(&mut g.tables.tool_sets, r.tool_sets, "tool lists")?;
-    grow(&mut g.tables.texts, r.texts, "texts")?;
+    let t = r.texts;
+    if g.tables.texts.len() != t.base || t.keep > t.base {
+        return Err(format!(
+            "texts: the record continues {} of them, there are {}",
+            t.base,
+            g.tables.texts.len()
+        ));
+    }
+    g.tables.texts.truncate(t.keep);
+    g.tables.texts.extend_stored(t.add)?;
     grow(&mut g.timings, r.timings, "timings")?;
     apply_state(&mut session.state, r.state)?;
     apply_meta(session, r.meta).map_err(|e| e.to_string())?;

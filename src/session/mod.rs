@@ -45,9 +45,11 @@ pub use lock::{SessionLock, lock_path};
 
 use file::{MetaOut, SavedImage, SessionFile, SnapshotOut};
 
-/// Current `groundwork.version`: 2 keeps requests in linear form ([`linear`]); version 1
-/// kept full copies of every request's history, and is converted when read.
-pub const SESSION_FORMAT_VERSION: u32 = 2;
+/// Current `groundwork.version`: 3 keeps requests in linear form ([`linear`]) and each
+/// text of the text table as a change to the one before ([`linear::Texts`]); version 2
+/// kept those texts whole, version 1 full copies of every request's history. Both are
+/// converted when read.
+pub const SESSION_FORMAT_VERSION: u32 = 3;
 
 /// A conversation with its state and Groundwork's metadata.
 ///
@@ -335,7 +337,7 @@ impl Session {
         let stamp = file.metadata().map(|m| disk::Stamp::of(&m)).map_err(io)?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(io)?;
-        let (mut session, ids) = Session::parse(&text, path)?;
+        let (mut session, ids, older) = Session::parse(&text, path)?;
         disk::remember(path, stamp);
         disk::remove_stale_temps(path);
         let bytes = text.len() as u64;
@@ -365,12 +367,14 @@ impl Session {
                     .map(|id| journal::Image::snapshot(path, id, bytes, &session))
             }
         };
-        session.saved.set(image);
+        // A file of an older format is written whole (in this one) by the next save.
+        session.saved.set(image.filter(|_| !older));
         Ok(session)
     }
 
-    /// Parses a session file, with the snapshot identities it carries.
-    fn parse(text: &str, path: &Path) -> Result<(Self, journal::SnapshotIds), SessionError> {
+    /// Parses a session file, with the snapshot identities it carries and whether it is
+    /// of an older format.
+    fn parse(text: &str, path: &Path) -> Result<(Self, journal::SnapshotIds, bool), SessionError> {
         let file: SessionFile = serde_json::from_str(text).map_err(|e| SessionError::Corrupt {
             path: path.to_path_buf(),
             line: e.line(),
@@ -388,7 +392,13 @@ impl Session {
             snapshot: id("snapshot"),
             previous: id("previous_snapshot"),
         };
-        Ok((Session::from(file), ids))
+        let older = file.groundwork.as_ref().is_some_and(|g| {
+            g.extra
+                .get("version")
+                .and_then(Value::as_u64)
+                .is_some_and(|v| v < u64::from(SESSION_FORMAT_VERSION))
+        });
+        Ok((Session::from(file), ids, older))
     }
 
     /// The file's JSON (compact: long sessions are read and written often).

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Tables, index_of};
+use super::Tables;
 use crate::engine::messages::ModelMessage;
 
 /// A rewritten message as a change to the stored one it replaced: its parts (each a
@@ -66,7 +66,7 @@ impl Edit {
                     Some(Value::String(text)) if text.len() >= SHARED_TEXT => {
                         let mut rest = p.clone();
                         rest["content"] = Value::Null;
-                        PartSrc::Text(index_of(&mut tables.texts, text), rest)
+                        PartSrc::Text(tables.texts.index_of(text), rest)
                     }
                     _ => PartSrc::New(p.clone()),
                 },
@@ -105,7 +105,8 @@ impl Edit {
                 PartSrc::New(v) => v.clone(),
                 PartSrc::Text(t, rest) => {
                     let mut p = rest.clone();
-                    p["content"] = Value::String(tables.texts.get(*t).cloned().unwrap_or_default());
+                    p["content"] =
+                        Value::String(tables.texts.get(*t).unwrap_or_default().to_string());
                     p
                 }
             })

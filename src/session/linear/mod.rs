@@ -27,9 +27,11 @@ use crate::engine::messages::ModelMessage;
 
 mod edit;
 mod read;
+mod texts;
 
 pub use edit::{Edit, PartSrc};
 pub use read::{RequestTotals, TokenPrefix, snapshot, snapshots, totals};
+pub use texts::{StoredText, TextOp, Texts};
 
 /// A request's stored history: `messages[..upto]` with `patches` in place of the
 /// messages the committed history no longer holds in that form, then `extra`.
@@ -130,9 +132,10 @@ pub struct Tables {
     /// Distinct tool lists.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_sets: Vec<Vec<ToolDef>>,
-    /// Long texts of rewritten parts (capsules), each once.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub texts: Vec<String>,
+    /// Long texts of rewritten parts (capsules), each once, stored as changes to the
+    /// text before.
+    #[serde(default, skip_serializing_if = "Texts::is_empty")]
+    pub texts: Texts,
 }
 
 pub(super) fn index_of<T: PartialEq + Clone>(table: &mut Vec<T>, value: &T) -> usize {

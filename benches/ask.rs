@@ -1,0 +1,200 @@
+//! `groundwork ask --session S.json` wall time, the real binary against the scripted
+//! OpenAI-compatible server (tests/support), on a session of one question and on one of
+//! 500 (`GROUNDWORK_BENCH_QUESTIONS`). Each question is search → cite → answer over a
+//! small knowledge base (tests/fixtures/ingest/sample.md, embedded over HTTP by the
+//! hashembed test model), with compaction and the policy on, as a user runs it. The long
+//! session is built by asking its questions one by one through the same binary and is
+//! kept under the target directory for later runs. Each measured `ask` starts from the
+//! same saved session (the file copied back, its journal removed). Prints the ratio of
+//! the two means.
+//!
+//! `cargo bench --bench ask`
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use serde_json::{Value, json};
+
+#[path = "../tests/support/hashembed.rs"]
+mod hashembed;
+#[allow(dead_code)]
+#[path = "../tests/support/scripted_server.rs"]
+mod scripted_server;
+
+use scripted_server::{Reply, ScriptedServer};
+
+fn questions() -> usize {
+    std::env::var("GROUNDWORK_BENCH_QUESTIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500)
+}
+
+struct Bench {
+    home: PathBuf,
+    db: String,
+    embed: hashembed::EmbedServer,
+    server: ScriptedServer,
+    chunks: Vec<String>,
+}
+
+impl Bench {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_groundwork"));
+        cmd.args(["--db", &self.db, "--embed-url", &self.embed.url])
+            .args(["--embed-model", hashembed::MODEL])
+            .args(args)
+            .env("HOME", &self.home)
+            .env("XDG_DATA_HOME", self.home.join("data"))
+            .env("XDG_CONFIG_HOME", self.home.join("config"))
+            .env("OPENAI_API_KEY", "sk-bench")
+            .env("GROUNDWORK_DISCOVER", "off")
+            .env_remove("HAIKU_RAG_DB")
+            .env_remove("GROUNDWORK_MODEL_URL")
+            .env_remove("GROUNDWORK_MODEL")
+            .env_remove("GROUNDWORK_EMBED_URL")
+            .env_remove("GROUNDWORK_EMBED_MODEL");
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let o = self.command(args).output().expect("run groundwork");
+        assert!(
+            o.status.success(),
+            "groundwork {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        o
+    }
+
+    /// Question `q`'s replies: search, cite one of the chunks, answer.
+    fn script(&self, q: usize) {
+        let chunk = &self.chunks[q % self.chunks.len()];
+        self.server.push(Reply::tool_call(
+            "rag_search",
+            json!({"query": format!("question {q}: the operator log"), "limit": 3}),
+        ));
+        self.server
+            .push(Reply::tool_call("rag_cite", json!({"chunk_ids": [chunk]})));
+        self.server.push(Reply::text(format!(
+            "Answer {q}: the log says so [{chunk}]."
+        )));
+    }
+
+    fn ask(&self, session: &Path, q: usize) -> Output {
+        self.script(q);
+        let url = self.server.base_url();
+        self.run(&[
+            "--session",
+            session.to_str().unwrap(),
+            "--model-url",
+            &url,
+            "--model",
+            "scripted",
+            "ask",
+            &format!("Question {q}: what does the operator log say?"),
+        ])
+    }
+}
+
+/// A session of `n` questions asked through the binary (kept in `dir` for later runs).
+fn session_of(b: &Bench, dir: &Path, n: usize) -> PathBuf {
+    let path = dir.join(format!("session-{n}.json"));
+    let done = dir.join(format!("session-{n}.done"));
+    if done.exists() && path.exists() {
+        return path;
+    }
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(groundwork::session::journal_path(&path));
+    let start = Instant::now();
+    for q in 0..n {
+        b.ask(&path, q);
+        if (q + 1) % 50 == 0 {
+            eprintln!("built {} of {n} questions in {:?}", q + 1, start.elapsed());
+        }
+    }
+    std::fs::write(&done, "").unwrap();
+    path
+}
+
+fn ask(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let n = questions();
+    // The knowledge base and the long session are kept: building them takes minutes.
+    let keep = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ask-bench-{n}"));
+    std::fs::create_dir_all(&keep).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (embed, server) = rt.block_on(async {
+        (
+            hashembed::start().await,
+            ScriptedServer::start(Vec::new()).await,
+        )
+    });
+    let mut b = Bench {
+        home: home.path().to_path_buf(),
+        db: keep.join("kb.lancedb").to_str().unwrap().to_string(),
+        embed,
+        server,
+        chunks: Vec::new(),
+    };
+    if !Path::new(&b.db).exists() {
+        let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ingest/sample.md");
+        b.run(&["ingest", sample.to_str().unwrap()]);
+    }
+    let found: Value = serde_json::from_slice(
+        &b.run(&["search", "the operator log", "--limit", "5", "--json"])
+            .stdout,
+    )
+    .expect("search --json");
+    b.chunks = found
+        .as_array()
+        .expect("a list of results")
+        .iter()
+        .filter_map(|r| r["chunk_id"].as_str().map(str::to_string))
+        .collect();
+    assert!(!b.chunks.is_empty(), "search found nothing: {found}");
+
+    let short = session_of(&b, &keep, 1);
+    let long = session_of(&b, &keep, n);
+    let mut g = c.benchmark_group("ask");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(20));
+    let scratch = home.path().join("s.json");
+    let mut means = Vec::new();
+    for (label, from, q) in [("1", &short, 1), (n.to_string().as_str(), &long, n)] {
+        let pristine = std::fs::read(from).unwrap();
+        let mut total = Duration::ZERO;
+        let mut count = 0u32;
+        g.bench_function(
+            format!("ask on a session of {label} question(s)"),
+            |bench| {
+                bench.iter_batched(
+                    || {
+                        std::fs::write(&scratch, &pristine).unwrap();
+                        let _ = std::fs::remove_file(groundwork::session::journal_path(&scratch));
+                    },
+                    |()| {
+                        let t = Instant::now();
+                        b.ask(&scratch, q);
+                        total += t.elapsed();
+                        count += 1;
+                    },
+                    BatchSize::PerIteration,
+                )
+            },
+        );
+        means.push(total / count.max(1));
+    }
+    g.finish();
+    println!(
+        "ask wall time: {:?} on 1 question, {:?} on {n}: ratio {:.2}",
+        means[0],
+        means[1],
+        means[1].as_secs_f64() / means[0].as_secs_f64()
+    );
+}
+
+criterion_group!(benches, ask);
+criterion_main!(benches);
