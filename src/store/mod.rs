@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::config::SearchConfig;
 use crate::embed::{EmbedError, Embedder, EmbedderSpec};
 mod arrow_util;
+mod cache;
 pub mod docling;
 pub mod expand;
 pub mod format;
@@ -93,6 +94,8 @@ pub struct Store {
     search_config: SearchConfig,
     /// How many `document_meta` reads were made (for tests of fetch-once behaviour).
     document_reads: std::sync::atomic::AtomicUsize,
+    /// Per-version caches search reads through (`cache`).
+    cache: cache::Cache,
 }
 
 impl std::fmt::Debug for Store {

@@ -127,6 +127,7 @@ impl Store {
             embedder: None,
             search_config: SearchConfig::default(),
             document_reads: Default::default(),
+            cache: Default::default(),
         })
     }
 

@@ -129,9 +129,6 @@ impl Store {
             None => None,
         };
         let table = self.chunks_table();
-        if table.count_rows(None).await? == 0 {
-            return Ok(Vec::new());
-        }
         let columns = [
             "id",
             "document_id",
@@ -180,14 +177,20 @@ impl Store {
             }))
         };
         let hits = match mode {
-            SearchMode::FullText => fts_leg().await?,
-            SearchMode::Vector => vector_leg().await?,
-            SearchMode::Hybrid => {
-                let (v, f) = futures::try_join!(vector_leg(), fts_leg())?;
+            SearchMode::FullText => fts_leg().await,
+            SearchMode::Vector => vector_leg().await,
+            SearchMode::Hybrid => futures::try_join!(vector_leg(), fts_leg()).map(|(v, f)| {
                 let mut fused = rrf(&v, &f);
                 fused.truncate(limit);
                 fused
-            }
+            }),
+        };
+        // An empty table has nothing to find (and may have no index to search with): the
+        // row count is only asked when a leg failed, not on every query.
+        let hits = match hits {
+            Ok(hits) => hits,
+            Err(_) if table.count_rows(None).await? == 0 => return Ok(Vec::new()),
+            Err(e) => return Err(e),
         };
         let doc_ids: Vec<String> = hits
             .iter()
@@ -195,7 +198,7 @@ impl Store {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let docs = self.documents_by_id(&doc_ids).await?;
+        let docs = self.cached_documents(&doc_ids).await?;
         let results: Vec<SearchResult> = hits
             .into_iter()
             .map(|(c, score)| result_from_chunk(c, score, &docs))
@@ -205,21 +208,28 @@ impl Store {
     }
 
     /// Context expansion over the store's `document_items` (SPEC §5.3).
+    /// The documents' item windows are read concurrently.
     pub async fn expand(&self, results: Vec<SearchResult>) -> Result<Vec<SearchResult>> {
-        let mut items: HashMap<String, Vec<DocumentItem>> = HashMap::new();
-        for (doc, refs) in refs_by_document(&results) {
-            let matched = self.items_by_ref(&doc, &refs).await?;
-            let (Some(lo), Some(hi)) = (
-                matched.iter().map(|i| i.position).min(),
-                matched.iter().map(|i| i.position).max(),
-            ) else {
-                continue;
-            };
-            let window = self
-                .items_of(&doc, Some(((lo - 100).max(0), hi + 100)))
-                .await?;
-            items.insert(doc, window);
-        }
+        let windows = refs_by_document(&results)
+            .into_iter()
+            .map(|(doc, refs)| async move {
+                let matched = self.items_by_ref(&doc, &refs).await?;
+                let (Some(lo), Some(hi)) = (
+                    matched.iter().map(|i| i.position).min(),
+                    matched.iter().map(|i| i.position).max(),
+                ) else {
+                    return Ok(None);
+                };
+                let window = self
+                    .items_of(&doc, Some(((lo - 100).max(0), hi + 100)))
+                    .await?;
+                Ok::<_, StoreError>(Some((doc, window)))
+            });
+        let items: HashMap<String, Vec<DocumentItem>> = futures::future::try_join_all(windows)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
         Ok(expand::expand_context(
             results,
             &items,
@@ -229,9 +239,13 @@ impl Store {
 
     /// Fills `image_data` and `picture_captions` for the pictures each result refers to
     /// (its own picture refs, and the picture just before each caption it contains). One
-    /// round of item and picture queries per document, whatever the number of results.
+    /// round of item and picture queries per document that holds pictures at all, whatever
+    /// the number of results; none for the others.
     async fn attach_pictures(&self, mut results: Vec<SearchResult>) -> Result<Vec<SearchResult>> {
         for (doc, refs) in refs_by_document(&results) {
+            if !self.has_pictures(&doc).await? {
+                continue;
+            }
             let mut items = self.items_by_ref(&doc, &refs).await?;
             let before_captions: Vec<i64> = items
                 .iter()
