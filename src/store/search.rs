@@ -239,34 +239,43 @@ impl Store {
 
     /// Fills `image_data` and `picture_captions` for the pictures each result refers to
     /// (its own picture refs, and the picture just before each caption it contains). One
-    /// round of item and picture queries per document that holds pictures at all, whatever
-    /// the number of results; none for the others.
+    /// round of item and picture queries per document that holds pictures at all (the
+    /// documents concurrently), whatever the number of results; none for the others.
     async fn attach_pictures(&self, mut results: Vec<SearchResult>) -> Result<Vec<SearchResult>> {
-        for (doc, refs) in refs_by_document(&results) {
-            if !self.has_pictures(&doc).await? {
-                continue;
-            }
-            let mut items = self.items_by_ref(&doc, &refs).await?;
-            let before_captions: Vec<i64> = items
-                .iter()
-                .filter(|i| i.label == label::CAPTION && i.position > 0)
-                .map(|i| i.position - 1)
-                .collect();
-            items.extend(self.items_at(&doc, &before_captions).await?);
-            let in_doc = |r: &SearchResult| r.document_id.as_deref() == Some(doc.as_str());
-            let mut wanted: Vec<String> = Vec::new();
-            for r in results.iter().filter(|r| in_doc(r)) {
-                for w in expand::wanted_picture_refs(r, &items) {
-                    if !wanted.contains(&w) {
-                        wanted.push(w);
+        // Each document's items and picture bytes are read concurrently; each result
+        // belongs to one document, so the bytes are then attached document by document.
+        let shared = &results;
+        let reads = refs_by_document(shared)
+            .into_iter()
+            .map(|(doc, refs)| async move {
+                if !self.has_pictures(&doc).await? {
+                    return Ok(None);
+                }
+                let mut items = self.items_by_ref(&doc, &refs).await?;
+                let before_captions: Vec<i64> = items
+                    .iter()
+                    .filter(|i| i.label == label::CAPTION && i.position > 0)
+                    .map(|i| i.position - 1)
+                    .collect();
+                items.extend(self.items_at(&doc, &before_captions).await?);
+                let mut wanted: Vec<String> = Vec::new();
+                for r in shared.iter().filter(|r| in_doc(r, &doc)) {
+                    for w in expand::wanted_picture_refs(r, &items) {
+                        if !wanted.contains(&w) {
+                            wanted.push(w);
+                        }
                     }
                 }
-            }
-            let bytes = self.pictures(&doc, &wanted).await?;
-            if bytes.is_empty() {
-                continue;
-            }
-            for r in results.iter_mut().filter(|r| in_doc(r)) {
+                let bytes = self.pictures(&doc, &wanted).await?;
+                Ok::<_, StoreError>((!bytes.is_empty()).then_some((doc, items, bytes)))
+            });
+        let found: Vec<_> = futures::future::try_join_all(reads)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        for (doc, items, bytes) in found {
+            for r in results.iter_mut().filter(|r| in_doc(r, &doc)) {
                 let mut image_data = Map::new();
                 let mut captions = Map::new();
                 for w in expand::wanted_picture_refs(r, &items) {
@@ -303,6 +312,10 @@ impl Store {
         };
         Ok(Some(result_from_chunk(chunk, 1.0, Some(&doc))))
     }
+}
+
+fn in_doc(r: &SearchResult, doc: &str) -> bool {
+    r.document_id.as_deref() == Some(doc)
 }
 
 /// The union of the results' item refs, per document (first-seen order).
