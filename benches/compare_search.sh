@@ -31,12 +31,18 @@ haiku_out="$(mktemp)"
 "$py" tests/fixtures/haiku/hashembed.py "$port" >/dev/null &
 server=$!
 trap 'kill "$server" 2>/dev/null; rm -f "$bench_out" "$haiku_out"' EXIT
+up=0
 for _ in $(seq 50); do
-    if "$py" -c "import socket,sys; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null; then
+    if "$py" -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null; then
+        up=1
         break
     fi
     sleep 0.1
 done
+if [[ $up == 0 ]] || ! kill -0 "$server" 2>/dev/null; then
+    echo "error: the hashembed server did not start on 127.0.0.1:$port (set BENCH_EMBED_PORT)" >&2
+    exit 1
+fi
 
 echo "Groundwork: cargo bench --bench search ..." >&2
 GROUNDWORK_BENCH_EMBED_URL="$url" cargo bench --bench search | tee "$bench_out" >&2
