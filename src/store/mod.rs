@@ -19,6 +19,7 @@ use crate::config::SearchConfig;
 use crate::embed::{EmbedError, Embedder, EmbedderSpec};
 mod arrow_util;
 mod browse;
+mod cache;
 pub mod docling;
 pub mod expand;
 pub mod format;
@@ -98,6 +99,8 @@ pub struct Store {
     reranker: Option<rerank::Attached>,
     /// How many `document_meta` reads were made (for tests of fetch-once behaviour).
     document_reads: std::sync::atomic::AtomicUsize,
+    /// Per-version caches search reads through (`cache`).
+    cache: cache::Cache,
 }
 
 impl std::fmt::Debug for Store {

@@ -128,6 +128,7 @@ impl Store {
             search_config: SearchConfig::default(),
             reranker: None,
             document_reads: Default::default(),
+            cache: Default::default(),
         })
     }
 

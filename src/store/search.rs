@@ -158,9 +158,6 @@ impl Store {
             None => None,
         };
         let table = self.chunks_table();
-        if table.count_rows(None).await? == 0 {
-            return Ok(Vec::new());
-        }
         let columns = [
             "id",
             "document_id",
@@ -209,14 +206,20 @@ impl Store {
             }))
         };
         let hits = match mode {
-            SearchMode::FullText => fts_leg().await?,
-            SearchMode::Vector => vector_leg().await?,
-            SearchMode::Hybrid => {
-                let (v, f) = futures::try_join!(vector_leg(), fts_leg())?;
+            SearchMode::FullText => fts_leg().await,
+            SearchMode::Vector => vector_leg().await,
+            SearchMode::Hybrid => futures::try_join!(vector_leg(), fts_leg()).map(|(v, f)| {
                 let mut fused = rrf(&v, &f);
                 fused.truncate(limit);
                 fused
-            }
+            }),
+        };
+        // An empty table has nothing to find (and may have no index to search with): the
+        // row count is only asked when a leg failed, not on every query.
+        let hits = match hits {
+            Ok(hits) => hits,
+            Err(_) if table.count_rows(None).await? == 0 => return Ok(Vec::new()),
+            Err(e) => return Err(e),
         };
         let (hits, reranked) = self.rerank_hits(query, hits, wanted).await;
         *report = reranked;
@@ -226,7 +229,7 @@ impl Store {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let docs = self.documents_by_id(&doc_ids).await?;
+        let docs = self.cached_documents(&doc_ids).await?;
         let results: Vec<SearchResult> = hits
             .into_iter()
             .map(|(c, score)| result_from_chunk(c, score, &docs))
@@ -236,21 +239,28 @@ impl Store {
     }
 
     /// Context expansion over the store's `document_items` (SPEC §5.3).
+    /// The documents' item windows are read concurrently.
     pub async fn expand(&self, results: Vec<SearchResult>) -> Result<Vec<SearchResult>> {
-        let mut items: HashMap<String, Vec<DocumentItem>> = HashMap::new();
-        for (doc, refs) in refs_by_document(&results) {
-            let matched = self.items_by_ref(&doc, &refs).await?;
-            let (Some(lo), Some(hi)) = (
-                matched.iter().map(|i| i.position).min(),
-                matched.iter().map(|i| i.position).max(),
-            ) else {
-                continue;
-            };
-            let window = self
-                .items_of(&doc, Some(((lo - 100).max(0), hi + 100)))
-                .await?;
-            items.insert(doc, window);
-        }
+        let windows = refs_by_document(&results)
+            .into_iter()
+            .map(|(doc, refs)| async move {
+                let matched = self.items_by_ref(&doc, &refs).await?;
+                let (Some(lo), Some(hi)) = (
+                    matched.iter().map(|i| i.position).min(),
+                    matched.iter().map(|i| i.position).max(),
+                ) else {
+                    return Ok(None);
+                };
+                let window = self
+                    .items_of(&doc, Some(((lo - 100).max(0), hi + 100)))
+                    .await?;
+                Ok::<_, StoreError>(Some((doc, window)))
+            });
+        let items: HashMap<String, Vec<DocumentItem>> = futures::future::try_join_all(windows)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
         Ok(expand::expand_context(
             results,
             &items,
@@ -260,33 +270,46 @@ impl Store {
 
     /// Fills `image_data` and `picture_captions` for the pictures each result refers to
     /// (its own picture refs, and the picture just before each caption it contains). One
-    /// round of item and picture queries per document, whatever the number of results.
+    /// round of item and picture queries per document that holds pictures at all (the
+    /// documents concurrently), whatever the number of results; none for the others.
     pub(super) async fn attach_pictures(
         &self,
         mut results: Vec<SearchResult>,
     ) -> Result<Vec<SearchResult>> {
-        for (doc, refs) in refs_by_document(&results) {
-            let mut items = self.items_by_ref(&doc, &refs).await?;
-            let before_captions: Vec<i64> = items
-                .iter()
-                .filter(|i| i.label == label::CAPTION && i.position > 0)
-                .map(|i| i.position - 1)
-                .collect();
-            items.extend(self.items_at(&doc, &before_captions).await?);
-            let in_doc = |r: &SearchResult| r.document_id.as_deref() == Some(doc.as_str());
-            let mut wanted: Vec<String> = Vec::new();
-            for r in results.iter().filter(|r| in_doc(r)) {
-                for w in expand::wanted_picture_refs(r, &items) {
-                    if !wanted.contains(&w) {
-                        wanted.push(w);
+        // Each document's items and picture bytes are read concurrently; each result
+        // belongs to one document, so the bytes are then attached document by document.
+        let shared = &results;
+        let reads = refs_by_document(shared)
+            .into_iter()
+            .map(|(doc, refs)| async move {
+                if !self.has_pictures(&doc).await? {
+                    return Ok(None);
+                }
+                let mut items = self.items_by_ref(&doc, &refs).await?;
+                let before_captions: Vec<i64> = items
+                    .iter()
+                    .filter(|i| i.label == label::CAPTION && i.position > 0)
+                    .map(|i| i.position - 1)
+                    .collect();
+                items.extend(self.items_at(&doc, &before_captions).await?);
+                let mut wanted: Vec<String> = Vec::new();
+                for r in shared.iter().filter(|r| in_doc(r, &doc)) {
+                    for w in expand::wanted_picture_refs(r, &items) {
+                        if !wanted.contains(&w) {
+                            wanted.push(w);
+                        }
                     }
                 }
-            }
-            let bytes = self.pictures(&doc, &wanted).await?;
-            if bytes.is_empty() {
-                continue;
-            }
-            for r in results.iter_mut().filter(|r| in_doc(r)) {
+                let bytes = self.pictures(&doc, &wanted).await?;
+                Ok::<_, StoreError>((!bytes.is_empty()).then_some((doc, items, bytes)))
+            });
+        let found: Vec<_> = futures::future::try_join_all(reads)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        for (doc, items, bytes) in found {
+            for r in results.iter_mut().filter(|r| in_doc(r, &doc)) {
                 let mut image_data = Map::new();
                 let mut captions = Map::new();
                 for w in expand::wanted_picture_refs(r, &items) {
@@ -323,6 +346,10 @@ impl Store {
         };
         Ok(Some(result_from_chunk(chunk, 1.0, Some(&doc))))
     }
+}
+
+fn in_doc(r: &SearchResult, doc: &str) -> bool {
+    r.document_id.as_deref() == Some(doc)
 }
 
 /// The union of the results' item refs, per document (first-seen order).
