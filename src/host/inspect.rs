@@ -10,7 +10,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::engine::events::RequestSnapshot;
-use crate::engine::messages::ModelMessage;
+use crate::engine::messages::{ModelMessage, RequestUsage};
+use crate::engine::tokens::{CharEstimate, ESTIMATE_NAME, TokenReport, signed, thousands, tools_tokens};
 use crate::session::Session;
 use crate::session::linear::{self, LinearRequest, Piece, RawRef, Tables};
 
@@ -82,6 +83,7 @@ impl<'a> SessionRequests<'a> {
                 tools: 0,
                 raw_tokens: None,
                 sent_tokens: None,
+                tokens: None,
             });
         }
         SessionRequests {
@@ -118,8 +120,9 @@ impl<'a> SessionRequests<'a> {
     /// Request `number` (1-based over the session).
     pub fn get(&self, number: usize) -> Option<InspectedRequest> {
         let (reqs, tables) = self.parts();
-        let snapshot =
+        let mut snapshot =
             linear::snapshot(reqs, number.checked_sub(1)?, &self.session.messages, tables)?;
+        fill_tokens(&mut snapshot, &reqs[number - 1], &self.session.messages);
         Some(InspectedRequest {
             number,
             recorded: self.recorded(),
@@ -133,10 +136,13 @@ impl<'a> SessionRequests<'a> {
         let recorded = self.recorded();
         linear::snapshots(reqs, &self.session.messages, tables)
             .enumerate()
-            .map(|(i, snapshot)| InspectedRequest {
-                number: i + 1,
-                recorded,
-                snapshot,
+            .map(|(i, mut snapshot)| {
+                fill_tokens(&mut snapshot, &reqs[i], &self.session.messages);
+                InspectedRequest {
+                    number: i + 1,
+                    recorded,
+                    snapshot,
+                }
             })
             .collect()
     }
@@ -147,17 +153,66 @@ impl<'a> SessionRequests<'a> {
         let recorded = self.recorded();
         linear::totals(reqs, &self.session.messages, tables)
             .into_iter()
+            .zip(reqs)
             .enumerate()
-            .map(|(i, t)| OverviewRow {
+            .map(|(i, (t, r))| OverviewRow {
                 number: i + 1,
                 recorded,
                 messages: t.raw_messages,
                 raw_tokens: t.raw_tokens,
                 sent_tokens: t.sent_tokens,
                 tools: t.tools,
+                tokens: r.tokens.clone().or_else(|| {
+                    // Provider figures of a session recorded without counts.
+                    provider_usage(r, &self.session.messages).map(|u| {
+                        let tools = tables
+                            .tool_sets
+                            .get(r.tools)
+                            .map_or(0, |t| tools_tokens(&CharEstimate, t));
+                        let sent = if recorded { t.sent_tokens } else { t.raw_tokens };
+                        let mut report = TokenReport {
+                            counter: ESTIMATE_NAME.into(),
+                            tools,
+                            raw: t.raw_tokens + tools,
+                            sent: sent + tools,
+                            ..Default::default()
+                        };
+                        report.set_usage(u);
+                        report
+                    })
+                }),
             })
             .collect()
     }
+}
+
+/// The usage the provider reported for `r`: that of the response that follows its
+/// stored history in the committed messages.
+fn provider_usage<'m>(r: &LinearRequest, messages: &'m [ModelMessage]) -> Option<&'m RequestUsage> {
+    if !r.raw.extra.is_empty() {
+        return None;
+    }
+    messages.get(r.raw.upto)?.as_response().map(|x| &x.usage)
+}
+
+/// A request recorded without token figures (a haiku.rag host's, or an older
+/// Groundwork's) gets the estimate's, with the provider's usage from its response.
+fn fill_tokens(s: &mut RequestSnapshot, r: &LinearRequest, messages: &[ModelMessage]) {
+    if s.tokens.is_some() {
+        return;
+    }
+    let Some(usage) = provider_usage(r, messages) else {
+        return;
+    };
+    let mut report = TokenReport::count(
+        &CharEstimate,
+        &s.instructions,
+        &s.tools,
+        &s.raw,
+        &s.compacted,
+    );
+    report.set_usage(usage);
+    s.tokens = Some(report);
 }
 
 /// The requests of a session, recorded or reconstructed, each in full.
@@ -166,7 +221,7 @@ pub fn requests(session: &Session) -> Vec<InspectedRequest> {
 }
 
 /// One line of the overview.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OverviewRow {
     /// 1-based, over the whole session.
     pub number: usize,
@@ -180,6 +235,8 @@ pub struct OverviewRow {
     pub sent_tokens: usize,
     /// Tools offered.
     pub tools: usize,
+    /// Counted and provider-reported figures, when known.
+    pub tokens: Option<TokenReport>,
 }
 
 impl From<&InspectedRequest> for OverviewRow {
@@ -191,6 +248,7 @@ impl From<&InspectedRequest> for OverviewRow {
             raw_tokens: r.snapshot.raw_tokens.total,
             sent_tokens: r.snapshot.compacted_tokens.total,
             tools: r.snapshot.tools.len(),
+            tokens: r.snapshot.tokens.clone(),
         }
     }
 }
@@ -265,17 +323,32 @@ pub fn render_overview(reqs: &[InspectedRequest]) -> String {
     render_overview_rows(&reqs.iter().map(OverviewRow::from).collect::<Vec<_>>())
 }
 
-/// [`render_overview`] from overview rows.
+/// [`render_overview`] from overview rows. `raw tok` and `sent tok` are the chars/4
+/// estimates of the messages and instructions; `counted` is what was sent by the
+/// request's counter (named last), tool schemas included; `provider` and `out` are the
+/// prompt and completion tokens the provider reported, and `diff` provider minus counted.
 pub fn render_overview_rows(rows: &[OverviewRow]) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "{:>4}  {:>8}  {:>9}  {:>9}  {:>7}  {:>5}\n",
-        "req", "messages", "raw tok", "sent tok", "saved", "tools"
+        "{:>4}  {:>8}  {:>9}  {:>9}  {:>7}  {:>5}  {:>9}  {:>9}  {:>7}  {:>8}  {}\n",
+        "req",
+        "messages",
+        "raw tok",
+        "sent tok",
+        "saved",
+        "tools",
+        "counted",
+        "provider",
+        "out",
+        "diff",
+        "counter"
     ));
+    let dash = || "-".to_string();
     for r in rows {
         let saved = r.raw_tokens as i64 - r.sent_tokens as i64;
+        let t = r.tokens.as_ref();
         out.push_str(&format!(
-            "{:>4}  {:>8}  {:>9}  {:>9}  {:>7}  {:>5}{}\n",
+            "{:>4}  {:>8}  {:>9}  {:>9}  {:>7}  {:>5}  {:>9}  {:>9}  {:>7}  {:>8}  {}{}\n",
             r.number,
             r.messages,
             r.raw_tokens,
@@ -290,6 +363,13 @@ pub fn render_overview_rows(rows: &[OverviewRow]) -> String {
                 "-".into()
             },
             r.tools,
+            t.map_or_else(dash, |t| t.sent.to_string()),
+            t.and_then(|t| t.provider_prompt)
+                .map_or_else(dash, |n| n.to_string()),
+            t.and_then(|t| t.provider_completion)
+                .map_or_else(dash, |n| n.to_string()),
+            t.and_then(|t| t.difference).map_or_else(dash, signed),
+            t.map_or_else(dash, |t| t.counter.clone()),
             if r.recorded {
                 ""
             } else {
@@ -298,6 +378,32 @@ pub fn render_overview_rows(rows: &[OverviewRow]) -> String {
         ));
     }
     out
+}
+
+/// The token lines of a request: counted (by which counter, and of what) and what the
+/// provider reported, with the difference.
+pub fn token_lines(t: &TokenReport) -> [String; 2] {
+    let messages = t.sent.saturating_sub(t.instructions + t.tools);
+    let counted = format!(
+        "counted: sent {} tok ({}) = instructions {} + tools {} + messages {} · raw {}",
+        thousands(t.sent as u64),
+        t.counter,
+        thousands(t.instructions as u64),
+        thousands(t.tools as u64),
+        thousands(messages as u64),
+        thousands(t.raw as u64),
+    );
+    let provider = match (t.provider_prompt, t.provider_completion, t.difference) {
+        (Some(p), Some(c), Some(d)) => format!(
+            "provider: prompt {} / completion {} tok · difference {} ({:+.1}%)",
+            thousands(p),
+            thousands(c),
+            signed(d),
+            t.difference_pct().unwrap_or(0.0)
+        ),
+        _ => "provider: no usage reported".to_string(),
+    };
+    [counted, provider]
 }
 
 /// One request in detail: instructions, tools, then raw beside sent, message by message,
@@ -318,9 +424,15 @@ pub fn render_request(r: &InspectedRequest, width: usize) -> String {
     ));
     let saved = s.raw_tokens.total as i64 - s.compacted_tokens.total as i64;
     out.push_str(&format!(
-        "tokens: raw {} / sent {} / saved {saved}\n",
+        "tokens: raw {} / sent {} / saved {saved} (≈ chars/4 of messages and instructions)\n",
         s.raw_tokens.total, s.compacted_tokens.total
     ));
+    if let Some(t) = &s.tokens {
+        for line in token_lines(t) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
     let tools: Vec<&str> = s.tools.iter().map(|t| t.name.as_str()).collect();
     out.push_str(&format!(
         "tools: {}\n",

@@ -13,6 +13,7 @@ use crate::engine::cancel::CancelToken;
 use crate::engine::capability::{ForRunContext, RunContext, RunSlot, ToolDef};
 use crate::engine::chat::{ModelRequestParams, StreamDelta};
 use crate::engine::events::{CoreEvent, EventSink, RequestSnapshot, RunUsage, TokenCounts};
+use crate::engine::tokens::TokenReport;
 use crate::engine::messages::{
     CAPABILITY_LOAD_TOOL_KIND, ModelMessage, ModelRequest, ModelRequestPart, ModelResponse,
     ModelResponsePart, UserContentValue, UserPromptPart,
@@ -326,6 +327,13 @@ impl Agent {
             request,
             raw_tokens: TokenCounts::estimate(&instructions, &ctx.messages),
             compacted_tokens: TokenCounts::estimate(&instructions, &outgoing),
+            tokens: Some(TokenReport::count(
+                self.counter.as_ref(),
+                &instructions,
+                &tools,
+                &ctx.messages,
+                &outgoing,
+            )),
             raw: ctx.messages.clone(),
             compacted: outgoing.clone(),
             tools: tools.clone(),
@@ -374,6 +382,14 @@ impl Agent {
         }
         lp.usage.requests += 1;
         lp.usage.tokens.add(&response.usage);
+        if let Some(tokens) = lp.snapshots.last_mut().and_then(|s| s.tokens.as_mut()) {
+            tokens.set_usage(&response.usage);
+            lp.events.emit(CoreEvent::ResponseReceived {
+                run_id: ctx.run_id.clone(),
+                request,
+                tokens: tokens.clone(),
+            });
+        }
         ctx.messages.push(ModelMessage::Response(response.clone()));
 
         // e. after_model_request, reverse order

@@ -94,6 +94,13 @@ impl App {
                 live.turn.answer.clear();
                 self.bump();
             }
+            CoreEvent::ResponseReceived {
+                request, tokens, ..
+            } => {
+                if let Some(s) = live.requests.iter_mut().rfind(|s| s.request == request) {
+                    s.tokens = Some(tokens);
+                }
+            }
             CoreEvent::ResponseRestarted { request, .. } => {
                 // The broken-off stream is asked for again: what it showed is void.
                 live.turn.answer.clear();
