@@ -39,7 +39,13 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     let model: std::sync::Arc<dyn crate::engine::chat::ChatModel> =
         std::sync::Arc::new(crate::model::OpenAiModel::new(model_config)?);
     let store = std::sync::Arc::new(ctx.open_store().await?);
-    let agent = Composer::new(Some(model), Some(store), ctx.config.app.clone()).agent(&options)?;
+    let counter = crate::host::compose::token_counter(
+        &model_name,
+        ctx.config.model.tokenizer.as_ref(),
+    )?;
+    let agent = Composer::new(Some(model), Some(store), ctx.config.app.clone())
+        .with_counter(Some(counter))
+        .agent(&options)?;
     let path = match &global.session {
         Some(p) => p.clone(),
         None => crate::session::new_session_path(&paths::data_dir(&ctx.env).join("sessions")),

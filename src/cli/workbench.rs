@@ -41,6 +41,10 @@ pub(super) async fn workbench(
     // Probing for a model (up to 400 ms) overlaps opening the store.
     let (opened, choice) = tokio::join!(ctx.open_store(), choose_model(ctx));
     let choice = choice?;
+    let counter = crate::host::compose::token_counter(
+        &model_name(&choice),
+        ctx.config.model.tokenizer.as_ref(),
+    )?;
     let store = match opened {
         Ok(s) => Some(std::sync::Arc::new(s)),
         Err(e) if open.session.is_empty() => return Err(e),
@@ -100,13 +104,14 @@ pub(super) async fn workbench(
     let app = tui::app::App::new(session, path, host)
         .with_keymap(keymap)
         .with_theme(theme);
-    let services = tui::Services::new(
+    let mut services = tui::Services::new(
         store,
         model,
         ctx.config.app.clone(),
         open.capabilities.clone(),
         open.eager,
     );
+    services.counter = Some(counter);
     tui::run(app, services).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -27,7 +27,7 @@ use serde::Deserialize;
 use crate::paths::Env;
 
 pub use error::{ConfigError, TomlErrorInfo, describe_toml_error, line_col, line_of_key};
-pub use model::{ApiKey, ModelConfig, ModelOverrides};
+pub use model::{ApiKey, ModelConfig, ModelOverrides, TOKENIZER_ENCODINGS, TokenizerSetting};
 pub use sections::{
     AnalysisConfig, AppConfig, EmbedderSpec, EmbeddingsConfig, PromptsConfig, QaConfig,
     QaModelConfig, SearchConfig, StorageConfig,

@@ -373,6 +373,25 @@ mod tests {
     }
 
     #[test]
+    fn a_tokenizer_json_counts_its_own_tokens() {
+        // A WordLevel model behind the Whitespace pre-tokenizer: one token per word and
+        // per run of punctuation.
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/configs/good/tokenizer.json");
+        let t = TokenizerJson::from_file(&path).unwrap();
+        assert_eq!(t.name(), "tokenizer.json");
+        assert_eq!(t.count("hello world"), 2);
+        assert_eq!(t.count("hello, world!"), 4);
+        assert_eq!(t.count(""), 0);
+        // No truncation: a long text counts whole.
+        assert_eq!(t.count(&"word ".repeat(5000)), 5000);
+        let err = TokenizerJson::from_file(Path::new("/nonexistent/tokenizer.json")).err();
+        assert!(
+            err.unwrap()
+                .starts_with("cannot read tokenizer /nonexistent/tokenizer.json: ")
+        );
+    }
+
+    #[test]
     fn model_families() {
         let name = |m: &str| Tiktoken::for_model(m).map(|t| t.name().to_string());
         assert_eq!(name("gpt-4o").as_deref(), Some("o200k"));

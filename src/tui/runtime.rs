@@ -32,6 +32,8 @@ pub struct Services {
     pub picker: Picker,
     /// The sandbox worker executable for the analysis capability (default: this binary).
     pub sandbox_worker: Option<std::path::PathBuf>,
+    /// How the requests' tokens are counted (default: by the model's name).
+    pub counter: Option<crate::engine::tokens::SharedCounter>,
 }
 
 impl Services {
@@ -51,12 +53,14 @@ impl Services {
             eager,
             picker: Picker::halfblocks(),
             sandbox_worker: None,
+            counter: None,
         }
     }
 
     /// What the agents of questions are composed from.
     pub fn composer(&self) -> Composer {
         Composer::new(self.model.clone(), self.store.clone(), self.config.clone())
+            .with_counter(self.counter.clone())
     }
 }
 

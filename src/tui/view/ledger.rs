@@ -6,6 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::{pane_block, title};
+use crate::engine::tokens::{TokenTotals, signed, thousands};
 use crate::host::transcript::CitationStatus;
 use crate::tui::app::{App, Pane};
 use crate::tui::keymap::Action;
@@ -19,6 +20,37 @@ fn status_cell(app: &App, s: CitationStatus) -> Cell<'static> {
         CitationStatus::Missing => ("missing", t.missing),
     };
     Cell::from(Span::styled(label, style))
+}
+
+/// The session's token totals: counted sent tokens (by which counter) and what the
+/// provider reported, with the difference.
+fn totals_text(k: &TokenTotals) -> String {
+    let mut s = format!(
+        "tokens: sent {} ({}) in {} requests",
+        thousands(k.sent as u64),
+        k.counter,
+        k.requests
+    );
+    match k.difference() {
+        Some(d) => {
+            let pct = if k.sent_reported > 0 {
+                d as f64 * 100.0 / k.sent_reported as f64
+            } else {
+                0.0
+            };
+            s.push_str(&format!(
+                " · provider {} in / {} out · diff {} ({pct:+.0}%)",
+                thousands(k.provider_prompt),
+                thousands(k.provider_completion),
+                signed(d)
+            ));
+            if k.reported < k.requests {
+                s.push_str(&format!(" over {} reported", k.reported));
+            }
+        }
+        None => s.push_str(" · provider: no usage reported"),
+    }
+    s
 }
 
 pub fn render(app: &App, frame: &mut Frame, area: Rect) {
@@ -35,8 +67,21 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         )
     };
     let block = pane_block(app, Pane::Ledger, title(app, Pane::Ledger, extra));
-    let inner = block.inner(area);
+    let mut inner = block.inner(area);
     frame.render_widget(block, area);
+    let totals = app.token_totals();
+    if totals.requests > 0 && inner.height > 1 {
+        let [line, rest] =
+            Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
+        frame.render_widget(
+            Paragraph::new(Line::styled(
+                truncate(&totals_text(&totals), line.width as usize),
+                t.dim,
+            )),
+            line,
+        );
+        inner = rest;
+    }
     if rows_idx.is_empty() {
         let msg = if total == 0 && app.live.is_some() {
             "No answered questions yet; the running one's row comes when it ends."
