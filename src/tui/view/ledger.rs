@@ -22,35 +22,36 @@ fn status_cell(app: &App, s: CitationStatus) -> Cell<'static> {
     Cell::from(Span::styled(label, style))
 }
 
-/// The session's token totals: counted sent tokens (by which counter) and what the
-/// provider reported, with the difference.
-fn totals_text(k: &TokenTotals) -> String {
-    let mut s = format!(
-        "tokens: sent {} ({}) in {} requests",
-        thousands(k.sent as u64),
-        k.counter,
+/// The session's token totals: what the provider reported, the counted figure (by
+/// which counter) and the difference; a shorter form when `width` is narrow.
+fn totals_text(k: &TokenTotals, width: usize) -> String {
+    let counted = format!("counted {} ({})", thousands(k.sent as u64), k.counter);
+    let Some(d) = k.difference() else {
+        return format!(
+            "tokens: {counted} in {} requests · provider: no usage reported",
+            k.requests
+        );
+    };
+    let pct = if k.sent_reported > 0 {
+        d as f64 * 100.0 / k.sent_reported as f64
+    } else {
+        0.0
+    };
+    let partly = if k.reported < k.requests {
+        format!(" ({} of {} requests reported)", k.reported, k.requests)
+    } else {
+        String::new()
+    };
+    let (p, c) = (thousands(k.provider_prompt), thousands(k.provider_completion));
+    let long = format!(
+        "tokens: provider {p} in / {c} out · {counted} · diff {} ({pct:+.0}%) in {} requests{partly}",
+        signed(d),
         k.requests
     );
-    match k.difference() {
-        Some(d) => {
-            let pct = if k.sent_reported > 0 {
-                d as f64 * 100.0 / k.sent_reported as f64
-            } else {
-                0.0
-            };
-            s.push_str(&format!(
-                " · provider {} in / {} out · diff {} ({pct:+.0}%)",
-                thousands(k.provider_prompt),
-                thousands(k.provider_completion),
-                signed(d)
-            ));
-            if k.reported < k.requests {
-                s.push_str(&format!(" over {} reported", k.reported));
-            }
-        }
-        None => s.push_str(" · provider: no usage reported"),
+    if long.chars().count() <= width {
+        return long;
     }
-    s
+    format!("tok {p} in/{c} out · {counted} · {}", signed(d))
 }
 
 pub fn render(app: &App, frame: &mut Frame, area: Rect) {
@@ -75,7 +76,10 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
             Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
         frame.render_widget(
             Paragraph::new(Line::styled(
-                truncate(&totals_text(&totals), line.width as usize),
+                truncate(
+                    &totals_text(&totals, line.width as usize),
+                    line.width as usize,
+                ),
                 t.dim,
             )),
             line,
