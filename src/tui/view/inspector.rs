@@ -113,7 +113,7 @@ fn header(
             Span::styled(format!("sent {}", thousands(sent as u64)), t.text),
             Span::styled(counter, t.dim),
             Span::styled(
-                format!("  saved {saved} ({pct:.0}%)"),
+                format!("  saved {} ({pct:.0}%)", thousands_signed(saved)),
                 if saved > 0 { t.ok } else { t.dim },
             ),
         ]));
@@ -380,4 +380,13 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     );
     let block = pane_block(app, Pane::Inspector, title(app, Pane::Inspector, hint));
     frame.render_widget(Paragraph::new(visible).block(block), area);
+}
+
+/// `saved` with thousands separators, a minus when negative.
+fn thousands_signed(n: i64) -> String {
+    if n < 0 {
+        format!("-{}", thousands(n.unsigned_abs()))
+    } else {
+        thousands(n as u64)
+    }
 }
