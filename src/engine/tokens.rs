@@ -37,11 +37,63 @@ impl fmt::Debug for dyn TokenCounter {
 pub type SharedCounter = Arc<dyn TokenCounter>;
 
 /// The counter for `model` without a tokenizer file: its tiktoken encoding when it is
-/// an OpenAI family, the estimate otherwise.
+/// an OpenAI family (remembering the counts of long texts), the estimate otherwise.
 pub fn for_model(model: &str) -> SharedCounter {
     match Tiktoken::for_model(model) {
-        Some(t) => Arc::new(t),
+        Some(t) => Arc::new(Remembered::new(t)),
         None => Arc::new(CharEstimate),
+    }
+}
+
+/// Texts shorter than this are counted each time (hashing them costs about as much).
+const REMEMBER_FROM: usize = 64;
+/// Counts remembered before the memory starts over (a few MB at most).
+const REMEMBER_MAX: usize = 100_000;
+
+/// A counter that remembers the counts of long texts by their hash: every request of a
+/// conversation sends the history again, and a real tokenizer is ~100× slower than
+/// hashing, so each message's text is tokenized once and later requests only hash it.
+pub struct Remembered<C> {
+    inner: C,
+    seen: std::sync::Mutex<std::collections::HashMap<u64, usize>>,
+}
+
+impl<C: TokenCounter> Remembered<C> {
+    /// Remembers the counts of `inner`.
+    pub fn new(inner: C) -> Self {
+        Remembered {
+            inner,
+            seen: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+}
+
+impl<C: TokenCounter> TokenCounter for Remembered<C> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn count(&self, text: &str) -> usize {
+        if text.len() < REMEMBER_FROM {
+            return self.inner.count(text);
+        }
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let key = BuildHasherDefault::<DefaultHasher>::default().hash_one(text);
+        let known = self
+            .seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .copied();
+        if let Some(n) = known {
+            return n;
+        }
+        let n = self.inner.count(text);
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.len() >= REMEMBER_MAX {
+            seen.clear();
+        }
+        seen.insert(key, n);
+        n
     }
 }
 
@@ -274,6 +326,20 @@ impl TokenReport {
         }
     }
 
+    /// The estimate's report from the chars/4 totals already made of a request
+    /// (`raw` and `sent` include the `instructions`), adding the tool schemas.
+    pub fn estimated(instructions: usize, raw: usize, sent: usize, tools: &[ToolDef]) -> Self {
+        let tools = tools_tokens(&CharEstimate, tools);
+        TokenReport {
+            counter: ESTIMATE_NAME.to_string(),
+            instructions,
+            tools,
+            raw: raw + tools,
+            sent: sent + tools,
+            ..Default::default()
+        }
+    }
+
     /// Records what the provider reported (nothing when it reported no usage at all).
     pub fn set_usage(&mut self, usage: &RequestUsage) {
         if usage.input_tokens == 0 && usage.output_tokens == 0 {
@@ -392,6 +458,18 @@ mod tests {
     }
 
     #[test]
+    fn remembered_counts_equal_the_counter() {
+        let r = Remembered::new(Tiktoken::named("cl100k").unwrap());
+        let plain = Tiktoken::named("cl100k").unwrap();
+        let long = "Evidence text of a typical chunk with a few sentences. ".repeat(20);
+        for text in ["hello world", long.as_str(), long.as_str()] {
+            assert_eq!(r.count(text), plain.count(text));
+        }
+        assert_eq!(r.name(), "cl100k");
+        assert_eq!(r.seen.lock().unwrap().len(), 1, "the long text once");
+    }
+
+    #[test]
     fn model_families() {
         let name = |m: &str| Tiktoken::for_model(m).map(|t| t.name().to_string());
         assert_eq!(name("gpt-4o").as_deref(), Some("o200k"));
@@ -411,7 +489,9 @@ mod tests {
         let tool = ToolDef::function("t", "d", serde_json::json!({"type": "object"}));
         let json = r#"{"type":"function","function":{"description":"d","name":"t","parameters":{"type":"object"}}}"#;
         assert_eq!(tools_tokens(&e, std::slice::from_ref(&tool)), json.len().div_ceil(4));
-        let mut r = TokenReport::count(&e, "abcd", &[tool], &[], &[]);
+        let mut r = TokenReport::count(&e, "abcd", std::slice::from_ref(&tool), &[], &[]);
+        let same = TokenReport::estimated(1, 1, 1, std::slice::from_ref(&tool));
+        assert_eq!(same, r, "the estimate's report from its totals");
         assert_eq!((r.instructions, r.raw, r.sent), (1, 1 + r.tools, 1 + r.tools));
         r.set_usage(&RequestUsage::default());
         assert_eq!(r.difference, None);

@@ -139,10 +139,10 @@ pub fn token_counter(
     match setting {
         None => Ok(tokens::for_model(model)),
         Some(TokenizerSetting::Encoding(name)) => tokens::Tiktoken::named(name)
-            .map(|t| Arc::new(t) as SharedCounter)
+            .map(|t| Arc::new(tokens::Remembered::new(t)) as SharedCounter)
             .ok_or_else(|| ComposeError(format!("model.tokenizer: unknown encoding {name:?}"))),
         Some(TokenizerSetting::File(path)) => tokens::TokenizerJson::from_file(path)
-            .map(|t| Arc::new(t) as SharedCounter)
+            .map(|t| Arc::new(tokens::Remembered::new(t)) as SharedCounter)
             .map_err(|e| ComposeError(format!("model.tokenizer: {e}"))),
     }
 }

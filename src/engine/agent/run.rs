@@ -13,7 +13,7 @@ use crate::engine::cancel::CancelToken;
 use crate::engine::capability::{ForRunContext, RunContext, RunSlot, ToolDef};
 use crate::engine::chat::{ModelRequestParams, StreamDelta};
 use crate::engine::events::{CoreEvent, EventSink, RequestSnapshot, RunUsage, TokenCounts};
-use crate::engine::tokens::TokenReport;
+use crate::engine::tokens::{ESTIMATE_NAME, TokenReport};
 use crate::engine::messages::{
     CAPABILITY_LOAD_TOOL_KIND, ModelMessage, ModelRequest, ModelRequestPart, ModelResponse,
     ModelResponsePart, UserContentValue, UserPromptPart,
@@ -322,18 +322,31 @@ impl Agent {
                 None => unreachable!("every slot is filled between hooks"),
             }
         }
-        let snapshot = RequestSnapshot {
-            run_id: ctx.run_id.clone(),
-            request,
-            raw_tokens: TokenCounts::estimate(&instructions, &ctx.messages),
-            compacted_tokens: TokenCounts::estimate(&instructions, &outgoing),
-            tokens: Some(TokenReport::count(
+        let raw_tokens = TokenCounts::estimate(&instructions, &ctx.messages);
+        let compacted_tokens = TokenCounts::estimate(&instructions, &outgoing);
+        // The estimate's figures are those just made, with the tool schemas.
+        let tokens = if self.counter.name() == ESTIMATE_NAME {
+            TokenReport::estimated(
+                raw_tokens.instructions,
+                raw_tokens.total,
+                compacted_tokens.total,
+                &tools,
+            )
+        } else {
+            TokenReport::count(
                 self.counter.as_ref(),
                 &instructions,
                 &tools,
                 &ctx.messages,
                 &outgoing,
-            )),
+            )
+        };
+        let snapshot = RequestSnapshot {
+            run_id: ctx.run_id.clone(),
+            request,
+            raw_tokens,
+            compacted_tokens,
+            tokens: Some(tokens),
             raw: ctx.messages.clone(),
             compacted: outgoing.clone(),
             tools: tools.clone(),
