@@ -187,12 +187,16 @@ impl<'a> SessionRequests<'a> {
 }
 
 /// The usage the provider reported for `r`: that of the response that follows its
-/// stored history in the committed messages.
+/// stored history in the committed messages, when it reported any.
 fn provider_usage<'m>(r: &LinearRequest, messages: &'m [ModelMessage]) -> Option<&'m RequestUsage> {
     if !r.raw.extra.is_empty() {
         return None;
     }
-    messages.get(r.raw.upto)?.as_response().map(|x| &x.usage)
+    messages
+        .get(r.raw.upto)?
+        .as_response()
+        .map(|x| &x.usage)
+        .filter(|u| u.input_tokens > 0 || u.output_tokens > 0)
 }
 
 /// A request recorded without token figures (a haiku.rag host's, or an older
