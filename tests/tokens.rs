@@ -166,7 +166,10 @@ async fn ask_and_inspect_show_the_provider_figure_beside_the_counted_one() {
     assert_eq!(t["counter"], "tokenizer.json");
     // The instructions counted by the user's tokenizer, exactly.
     let instructions = r["instructions"].as_str().unwrap();
-    assert_eq!(t["instructions"].as_u64().unwrap() as usize, pretokens(instructions));
+    assert_eq!(
+        t["instructions"].as_u64().unwrap() as usize,
+        pretokens(instructions)
+    );
     // Tool schemas are counted too: every tool's JSON as sent.
     let tools: usize = r["tools"]
         .as_array()
@@ -202,7 +205,9 @@ async fn ask_and_inspect_show_the_provider_figure_beside_the_counted_one() {
     assert_eq!(back[0]["tokens"], *t);
 
     // The overview: counted, provider, completion, difference and the counter.
-    let o = home.run(&["inspect", session.to_str().unwrap()], None).await;
+    let o = home
+        .run(&["inspect", session.to_str().unwrap()], None)
+        .await;
     let (out, _) = text(&o);
     let header = out.lines().nth(1).unwrap();
     for col in ["counted", "provider", "out", "diff", "counter"] {
@@ -212,7 +217,13 @@ async fn ask_and_inspect_show_the_provider_figure_beside_the_counted_one() {
     let diff = diff_thousands(4321 - sent as i64);
     assert_eq!(
         row[6..],
-        [sent.to_string().as_str(), "4321", "56", diff.as_str(), "tokenizer.json"],
+        [
+            sent.to_string().as_str(),
+            "4321",
+            "56",
+            diff.as_str(),
+            "tokenizer.json"
+        ],
         "{out}"
     );
 
@@ -325,7 +336,10 @@ async fn a_tokenizer_that_cannot_be_read_is_one_line_and_nothing_is_sent() {
     assert!(!o.status.success());
     let line = err.lines().last().unwrap_or_default();
     assert!(
-        line.contains(&format!("model.tokenizer: cannot read tokenizer {}", bad.display())),
+        line.contains(&format!(
+            "model.tokenizer: cannot read tokenizer {}",
+            bad.display()
+        )),
         "{err}"
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");

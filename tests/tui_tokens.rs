@@ -42,8 +42,7 @@ async fn inspector_status_and_ledger_show_provider_usage_beside_the_count() {
     let dir = tempfile::tempdir().unwrap();
     let mut app = new_app(dir.path());
     let mut services = services(&kb.store, &server.base_url());
-    let tokenizer =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/configs/good/tokenizer.json");
+    let tokenizer = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/configs/good/tokenizer.json");
     let counter = Arc::new(TokenizerJson::from_file(&tokenizer).unwrap());
     services.counter = Some(counter.clone());
     let mut rt = Runtime::new(services);

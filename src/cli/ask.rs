@@ -39,10 +39,8 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     let model: std::sync::Arc<dyn crate::engine::chat::ChatModel> =
         std::sync::Arc::new(crate::model::OpenAiModel::new(model_config)?);
     let store = std::sync::Arc::new(ctx.open_store().await?);
-    let counter = crate::host::compose::token_counter(
-        &model_name,
-        ctx.config.model.tokenizer.as_ref(),
-    )?;
+    let counter =
+        crate::host::compose::token_counter(&model_name, ctx.config.model.tokenizer.as_ref())?;
     let agent = Composer::new(Some(model), Some(store), ctx.config.app.clone())
         .with_counter(Some(counter))
         .agent(&options)?;

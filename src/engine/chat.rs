@@ -12,9 +12,7 @@ use futures::Future;
 
 use super::cancel::CancelToken;
 use super::capability::ToolDef;
-use super::messages::{
-    ModelMessage, ModelResponse,
-};
+use super::messages::{ModelMessage, ModelResponse};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -406,7 +406,7 @@ pub fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -488,11 +488,17 @@ mod tests {
         assert_eq!(e.count("abcde"), 2);
         let tool = ToolDef::function("t", "d", serde_json::json!({"type": "object"}));
         let json = r#"{"type":"function","function":{"description":"d","name":"t","parameters":{"type":"object"}}}"#;
-        assert_eq!(tools_tokens(&e, std::slice::from_ref(&tool)), json.len().div_ceil(4));
+        assert_eq!(
+            tools_tokens(&e, std::slice::from_ref(&tool)),
+            json.len().div_ceil(4)
+        );
         let mut r = TokenReport::count(&e, "abcd", std::slice::from_ref(&tool), &[], &[]);
         let same = TokenReport::estimated(1, 1, 1, std::slice::from_ref(&tool));
         assert_eq!(same, r, "the estimate's report from its totals");
-        assert_eq!((r.instructions, r.raw, r.sent), (1, 1 + r.tools, 1 + r.tools));
+        assert_eq!(
+            (r.instructions, r.raw, r.sent),
+            (1, 1 + r.tools, 1 + r.tools)
+        );
         r.set_usage(&RequestUsage::default());
         assert_eq!(r.difference, None);
         let usage = RequestUsage {

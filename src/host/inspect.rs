@@ -10,9 +10,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::engine::events::RequestSnapshot;
-use crate::engine::messages::{ModelMessage, RequestUsage};
-use crate::engine::tokens::{CharEstimate, ESTIMATE_NAME, TokenReport, signed, thousands, tools_tokens};
+use crate::engine::messages::ModelMessage;
+use crate::engine::tokens::{TokenReport, signed};
 use crate::session::Session;
+
+use super::inspect_tokens as tokens;
+pub use super::inspect_tokens::token_lines;
 use crate::session::linear::{self, LinearRequest, Piece, RawRef, Tables};
 
 /// One request as `inspect` shows it.
@@ -122,7 +125,7 @@ impl<'a> SessionRequests<'a> {
         let (reqs, tables) = self.parts();
         let mut snapshot =
             linear::snapshot(reqs, number.checked_sub(1)?, &self.session.messages, tables)?;
-        fill_tokens(&mut snapshot, &reqs[number - 1], &self.session.messages);
+        tokens::fill_tokens(&mut snapshot, &reqs[number - 1], &self.session.messages);
         Some(InspectedRequest {
             number,
             recorded: self.recorded(),
@@ -137,7 +140,7 @@ impl<'a> SessionRequests<'a> {
         linear::snapshots(reqs, &self.session.messages, tables)
             .enumerate()
             .map(|(i, mut snapshot)| {
-                fill_tokens(&mut snapshot, &reqs[i], &self.session.messages);
+                tokens::fill_tokens(&mut snapshot, &reqs[i], &self.session.messages);
                 InspectedRequest {
                     number: i + 1,
                     recorded,
@@ -162,61 +165,10 @@ impl<'a> SessionRequests<'a> {
                 raw_tokens: t.raw_tokens,
                 sent_tokens: t.sent_tokens,
                 tools: t.tools,
-                tokens: r.tokens.clone().or_else(|| {
-                    // Provider figures of a session recorded without counts.
-                    provider_usage(r, &self.session.messages).map(|u| {
-                        let tools = tables
-                            .tool_sets
-                            .get(r.tools)
-                            .map_or(0, |t| tools_tokens(&CharEstimate, t));
-                        let sent = if recorded { t.sent_tokens } else { t.raw_tokens };
-                        let mut report = TokenReport {
-                            counter: ESTIMATE_NAME.into(),
-                            tools,
-                            raw: t.raw_tokens + tools,
-                            sent: sent + tools,
-                            ..Default::default()
-                        };
-                        report.set_usage(u);
-                        report
-                    })
-                }),
+                tokens: tokens::overview_tokens(r, &t, recorded, tables, &self.session.messages),
             })
             .collect()
     }
-}
-
-/// The usage the provider reported for `r`: that of the response that follows its
-/// stored history in the committed messages, when it reported any.
-fn provider_usage<'m>(r: &LinearRequest, messages: &'m [ModelMessage]) -> Option<&'m RequestUsage> {
-    if !r.raw.extra.is_empty() {
-        return None;
-    }
-    messages
-        .get(r.raw.upto)?
-        .as_response()
-        .map(|x| &x.usage)
-        .filter(|u| u.input_tokens > 0 || u.output_tokens > 0)
-}
-
-/// A request recorded without token figures (a haiku.rag host's, or an older
-/// Groundwork's) gets the estimate's, with the provider's usage from its response.
-fn fill_tokens(s: &mut RequestSnapshot, r: &LinearRequest, messages: &[ModelMessage]) {
-    if s.tokens.is_some() {
-        return;
-    }
-    let Some(usage) = provider_usage(r, messages) else {
-        return;
-    };
-    let mut report = TokenReport::count(
-        &CharEstimate,
-        &s.instructions,
-        &s.tools,
-        &s.raw,
-        &s.compacted,
-    );
-    report.set_usage(usage);
-    s.tokens = Some(report);
 }
 
 /// The requests of a session, recorded or reconstructed, each in full.
@@ -382,32 +334,6 @@ pub fn render_overview_rows(rows: &[OverviewRow]) -> String {
         ));
     }
     out
-}
-
-/// The token lines of a request: counted (by which counter, and of what) and what the
-/// provider reported, with the difference.
-pub fn token_lines(t: &TokenReport) -> [String; 2] {
-    let messages = t.sent.saturating_sub(t.instructions + t.tools);
-    let counted = format!(
-        "counted: sent {} tok ({}) = instructions {} + tools {} + messages {} · raw {}",
-        thousands(t.sent as u64),
-        t.counter,
-        thousands(t.instructions as u64),
-        thousands(t.tools as u64),
-        thousands(messages as u64),
-        thousands(t.raw as u64),
-    );
-    let provider = match (t.provider_prompt, t.provider_completion, t.difference) {
-        (Some(p), Some(c), Some(d)) => format!(
-            "provider: prompt {} / completion {} tok · difference {} ({:+.1}%)",
-            thousands(p),
-            thousands(c),
-            signed(d),
-            t.difference_pct().unwrap_or(0.0)
-        ),
-        _ => "provider: no usage reported".to_string(),
-    };
-    [counted, provider]
 }
 
 /// One request in detail: instructions, tools, then raw beside sent, message by message,

@@ -8,4 +8,5 @@ pub mod compose;
 pub mod conversation;
 pub mod demo;
 pub mod inspect;
+mod inspect_tokens;
 pub mod transcript;

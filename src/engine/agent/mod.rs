@@ -45,8 +45,8 @@ use serde_json::{Map, Value};
 use super::capability::{Capability, RunOutcomeView, ToolDef, ToolKind, ToolOutcome};
 use super::chat::{ChatModel, ModelError};
 use super::events::{OutputSummary, RequestSnapshot, RunUsage};
-use super::tokens::SharedCounter;
 use super::messages::{ModelMessage, ToolCallPart, UserContentValue};
+use super::tokens::SharedCounter;
 
 /// Name of the engine-owned tool that loads a deferred capability (reserved).
 pub use super::capability::LOAD_CAPABILITY_TOOL;

@@ -13,11 +13,11 @@ use crate::engine::cancel::CancelToken;
 use crate::engine::capability::{ForRunContext, RunContext, RunSlot, ToolDef};
 use crate::engine::chat::{ModelRequestParams, StreamDelta};
 use crate::engine::events::{CoreEvent, EventSink, RequestSnapshot, RunUsage, TokenCounts};
-use crate::engine::tokens::{ESTIMATE_NAME, TokenReport};
 use crate::engine::messages::{
     CAPABILITY_LOAD_TOOL_KIND, ModelMessage, ModelRequest, ModelRequestPart, ModelResponse,
     ModelResponsePart, UserContentValue, UserPromptPart,
 };
+use crate::engine::tokens::{ESTIMATE_NAME, TokenReport};
 
 /// Per-run bookkeeping that is not part of the hook context.
 pub(super) struct Loop<'e> {

@@ -303,7 +303,10 @@ impl App {
     pub fn token_totals(&self) -> crate::engine::tokens::TokenTotals {
         let mut t = crate::engine::tokens::TokenTotals::default();
         let committed = self.session.groundwork.requests.iter().map(|r| &r.tokens);
-        let live = self.live.iter().flat_map(|l| l.requests.iter().map(|s| &s.tokens));
+        let live = self
+            .live
+            .iter()
+            .flat_map(|l| l.requests.iter().map(|s| &s.tokens));
         for k in committed.chain(live).flatten() {
             t.add(k);
         }

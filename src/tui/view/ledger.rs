@@ -42,7 +42,10 @@ fn totals_text(k: &TokenTotals, width: usize) -> String {
     } else {
         String::new()
     };
-    let (p, c) = (thousands(k.provider_prompt), thousands(k.provider_completion));
+    let (p, c) = (
+        thousands(k.provider_prompt),
+        thousands(k.provider_completion),
+    );
     let long = format!(
         "tokens: provider {p} in / {c} out · {counted} · diff {} ({pct:+.0}%) in {} requests{partly}",
         signed(d),
