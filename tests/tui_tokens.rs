@@ -107,3 +107,75 @@ async fn inspector_status_and_ledger_show_provider_usage_beside_the_count() {
         "{wide}"
     );
 }
+
+/// While a question runs: the request's count shows as soon as it is built, and the
+/// provider's figures when its response arrives (`ResponseReceived`).
+#[test]
+fn a_running_request_gets_the_provider_figures_when_answered() {
+    use crossterm::event::{KeyCode, KeyModifiers};
+    use groundwork::engine::events::{CoreEvent, RequestSnapshot};
+    use groundwork::engine::messages::RequestUsage;
+    use groundwork::engine::tokens::{CharEstimate, TokenReport};
+    use groundwork::tui::app::Msg;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    for c in "Q?".chars() {
+        app.update(key_event(KeyCode::Char(c), KeyModifiers::SHIFT));
+    }
+    assert_eq!(
+        app.update(key_event(KeyCode::Enter, KeyModifiers::NONE))
+            .len(),
+        1
+    );
+    let run = app.live.as_ref().unwrap().run_id.clone();
+    let report = TokenReport::count(&CharEstimate, "Answer from the base.", &[], &[], &[]);
+    app.update(Msg::Core(CoreEvent::RequestBuilt {
+        run_id: run.clone(),
+        request: 1,
+        snapshot: Box::new(RequestSnapshot {
+            run_id: run.clone(),
+            request: 1,
+            raw: vec![],
+            compacted: vec![],
+            tools: vec![],
+            instructions: "Answer from the base.".into(),
+            raw_tokens: Default::default(),
+            compacted_tokens: Default::default(),
+            tokens: Some(report.clone()),
+        }),
+    }));
+    let inspector = pane(&mut app, Pane::Inspector, 100, 12);
+    assert!(inspector.contains("sent 6 tok (≈ chars/4)"), "{inspector}");
+    assert!(
+        inspector.contains("provider: no usage reported (yet)"),
+        "{inspector}"
+    );
+    let mut answered = report;
+    answered.set_usage(&RequestUsage {
+        input_tokens: 20,
+        output_tokens: 4,
+        ..Default::default()
+    });
+    app.update(Msg::Core(CoreEvent::ResponseReceived {
+        run_id: run.clone(),
+        request: 1,
+        tokens: answered,
+    }));
+    let inspector = pane(&mut app, Pane::Inspector, 100, 12);
+    assert!(
+        inspector.contains("provider 20 in · 4 out  diff +14 (+233%) vs counted"),
+        "{inspector}"
+    );
+    assert!(
+        status_bar(&mut app, 200).contains("req 1 tok 6→6 (≈ chars/4) provider 20 (+14)"),
+        "{}",
+        status_bar(&mut app, 200)
+    );
+    // A late event of another run changes nothing.
+    app.update(Msg::Core(CoreEvent::ResponseReceived {
+        run_id: "another-run".into(),
+        request: 1,
+        tokens: TokenReport::default(),
+    }));
+    assert_eq!(app.token_totals().provider_prompt, 20);
+}

@@ -339,7 +339,8 @@ pub fn lines(app: &App, width: u16) -> Vec<Line<'static>> {
     out
 }
 
-/// [`lines`], cached: a request's snapshot never changes once recorded.
+/// [`lines`], cached: a request's snapshot never changes once recorded (its provider
+/// figures arrive with its response, which clears the cache).
 pub fn cached_lines(app: &App, width: u16) -> std::rc::Rc<Vec<Line<'static>>> {
     let Some(i) = app.selected_request() else {
         return std::rc::Rc::new(lines(app, width));
