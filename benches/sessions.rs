@@ -151,6 +151,7 @@ fn snapshot(raw: &[ModelMessage], sent: Vec<ModelMessage>, k: usize, q: usize) -
         request: k,
         raw_tokens: TokenCounts::estimate(&instructions, raw),
         compacted_tokens: TokenCounts::estimate(&instructions, &sent),
+        tokens: None,
         raw: raw.to_vec(),
         compacted: sent,
         tools: tools(),

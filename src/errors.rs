@@ -28,7 +28,8 @@ fn secrets() -> &'static RwLock<Vec<String>> {
 
 /// Whether a config or environment key names a secret.
 pub fn is_secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
+    // `tokenizer` (a path to a tokenizer.json, `[model] tokenizer`) names no secret.
+    let k = key.to_ascii_lowercase().replace("tokenizer", "");
     ["api_key", "apikey", "token", "secret", "password", "passwd"]
         .iter()
         .any(|s| k.contains(s))
@@ -189,6 +190,15 @@ mod tests {
         assert_eq!(redact("no secrets here").as_ref(), "no secrets here");
         register_config_text("[model]\napi_key = sk-unquoted-777 # mine\n");
         assert_eq!(redact("saw sk-unquoted-777").as_ref(), "saw <redacted>");
+    }
+
+    #[test]
+    fn a_tokenizer_path_is_no_secret() {
+        assert!(!is_secret_key("tokenizer"));
+        assert!(!is_secret_key("GROUNDWORK_TOKENIZER"));
+        assert!(is_secret_key("token"));
+        assert!(is_secret_key("HF_TOKEN"));
+        assert!(is_secret_key("tokenizer_token"));
     }
 
     #[test]

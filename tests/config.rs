@@ -106,6 +106,12 @@ const BAD: &[(&str, usize, Option<&str>, &str)] = &[
         "key 'ctrl-p' is bound to both quit and palette",
     ),
     (
+        "missing_tokenizer.toml",
+        4,
+        Some("model.tokenizer"),
+        "/nonexistent/groundwork/tokenizer.json is not a file (a tokenizer.json, or one of o200k_base, o200k, o200k_harmony, cl100k_base, cl100k, p50k_base, p50k, r50k_base, r50k)",
+    ),
+    (
         "plain_global_key.toml",
         2,
         Some("tui.keys.help"),
@@ -157,7 +163,7 @@ const BAD: &[(&str, usize, Option<&str>, &str)] = &[
         "unknown_model.toml",
         3,
         Some("model.temperature"),
-        "unknown key `temperature` in [model]; expected one of `base_url`, `model`, `api_key`, `timeout_secs`, `total_timeout_secs`, `connect_timeout_secs`, `max_retries`, `retry_base_delay_ms`, `stream`, `max_tokens`, `max_response_bytes`",
+        "unknown key `temperature` in [model]; expected one of `base_url`, `model`, `api_key`, `timeout_secs`, `total_timeout_secs`, `connect_timeout_secs`, `max_retries`, `retry_base_delay_ms`, `stream`, `max_tokens`, `max_response_bytes`, `tokenizer`",
     ),
     (
         "unknown_prompts.toml",
@@ -309,6 +315,23 @@ fn the_reranker_config_loads_and_flags_override_it() {
         .to_string();
     assert!(err.contains("needs a reranker URL"), "{err}");
     assert!(!err.contains('\n'), "{err}");
+}
+
+#[test]
+fn the_tokenizer_is_an_encoding_or_a_file_beside_the_config() {
+    use groundwork::config::TokenizerSetting;
+    let c = load(&dir("good").join("tokenizer_encoding.toml")).unwrap();
+    assert_eq!(
+        c.model.tokenizer,
+        Some(TokenizerSetting::Encoding("o200k_base".into()))
+    );
+    let c = load(&dir("good").join("tokenizer_file.toml")).unwrap();
+    assert_eq!(
+        c.model.tokenizer,
+        Some(TokenizerSetting::File(dir("good").join("tokenizer.json")))
+    );
+    let c = load(&dir("good").join("empty.toml")).unwrap();
+    assert_eq!(c.model.tokenizer, None);
 }
 
 #[test]

@@ -664,6 +664,7 @@ fn snapshot(
         request,
         raw_tokens: TokenCounts::estimate(instructions, raw),
         compacted_tokens: TokenCounts::estimate(instructions, &sent),
+        tokens: None,
         raw: raw.to_vec(),
         compacted: sent,
         tools: tools.to_vec(),

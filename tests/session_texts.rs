@@ -96,6 +96,7 @@ fn snapshot(raw: &[ModelMessage], sent: Vec<ModelMessage>, q: usize, k: usize) -
         compacted: sent,
         tools: tools(),
         instructions: instructions.into(),
+        tokens: None,
     }
 }
 

@@ -738,6 +738,7 @@ fn snapshot(run_id: &str, request: usize) -> Box<groundwork::engine::events::Req
         instructions: String::new(),
         raw_tokens: Default::default(),
         compacted_tokens: Default::default(),
+        tokens: None,
     })
 }
 

@@ -43,7 +43,12 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     let model: std::sync::Arc<dyn crate::engine::chat::ChatModel> =
         std::sync::Arc::new(crate::model::OpenAiModel::new(model_config)?);
     let app = a.flags.overrides().apply(ctx.config.app.clone());
-    let agent = composer(ctx, model, app).await?.agent(&options)?;
+    let counter =
+        crate::host::compose::token_counter(&model_name, ctx.config.model.tokenizer.as_ref())?;
+    let agent = composer(ctx, model, app)
+        .await?
+        .with_counter(Some(counter))
+        .agent(&options)?;
     let path = match &global.session {
         Some(p) => p.clone(),
         None => crate::session::new_session_path(&paths::data_dir(&ctx.env).join("sessions")),

@@ -54,6 +54,10 @@ pub(super) async fn workbench(
     // Probing for a model (up to 400 ms) overlaps opening the store.
     let (opened, choice) = tokio::join!(ctx.open_collections(None), choose_model(ctx));
     let choice = choice?;
+    let counter = crate::host::compose::token_counter(
+        &model_name(&choice),
+        ctx.config.model.tokenizer.as_ref(),
+    )?;
     let opened = match opened {
         Ok(s) => s,
         Err(e) if open.session.is_empty() => return Err(e),
@@ -126,7 +130,7 @@ pub(super) async fn workbench(
     let app = tui::app::App::new(session, path, host)
         .with_keymap(keymap)
         .with_theme(theme);
-    let services = tui::Services::new(
+    let mut services = tui::Services::new(
         store,
         model,
         ctx.config.app.clone(),
@@ -134,6 +138,7 @@ pub(super) async fn workbench(
         open.eager,
     )
     .with_collections(collections);
+    services.counter = Some(counter);
     tui::run(app, services).await?;
     Ok(ExitCode::SUCCESS)
 }

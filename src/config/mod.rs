@@ -33,7 +33,7 @@ use crate::paths::Env;
 
 pub use collections::{CollectionsConfig, check_name as check_collection_name};
 pub use error::{ConfigError, TomlErrorInfo, describe_toml_error, line_col, line_of_key};
-pub use model::{ApiKey, ModelConfig, ModelOverrides};
+pub use model::{ApiKey, ModelConfig, ModelOverrides, TOKENIZER_ENCODINGS, TokenizerSetting};
 pub use rerank::RerankerConfig;
 pub use sections::{
     AnalysisConfig, AppConfig, EmbedderSpec, EmbeddingsConfig, PromptsConfig, QaConfig,

@@ -19,6 +19,7 @@
 //! stream = true
 //! max_tokens = 2048         # optional; sent as `max_tokens` (default: the server's)
 //! max_response_bytes = 8388608  # answer text + reasoning + tool calls (default 8 MiB)
+//! tokenizer = "tokenizer.json"  # optional; counts request tokens (path, or o200k / cl100k)
 //! ```
 
 use std::collections::HashMap;
@@ -103,6 +104,47 @@ pub struct ModelConfig {
     pub max_tokens: Option<u32>,
     /// Largest answer accepted (text, reasoning and tool calls, in bytes).
     pub max_response_bytes: u64,
+    /// How request tokens are counted; `None`: by the model's name (a tiktoken encoding
+    /// for OpenAI families, else characters / 4).
+    pub tokenizer: Option<TokenizerSetting>,
+}
+
+/// `[model] tokenizer`: a tiktoken encoding by name, or a model's `tokenizer.json` (a
+/// relative path is relative to the config file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenizerSetting {
+    /// `o200k_base`, `cl100k_base`, ... (the `_base` may be left off).
+    Encoding(String),
+    /// A Hugging Face `tokenizer.json`.
+    File(PathBuf),
+}
+
+/// The tiktoken encodings `[model] tokenizer` names.
+pub const TOKENIZER_ENCODINGS: &[&str] = &[
+    "o200k_base",
+    "o200k",
+    "o200k_harmony",
+    "cl100k_base",
+    "cl100k",
+    "p50k_base",
+    "p50k",
+    "r50k_base",
+    "r50k",
+];
+
+impl TokenizerSetting {
+    /// `value` as written in the file at `config` (relative paths against its folder).
+    pub fn parse(value: &str, config: Option<&Path>) -> TokenizerSetting {
+        if TOKENIZER_ENCODINGS.contains(&value) {
+            return TokenizerSetting::Encoding(value.to_string());
+        }
+        let p = PathBuf::from(value);
+        let p = match config.and_then(Path::parent) {
+            Some(dir) if p.is_relative() => dir.join(p),
+            _ => p,
+        };
+        TokenizerSetting::File(p)
+    }
 }
 
 /// Default `max_response_bytes`: 8 MiB.
@@ -122,6 +164,7 @@ impl Default for ModelConfig {
             stream: true,
             max_tokens: None,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            tokenizer: None,
         }
     }
 }
@@ -164,6 +207,7 @@ pub(super) struct FileModel {
     stream: Option<bool>,
     max_tokens: Option<u32>,
     max_response_bytes: Option<u64>,
+    tokenizer: Option<String>,
 }
 
 /// The config file as [`crate::config::file_path`] resolves it from the process
@@ -192,7 +236,9 @@ impl ModelConfig {
         text: &str,
     ) -> Result<ModelConfig, ConfigError> {
         let mut cfg = ModelConfig::default();
+        let tokenizer = file.tokenizer.clone();
         cfg.apply_file(file);
+        cfg.tokenizer = tokenizer.map(|t| TokenizerSetting::parse(&t, Some(path)));
         cfg.validate().map_err(|e| e.in_file(path, text))?;
         Ok(cfg)
     }
@@ -296,6 +342,18 @@ impl ModelConfig {
                     message: "timeouts must be at least one second".into(),
                 });
             }
+        }
+        if let Some(TokenizerSetting::File(p)) = &self.tokenizer
+            && !p.is_file()
+        {
+            return Err(ConfigError::Invalid {
+                key: "model.tokenizer".into(),
+                message: format!(
+                    "{} is not a file (a tokenizer.json, or one of {})",
+                    p.display(),
+                    TOKENIZER_ENCODINGS.join(", ")
+                ),
+            });
         }
         if self.max_tokens == Some(0) {
             return Err(ConfigError::Invalid {

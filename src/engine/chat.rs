@@ -12,9 +12,7 @@ use futures::Future;
 
 use super::cancel::CancelToken;
 use super::capability::ToolDef;
-use super::messages::{
-    ModelMessage, ModelRequestPart, ModelResponse, ModelResponsePart, UserContent, UserContentValue,
-};
+use super::messages::{ModelMessage, ModelResponse};
 
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -200,40 +198,7 @@ pub const IMAGE_TOKEN_ESTIMATE: usize = 765;
 /// Estimated tokens of one message: text, tool arguments and tool results at
 /// chars/4, each image at [`IMAGE_TOKEN_ESTIMATE`], thinking not counted (not sent).
 pub fn estimate_message_tokens(message: &ModelMessage) -> usize {
-    match message {
-        ModelMessage::Request(r) => r
-            .parts
-            .iter()
-            .map(|p| match p {
-                ModelRequestPart::SystemPrompt(s) => estimate_tokens(&s.content),
-                ModelRequestPart::UserPrompt(u) => match &u.content {
-                    UserContentValue::Text(s) => estimate_tokens(s),
-                    UserContentValue::Items(items) => items
-                        .iter()
-                        .map(|i| match i {
-                            UserContent::Text(s) => estimate_tokens(s),
-                            UserContent::Binary(_) => IMAGE_TOKEN_ESTIMATE,
-                            UserContent::Other(_) => 0,
-                        })
-                        .sum(),
-                },
-                ModelRequestPart::ToolReturn(t) => estimate_tokens(&t.content_text()),
-                ModelRequestPart::RetryPrompt(rp) => estimate_tokens(&rp.content.text()),
-                ModelRequestPart::Other(_) => 0,
-            })
-            .sum(),
-        ModelMessage::Response(r) => r
-            .parts
-            .iter()
-            .map(|p| match p {
-                ModelResponsePart::Text(t) => estimate_tokens(&t.content),
-                ModelResponsePart::ToolCall(c) => {
-                    estimate_tokens(&c.tool_name) + estimate_tokens(&c.args_as_json())
-                }
-                ModelResponsePart::Thinking(_) | ModelResponsePart::Other(_) => 0,
-            })
-            .sum(),
-    }
+    super::tokens::message_tokens(message, &estimate_tokens)
 }
 
 #[cfg(test)]

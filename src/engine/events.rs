@@ -13,6 +13,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::capability::ToolDef;
 use super::chat::{estimate_message_tokens, estimate_tokens};
 use super::messages::{ModelMessage, RequestUsage};
+use super::tokens::TokenReport;
 
 /// Token estimate (chars/4, see [`estimate_tokens`]) of one message list.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
@@ -58,6 +59,11 @@ pub struct RequestSnapshot {
     pub raw_tokens: TokenCounts,
     /// Estimate for `compacted`.
     pub compacted_tokens: TokenCounts,
+    /// Counted by the agent's token counter (instructions, tool schemas and messages)
+    /// and, once answered, what the provider reported; `None` in sessions written before
+    /// counting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenReport>,
 }
 
 /// Usage summed over a run.
@@ -128,6 +134,15 @@ pub enum CoreEvent {
         run_id: String,
         /// Request index.
         request: usize,
+    },
+    /// A response arrived: the request's token figures with the provider's usage.
+    ResponseReceived {
+        /// The run.
+        run_id: String,
+        /// Request index.
+        request: usize,
+        /// The figures.
+        tokens: TokenReport,
     },
     /// Streamed answer text.
     TextDelta {
@@ -222,6 +237,7 @@ impl CoreEvent {
         match self {
             CoreEvent::RequestBuilt { run_id, .. }
             | CoreEvent::TextDelta { run_id, .. }
+            | CoreEvent::ResponseReceived { run_id, .. }
             | CoreEvent::ResponseRestarted { run_id, .. }
             | CoreEvent::ThinkingDelta { run_id, .. }
             | CoreEvent::ToolCallStarted { run_id, .. }
@@ -238,6 +254,7 @@ impl CoreEvent {
         match self {
             CoreEvent::RequestBuilt { request, .. }
             | CoreEvent::TextDelta { request, .. }
+            | CoreEvent::ResponseReceived { request, .. }
             | CoreEvent::ResponseRestarted { request, .. }
             | CoreEvent::ThinkingDelta { request, .. }
             | CoreEvent::ToolCallStarted { request, .. }

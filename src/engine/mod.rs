@@ -36,3 +36,4 @@ pub mod discover;
 pub mod events;
 pub mod messages;
 pub mod prompts;
+pub mod tokens;

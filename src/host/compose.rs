@@ -9,10 +9,11 @@ use crate::capabilities::analysis::AnalysisCapability;
 use crate::capabilities::compaction::hook::EvidenceCompactionCapability;
 use crate::capabilities::policy::CitationPolicyCapability;
 use crate::capabilities::rag::RagCapability;
-use crate::config::AppConfig;
+use crate::config::{AppConfig, TokenizerSetting};
 use crate::engine::agent::Agent;
 use crate::engine::capability::Capability;
 use crate::engine::chat::ChatModel;
+use crate::engine::tokens::{self, SharedCounter};
 use crate::store::Store;
 
 /// The host's own system preamble (SPEC §1.1 `AGENT_PREAMBLE`), in our words.
@@ -129,6 +130,8 @@ pub struct Composer {
     /// more they replace `store` for RAG.
     pub collections: Vec<(String, Arc<Store>)>,
     pub config: AppConfig,
+    /// How the requests' tokens are counted (default: by the model's name).
+    pub counter: Option<SharedCounter>,
 }
 
 impl Composer {
@@ -142,6 +145,7 @@ impl Composer {
             store,
             collections: Vec::new(),
             config,
+            counter: None,
         }
     }
 
@@ -154,23 +158,54 @@ impl Composer {
         self
     }
 
+    /// Counts the requests' tokens with `counter` (see [`token_counter`]).
+    pub fn with_counter(mut self, counter: Option<SharedCounter>) -> Self {
+        self.counter = counter;
+        self
+    }
+
     /// The agent for a question with `opts`.
     pub fn agent(&self, opts: &AskOptions) -> Result<Agent, ComposeError> {
         let (Some(model), Some(store)) = (self.model.clone(), self.store.clone()) else {
             return Err(ComposeError("no model or database available".into()));
         };
-        build_agent_over(model, store, &self.collections, &self.config, opts)
+        build_agent_over(
+            model,
+            store,
+            &self.collections,
+            &self.config,
+            opts,
+            self.counter.clone(),
+        )
     }
 }
 
-/// Builds the agent for a question.
+/// The token counter for `model` under `[model] tokenizer`: the named tiktoken encoding,
+/// the `tokenizer.json` file, or without a setting the model family's tiktoken encoding
+/// (`gpt-4o` → o200k) or the characters / 4 estimate.
+pub fn token_counter(
+    model: &str,
+    setting: Option<&TokenizerSetting>,
+) -> Result<SharedCounter, ComposeError> {
+    match setting {
+        None => Ok(tokens::for_model(model)),
+        Some(TokenizerSetting::Encoding(name)) => tokens::Tiktoken::named(name)
+            .map(|t| Arc::new(tokens::Remembered::new(t)) as SharedCounter)
+            .ok_or_else(|| ComposeError(format!("model.tokenizer: unknown encoding {name:?}"))),
+        Some(TokenizerSetting::File(path)) => tokens::TokenizerJson::from_file(path)
+            .map(|t| Arc::new(tokens::Remembered::new(t)) as SharedCounter)
+            .map_err(|e| ComposeError(format!("model.tokenizer: {e}"))),
+    }
+}
+
+/// Builds the agent for a question (its tokens counted by the model's name).
 pub fn build_agent(
     model: Arc<dyn ChatModel>,
     store: Arc<Store>,
     config: &AppConfig,
     opts: &AskOptions,
 ) -> Result<Agent, ComposeError> {
-    build_agent_over(model, store, &[], config, opts)
+    build_agent_over(model, store, &[], config, opts, None)
 }
 
 /// [`build_agent`] with RAG over `collections` when two or more are named.
@@ -180,6 +215,7 @@ fn build_agent_over(
     collections: &[(String, Arc<Store>)],
     config: &AppConfig,
     opts: &AskOptions,
+    counter: Option<SharedCounter>,
 ) -> Result<Agent, ComposeError> {
     let several = collections.len() > 1;
     let mut choices = opts.capabilities.clone();
@@ -231,6 +267,9 @@ fn build_agent_over(
         caps.push(Arc::new(CitationPolicyCapability::new()));
     }
     let mut builder = Agent::builder(model).instructions(agent_preamble());
+    if let Some(c) = counter {
+        builder = builder.token_counter(c);
+    }
     for c in caps {
         builder = builder.capability(c);
     }

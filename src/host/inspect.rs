@@ -11,7 +11,11 @@ use serde_json::Value;
 
 use crate::engine::events::RequestSnapshot;
 use crate::engine::messages::{ModelMessage, ModelRequestPart};
+use crate::engine::tokens::{TokenReport, signed};
 use crate::session::Session;
+
+use super::inspect_tokens as tokens;
+pub use super::inspect_tokens::token_lines;
 use crate::session::linear::{self, LinearRequest, Piece, RawRef, Tables};
 
 /// One request as `inspect` shows it.
@@ -82,6 +86,7 @@ impl<'a> SessionRequests<'a> {
                 tools: 0,
                 raw_tokens: None,
                 sent_tokens: None,
+                tokens: None,
             });
         }
         SessionRequests {
@@ -118,8 +123,9 @@ impl<'a> SessionRequests<'a> {
     /// Request `number` (1-based over the session).
     pub fn get(&self, number: usize) -> Option<InspectedRequest> {
         let (reqs, tables) = self.parts();
-        let snapshot =
+        let mut snapshot =
             linear::snapshot(reqs, number.checked_sub(1)?, &self.session.messages, tables)?;
+        tokens::fill_tokens(&mut snapshot, &reqs[number - 1], &self.session.messages);
         Some(InspectedRequest {
             number,
             recorded: self.recorded(),
@@ -133,10 +139,13 @@ impl<'a> SessionRequests<'a> {
         let recorded = self.recorded();
         linear::snapshots(reqs, &self.session.messages, tables)
             .enumerate()
-            .map(|(i, snapshot)| InspectedRequest {
-                number: i + 1,
-                recorded,
-                snapshot,
+            .map(|(i, mut snapshot)| {
+                tokens::fill_tokens(&mut snapshot, &reqs[i], &self.session.messages);
+                InspectedRequest {
+                    number: i + 1,
+                    recorded,
+                    snapshot,
+                }
             })
             .collect()
     }
@@ -147,14 +156,16 @@ impl<'a> SessionRequests<'a> {
         let recorded = self.recorded();
         linear::totals(reqs, &self.session.messages, tables)
             .into_iter()
+            .zip(reqs)
             .enumerate()
-            .map(|(i, t)| OverviewRow {
+            .map(|(i, (t, r))| OverviewRow {
                 number: i + 1,
                 recorded,
                 messages: t.raw_messages,
                 raw_tokens: t.raw_tokens,
                 sent_tokens: t.sent_tokens,
                 tools: t.tools,
+                tokens: tokens::overview_tokens(r, &t, recorded, tables, &self.session.messages),
             })
             .collect()
     }
@@ -166,7 +177,7 @@ pub fn requests(session: &Session) -> Vec<InspectedRequest> {
 }
 
 /// One line of the overview.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OverviewRow {
     /// 1-based, over the whole session.
     pub number: usize,
@@ -180,6 +191,8 @@ pub struct OverviewRow {
     pub sent_tokens: usize,
     /// Tools offered.
     pub tools: usize,
+    /// Counted and provider-reported figures, when known.
+    pub tokens: Option<TokenReport>,
 }
 
 impl From<&InspectedRequest> for OverviewRow {
@@ -191,6 +204,7 @@ impl From<&InspectedRequest> for OverviewRow {
             raw_tokens: r.snapshot.raw_tokens.total,
             sent_tokens: r.snapshot.compacted_tokens.total,
             tools: r.snapshot.tools.len(),
+            tokens: r.snapshot.tokens.clone(),
         }
     }
 }
@@ -265,17 +279,32 @@ pub fn render_overview(reqs: &[InspectedRequest]) -> String {
     render_overview_rows(&reqs.iter().map(OverviewRow::from).collect::<Vec<_>>())
 }
 
-/// [`render_overview`] from overview rows.
+/// [`render_overview`] from overview rows. `raw tok` and `sent tok` are the chars/4
+/// estimates of the messages and instructions; `counted` is what was sent by the
+/// request's counter (named last), tool schemas included; `provider` and `out` are the
+/// prompt and completion tokens the provider reported, and `diff` provider minus counted.
 pub fn render_overview_rows(rows: &[OverviewRow]) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "{:>4}  {:>8}  {:>9}  {:>9}  {:>7}  {:>5}\n",
-        "req", "messages", "raw tok", "sent tok", "saved", "tools"
+        "{:>4}  {:>8}  {:>9}  {:>9}  {:>7}  {:>5}  {:>9}  {:>9}  {:>7}  {:>8}  {}\n",
+        "req",
+        "messages",
+        "raw tok",
+        "sent tok",
+        "saved",
+        "tools",
+        "counted",
+        "provider",
+        "out",
+        "diff",
+        "counter"
     ));
+    let dash = || "-".to_string();
     for r in rows {
         let saved = r.raw_tokens as i64 - r.sent_tokens as i64;
+        let t = r.tokens.as_ref();
         out.push_str(&format!(
-            "{:>4}  {:>8}  {:>9}  {:>9}  {:>7}  {:>5}{}\n",
+            "{:>4}  {:>8}  {:>9}  {:>9}  {:>7}  {:>5}  {:>9}  {:>9}  {:>7}  {:>8}  {}{}\n",
             r.number,
             r.messages,
             r.raw_tokens,
@@ -290,6 +319,13 @@ pub fn render_overview_rows(rows: &[OverviewRow]) -> String {
                 "-".into()
             },
             r.tools,
+            t.map_or_else(dash, |t| t.sent.to_string()),
+            t.and_then(|t| t.provider_prompt)
+                .map_or_else(dash, |n| n.to_string()),
+            t.and_then(|t| t.provider_completion)
+                .map_or_else(dash, |n| n.to_string()),
+            t.and_then(|t| t.difference).map_or_else(dash, signed),
+            t.map_or_else(dash, |t| t.counter.clone()),
             if r.recorded {
                 ""
             } else {
@@ -318,9 +354,15 @@ pub fn render_request(r: &InspectedRequest, width: usize) -> String {
     ));
     let saved = s.raw_tokens.total as i64 - s.compacted_tokens.total as i64;
     out.push_str(&format!(
-        "tokens: raw {} / sent {} / saved {saved}\n",
+        "tokens: raw {} / sent {} / saved {saved} (≈ chars/4 of messages and instructions)\n",
         s.raw_tokens.total, s.compacted_tokens.total
     ));
+    if let Some(t) = &s.tokens {
+        for line in token_lines(t) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
     let tools: Vec<&str> = s.tools.iter().map(|t| t.name.as_str()).collect();
     out.push_str(&format!(
         "tools: {}\n",

@@ -9,4 +9,5 @@ pub mod conversation;
 pub mod demo;
 pub mod explore;
 pub mod inspect;
+mod inspect_tokens;
 pub mod transcript;

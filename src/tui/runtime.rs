@@ -35,6 +35,8 @@ pub struct Services {
     pub picker: Picker,
     /// The sandbox worker executable for the analysis capability (default: this binary).
     pub sandbox_worker: Option<std::path::PathBuf>,
+    /// How the requests' tokens are counted (default: by the model's name).
+    pub counter: Option<crate::engine::tokens::SharedCounter>,
 }
 
 impl Services {
@@ -55,6 +57,7 @@ impl Services {
             eager,
             picker: Picker::halfblocks(),
             sandbox_worker: None,
+            counter: None,
         }
     }
 
@@ -82,6 +85,7 @@ impl Services {
     pub fn composer(&self) -> Composer {
         Composer::new(self.model.clone(), self.store.clone(), self.config.clone())
             .with_collections(self.collections.clone())
+            .with_counter(self.counter.clone())
     }
 }
 

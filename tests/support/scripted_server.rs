@@ -64,6 +64,8 @@ pub struct Reply {
     finish_reason: Option<String>,
     headers: Vec<(String, String)>,
     cut: Option<Cut>,
+    /// The `usage` reported (prompt, completion); default 11 and 7.
+    usage: (u64, u64),
 }
 
 /// How a streamed answer is cut short.
@@ -104,7 +106,14 @@ impl Reply {
             finish_reason: None,
             headers: Vec::new(),
             cut: None,
+            usage: (11, 7),
         }
+    }
+
+    /// Reports `prompt` and `completion` tokens in the answer's `usage`.
+    pub fn usage(mut self, prompt: u64, completion: u64) -> Self {
+        self.usage = (prompt, completion);
+        self
     }
 
     /// A text answer.
@@ -516,6 +525,7 @@ fn answer(shared: &Shared, reply: &Reply, stream: bool, serial: usize) -> Respon
                     &finish,
                     reply.chunk_chars,
                     serial,
+                    reply.usage,
                 );
                 sse_response(events, reply.chunk_delay, reply.cut)
             } else {
@@ -537,7 +547,8 @@ fn answer(shared: &Shared, reply: &Reply, stream: bool, serial: usize) -> Respon
                 axum::Json(json!({
                     "id": id, "object": "chat.completion", "created": 0, "model": model,
                     "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+                    "usage": {"prompt_tokens": reply.usage.0, "completion_tokens": reply.usage.1,
+                        "total_tokens": reply.usage.0 + reply.usage.1},
                 }))
                 .into_response()
             }
@@ -573,6 +584,7 @@ fn sse_answer(
     finish: &str,
     n: usize,
     serial: usize,
+    usage: (u64, u64),
 ) -> Vec<String> {
     let chunk = |delta: Value, finish: Value| {
         json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model,
@@ -609,7 +621,8 @@ fn sse_answer(
     events.push(chunk(json!({}), json!(finish)));
     events.push(
         json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}})
+            "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1,
+                "total_tokens": usage.0 + usage.1}})
         .to_string(),
     );
     events.push("[DONE]".to_string());

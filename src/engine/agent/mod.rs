@@ -46,6 +46,7 @@ use super::capability::{Capability, RunOutcomeView, ToolDef, ToolKind, ToolOutco
 use super::chat::{ChatModel, ModelError};
 use super::events::{OutputSummary, RequestSnapshot, RunUsage};
 use super::messages::{ModelMessage, ToolCallPart, UserContentValue};
+use super::tokens::SharedCounter;
 
 /// Name of the engine-owned tool that loads a deferred capability (reserved).
 pub use super::capability::LOAD_CAPABILITY_TOOL;
@@ -245,9 +246,17 @@ pub struct AgentBuilder {
     output_tools: Vec<ToolDef>,
     request_limit: Option<usize>,
     max_retries: u32,
+    counter: Option<SharedCounter>,
 }
 
 impl AgentBuilder {
+    /// The token counter of its requests (default: [`crate::engine::tokens::for_model`]
+    /// of the model's name).
+    pub fn token_counter(mut self, counter: SharedCounter) -> Self {
+        self.counter = Some(counter);
+        self
+    }
+
     /// Base instructions (joined with a blank line when called more than once).
     pub fn instructions(mut self, text: impl Into<String>) -> Self {
         self.instructions.push(text.into());
@@ -291,7 +300,11 @@ impl AgentBuilder {
                 return Err(AgentError::EmptyDeferredId);
             }
         }
+        let counter = self
+            .counter
+            .unwrap_or_else(|| super::tokens::for_model(self.model.model_name()));
         Ok(Agent {
+            counter,
             model: self.model,
             instructions: self.instructions.join("\n\n"),
             capabilities: self.capabilities,
@@ -305,6 +318,7 @@ impl AgentBuilder {
 /// An agent: a model, base instructions, capabilities and output tools.
 pub struct Agent {
     model: Arc<dyn ChatModel>,
+    counter: SharedCounter,
     instructions: String,
     capabilities: Vec<Arc<dyn Capability>>,
     output_tools: Vec<ToolDef>,
@@ -339,6 +353,7 @@ impl Agent {
             output_tools: Vec::new(),
             request_limit: Some(50),
             max_retries: 3,
+            counter: None,
         }
     }
 

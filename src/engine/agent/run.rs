@@ -17,6 +17,7 @@ use crate::engine::messages::{
     CAPABILITY_LOAD_TOOL_KIND, ModelMessage, ModelRequest, ModelRequestPart, ModelResponse,
     ModelResponsePart, UserContentValue, UserPromptPart,
 };
+use crate::engine::tokens::{ESTIMATE_NAME, TokenReport};
 
 /// Per-run bookkeeping that is not part of the hook context.
 pub(super) struct Loop<'e> {
@@ -321,11 +322,31 @@ impl Agent {
                 None => unreachable!("every slot is filled between hooks"),
             }
         }
+        let raw_tokens = TokenCounts::estimate(&instructions, &ctx.messages);
+        let compacted_tokens = TokenCounts::estimate(&instructions, &outgoing);
+        // The estimate's figures are those just made, with the tool schemas.
+        let tokens = if self.counter.name() == ESTIMATE_NAME {
+            TokenReport::estimated(
+                raw_tokens.instructions,
+                raw_tokens.total,
+                compacted_tokens.total,
+                &tools,
+            )
+        } else {
+            TokenReport::count(
+                self.counter.as_ref(),
+                &instructions,
+                &tools,
+                &ctx.messages,
+                &outgoing,
+            )
+        };
         let snapshot = RequestSnapshot {
             run_id: ctx.run_id.clone(),
             request,
-            raw_tokens: TokenCounts::estimate(&instructions, &ctx.messages),
-            compacted_tokens: TokenCounts::estimate(&instructions, &outgoing),
+            raw_tokens,
+            compacted_tokens,
+            tokens: Some(tokens),
             raw: ctx.messages.clone(),
             compacted: outgoing.clone(),
             tools: tools.clone(),
@@ -374,6 +395,14 @@ impl Agent {
         }
         lp.usage.requests += 1;
         lp.usage.tokens.add(&response.usage);
+        if let Some(tokens) = lp.snapshots.last_mut().and_then(|s| s.tokens.as_mut()) {
+            tokens.set_usage(&response.usage);
+            lp.events.emit(CoreEvent::ResponseReceived {
+                run_id: ctx.run_id.clone(),
+                request,
+                tokens: tokens.clone(),
+            });
+        }
         ctx.messages.push(ModelMessage::Response(response.clone()));
 
         // e. after_model_request, reverse order

@@ -24,6 +24,7 @@ use crate::engine::capability::ToolDef;
 use crate::engine::chat::{estimate_message_tokens, estimate_tokens};
 use crate::engine::events::{RequestSnapshot, TokenCounts};
 use crate::engine::messages::ModelMessage;
+use crate::engine::tokens::TokenReport;
 
 mod edit;
 mod read;
@@ -83,6 +84,9 @@ pub struct LinearRequest {
     /// The sent estimate, only when it is not the recomputed one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_tokens: Option<TokenCounts>,
+    /// The counted and provider-reported figures (a few numbers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenReport>,
 }
 
 pub(super) fn is_zero(n: &usize) -> bool {
@@ -363,6 +367,7 @@ impl Encoder {
             tools: index_of(&mut tables.tool_sets, &snap.tools),
             raw_tokens: None,
             sent_tokens: None,
+            tokens: snap.tokens.clone(),
         };
         self.list.apply(index, &r);
         // The estimates are recomputed when read; kept only if the recorded ones differ.

@@ -48,6 +48,7 @@ fn build(
             .clone()
             .unwrap_or_else(|| TokenCounts::estimate(&instructions, &compacted)),
         tools: tables.tool_sets.get(r.tools).cloned().unwrap_or_default(),
+        tokens: r.tokens.clone(),
         instructions,
         raw,
         compacted,

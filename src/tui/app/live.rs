@@ -107,6 +107,16 @@ impl App {
                 live.turn.answer.clear();
                 self.bump();
             }
+            CoreEvent::ResponseReceived {
+                request, tokens, ..
+            } => {
+                if let Some(s) = live.requests.iter_mut().rfind(|s| s.request == request) {
+                    s.tokens = Some(tokens);
+                }
+                // The request's header changed: its inspector lines are drawn again.
+                *self.inspector_cache.borrow_mut() = None;
+                self.dirty = true;
+            }
             CoreEvent::ResponseRestarted { request, .. } => {
                 // The broken-off stream is asked for again: what it showed is void.
                 live.turn.answer.clear();

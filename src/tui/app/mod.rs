@@ -310,6 +310,20 @@ impl App {
         }
     }
 
+    /// Token figures summed over the session's requests and the running question's.
+    pub fn token_totals(&self) -> crate::engine::tokens::TokenTotals {
+        let mut t = crate::engine::tokens::TokenTotals::default();
+        let committed = self.session.groundwork.requests.iter().map(|r| &r.tokens);
+        let live = self
+            .live
+            .iter()
+            .flat_map(|l| l.requests.iter().map(|s| &s.tokens));
+        for k in committed.chain(live).flatten() {
+            t.add(k);
+        }
+        t
+    }
+
     /// The ledger rows the filter lets through, with their index in the transcript.
     pub fn visible_ledger(&self) -> Vec<usize> {
         self.transcript

@@ -9,6 +9,7 @@ use ratatui::widgets::Paragraph;
 
 use super::{pane_block, title};
 use crate::engine::events::RequestSnapshot;
+use crate::engine::tokens::{TokenReport, signed, thousands};
 use crate::host::inspect::{PartMark, align, unified_diff};
 use crate::tui::app::{App, Pane};
 use crate::tui::theme::Theme;
@@ -50,6 +51,27 @@ fn part_lines(t: &Theme, text: &str, width: u16, max: usize, capsule: bool) -> V
     out
 }
 
+/// What the provider reported for a request beside the counted figure.
+fn provider_line(t: &Theme, k: &TokenReport) -> Line<'static> {
+    match (k.provider_prompt, k.provider_completion, k.difference) {
+        (Some(p), Some(c), Some(d)) => Line::from(vec![
+            Span::styled("provider ", t.dim),
+            Span::styled(format!("{} in", thousands(p)), t.text),
+            Span::styled(" · ", t.dim),
+            Span::styled(format!("{} out", thousands(c)), t.text),
+            Span::styled(
+                format!(
+                    "  diff {} ({:+.0}%) vs counted",
+                    signed(d),
+                    k.difference_pct().unwrap_or(0.0)
+                ),
+                t.dim,
+            ),
+        ]),
+        _ => Line::styled("provider: no usage reported (yet)", t.dim),
+    }
+}
+
 /// The header of a request: numbers, tokens and saving, tools, instructions.
 fn header(
     app: &App,
@@ -60,8 +82,12 @@ fn header(
     width: u16,
 ) -> Vec<Line<'static>> {
     let t = &app.theme;
-    let raw = s.raw_tokens.total;
-    let sent = s.compacted_tokens.total;
+    // The counted figures (instructions and tool schemas included) when the request was
+    // counted; the chars/4 estimate of messages and instructions otherwise.
+    let (raw, sent, counter) = match &s.tokens {
+        Some(k) => (k.raw, k.sent, format!(" tok ({})", k.counter)),
+        None => (s.raw_tokens.total, s.compacted_tokens.total, String::new()),
+    };
     let saved = raw as i64 - sent as i64;
     let pct = if raw > 0 {
         saved as f64 * 100.0 / raw as f64
@@ -82,11 +108,12 @@ fn header(
     if recorded {
         lines.push(Line::from(vec![
             Span::styled("tokens ", t.dim),
-            Span::styled(format!("raw {raw}"), t.text),
+            Span::styled(format!("raw {}", thousands(raw as u64)), t.text),
             Span::styled(" → ", t.dim),
-            Span::styled(format!("sent {sent}"), t.text),
+            Span::styled(format!("sent {}", thousands(sent as u64)), t.text),
+            Span::styled(counter, t.dim),
             Span::styled(
-                format!("  saved {saved} ({pct:.0}%)"),
+                format!("  saved {} ({pct:.0}%)", thousands_signed(saved)),
                 if saved > 0 { t.ok } else { t.dim },
             ),
         ]));
@@ -96,9 +123,16 @@ fn header(
             t.ungrounded,
         ));
     }
+    if let Some(k) = &s.tokens {
+        lines.push(provider_line(t, k));
+    }
     let tools: Vec<&str> = s.tools.iter().map(|x| x.name.as_str()).collect();
+    let tools_label = match &s.tokens {
+        Some(k) if !tools.is_empty() => format!("tools ({} tok) ", thousands(k.tools as u64)),
+        _ => "tools ".to_string(),
+    };
     lines.push(Line::from(vec![
-        Span::styled("tools ", t.dim),
+        Span::styled(tools_label, t.dim),
         Span::styled(
             truncate(
                 &if tools.is_empty() {
@@ -118,7 +152,12 @@ fn header(
         .unwrap_or("-");
     lines.push(Line::from(vec![
         Span::styled(
-            format!("instructions ({} tok) ", s.compacted_tokens.instructions),
+            format!(
+                "instructions ({} tok) ",
+                s.tokens
+                    .as_ref()
+                    .map_or(s.compacted_tokens.instructions, |k| k.instructions)
+            ),
             t.dim,
         ),
         Span::styled(truncate(first, (width as usize).saturating_sub(22)), t.text),
@@ -309,7 +348,8 @@ pub fn lines(app: &App, width: u16) -> Vec<Line<'static>> {
     out
 }
 
-/// [`lines`], cached: a request's snapshot never changes once recorded.
+/// [`lines`], cached: a request's snapshot never changes once recorded (its provider
+/// figures arrive with its response, which clears the cache).
 pub fn cached_lines(app: &App, width: u16) -> std::rc::Rc<Vec<Line<'static>>> {
     let Some(i) = app.selected_request() else {
         return std::rc::Rc::new(lines(app, width));
@@ -350,4 +390,13 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     );
     let block = pane_block(app, Pane::Inspector, title(app, Pane::Inspector, hint));
     frame.render_widget(Paragraph::new(visible).block(block), area);
+}
+
+/// `saved` with thousands separators, a minus when negative.
+fn thousands_signed(n: i64) -> String {
+    if n < 0 {
+        format!("-{}", thousands(n.unsigned_abs()))
+    } else {
+        thousands(n as u64)
+    }
 }

@@ -6,6 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::{pane_block, title};
+use crate::engine::tokens::{TokenTotals, signed, thousands};
 use crate::host::transcript::CitationStatus;
 use crate::tui::app::{App, Pane};
 use crate::tui::keymap::Action;
@@ -19,6 +20,41 @@ fn status_cell(app: &App, s: CitationStatus) -> Cell<'static> {
         CitationStatus::Missing => ("missing", t.missing),
     };
     Cell::from(Span::styled(label, style))
+}
+
+/// The session's token totals: what the provider reported, the counted figure (by
+/// which counter) and the difference; a shorter form when `width` is narrow.
+fn totals_text(k: &TokenTotals, width: usize) -> String {
+    let counted = format!("counted {} ({})", thousands(k.sent as u64), k.counter);
+    let Some(d) = k.difference() else {
+        return format!(
+            "tokens: {counted} in {} requests · provider: no usage reported",
+            k.requests
+        );
+    };
+    let pct = if k.sent_reported > 0 {
+        d as f64 * 100.0 / k.sent_reported as f64
+    } else {
+        0.0
+    };
+    let partly = if k.reported < k.requests {
+        format!(" ({} of {} requests reported)", k.reported, k.requests)
+    } else {
+        String::new()
+    };
+    let (p, c) = (
+        thousands(k.provider_prompt),
+        thousands(k.provider_completion),
+    );
+    let long = format!(
+        "tokens: provider {p} in / {c} out · {counted} · diff {} ({pct:+.0}%) in {} requests{partly}",
+        signed(d),
+        k.requests
+    );
+    if long.chars().count() <= width {
+        return long;
+    }
+    format!("tok {p} in/{c} out · {counted} · {}", signed(d))
 }
 
 pub fn render(app: &App, frame: &mut Frame, area: Rect) {
@@ -35,8 +71,24 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         )
     };
     let block = pane_block(app, Pane::Ledger, title(app, Pane::Ledger, extra));
-    let inner = block.inner(area);
+    let mut inner = block.inner(area);
     frame.render_widget(block, area);
+    let totals = app.token_totals();
+    if totals.requests > 0 && inner.height > 1 {
+        let [line, rest] =
+            Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
+        frame.render_widget(
+            Paragraph::new(Line::styled(
+                truncate(
+                    &totals_text(&totals, line.width as usize),
+                    line.width as usize,
+                ),
+                t.dim,
+            )),
+            line,
+        );
+        inner = rest;
+    }
     if rows_idx.is_empty() {
         let msg = if total == 0 && app.live.is_some() {
             "No answered questions yet; the running one's row comes when it ends."

@@ -5,6 +5,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
+use crate::engine::tokens::{signed, thousands};
 use crate::tui::app::{App, Pane};
 use crate::tui::keymap::Action;
 use crate::tui::wrap::{truncate, truncate_middle, truncate_start, width};
@@ -284,12 +285,28 @@ pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
         .or(app.request_count().checked_sub(1))
         && let Some((_, s)) = app.request_at(i)
     {
-        fields[REQ].body = format!(
-            "req {} tok {}→{}",
-            i + 1,
-            s.raw_tokens.total,
-            s.compacted_tokens.total
-        );
+        fields[REQ].body = match &s.tokens {
+            // Counted (with its counter) beside what the provider reported.
+            Some(k) => {
+                let mut body = format!(
+                    "req {} tok {}→{} ({})",
+                    i + 1,
+                    thousands(k.raw as u64),
+                    thousands(k.sent as u64),
+                    k.counter
+                );
+                if let (Some(p), Some(d)) = (k.provider_prompt, k.difference) {
+                    body.push_str(&format!(" provider {} ({})", thousands(p), signed(d)));
+                }
+                body
+            }
+            None => format!(
+                "req {} tok {}→{}",
+                i + 1,
+                s.raw_tokens.total,
+                s.compacted_tokens.total
+            ),
+        };
     }
     fields[REQ].width = width(&fields[REQ].body);
     fields[REQ].shown = !fields[REQ].body.is_empty();
