@@ -6,6 +6,7 @@ pub mod images;
 pub mod inspector;
 pub mod ledger;
 pub mod popups;
+pub mod review;
 pub mod status;
 
 use ratatui::Frame;
@@ -68,6 +69,10 @@ pub fn layout(app: &App, area: Rect) -> (Rect, Areas, Rect, Option<Rect>) {
 
 /// Draws the whole app. Call `layout` first and store its areas in the app.
 pub fn render(app: &App, frame: &mut Frame) {
+    if app.review.as_ref().is_some_and(|r| r.showing_table) {
+        review::render(app, frame);
+        return;
+    }
     let (header, areas, status_area, zoomed) = layout(app, frame.area());
     status::header(app, frame, header, zoomed.is_some());
     if areas.conversation.area() > 0 {
@@ -85,6 +90,7 @@ pub fn render(app: &App, frame: &mut Frame) {
     status::input(app, frame, areas.input);
     status::status_bar(app, frame, status_area);
     popups::render(app, frame);
+    review::note(app, frame);
     // The theme's colours assume its own background: paint it wherever none is set.
     app.theme.paint_base(frame.buffer_mut());
 }
