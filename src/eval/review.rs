@@ -231,7 +231,13 @@ pub fn rewrite_report(dir: &Path) -> Result<(), EvalError> {
         .collect();
     let (_, records) = Journal::open(&dir.join("results.jsonl")).map_err(err)?;
     let reviews = results::load_reviews(&dir.join("reviews.jsonl")).map_err(err)?;
-    let report = report::build(&entries, &names, &results::latest(records), &reviews);
+    let mut report = report::build(&entries, &names, &results::latest(records), &reviews);
+    // The folder names only the questions run so far; the last run's report knows the set.
+    let before = std::fs::read(dir.join("report.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["questions"].as_u64());
+    report.questions = report.questions.max(before.unwrap_or(0) as usize);
     report::write(dir, &report).map(drop)
 }
 
