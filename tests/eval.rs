@@ -202,10 +202,16 @@ async fn the_policy_arm_turns_uncited_answers_into_declarations_and_the_report_c
     );
     assert_eq!(report["arms"][1]["reviews"]["supported"], 1);
 
-    // The workbench does not review experiments yet, and says what to do instead.
+    // The workbench reviews experiments (tests/tui_review.rs); without a terminal it says
+    // so in one line, and a folder that is not an experiment is named.
     let o = home.run(&["open", "exp"]).await;
     assert!(!o.status.success());
-    assert!(err(&o).contains("exp is an experiment"), "{}", err(&o));
+    assert!(err(&o).contains("needs a terminal"), "{}", err(&o));
+    std::fs::create_dir_all(home.path("half")).unwrap();
+    std::fs::write(home.path("half/results.jsonl"), "").unwrap();
+    let o = home.run(&["open", "half"]).await;
+    assert!(err(&o).contains("half is not an experiment"), "{}", err(&o));
+    assert_eq!(err(&o).trim().lines().count(), 1, "{}", err(&o));
 
     // The same arm name with other flags is refused, and nothing is run.
     let o = home

@@ -98,13 +98,13 @@ pub enum Command {
     /// Run a question set through arms (ask's flags) headless and report them side by side.
     Eval(EvalArgs),
     /// Open a saved session in the workbench (Groundwork's or a haiku.rag host's; `demo`
-    /// opens the scripted demo session).
+    /// opens the scripted demo session), or review an experiment folder of `eval`.
     Open(OpenArgs),
 }
 
 #[derive(Debug, Args, Default)]
 pub struct OpenArgs {
-    /// A session file, or `demo`.
+    /// A session file, `demo`, or an experiment folder (`groundwork eval --out DIR`).
     #[arg(id = "session_file", value_name = "SESSION")]
     pub session: String,
     /// Evidence capability for new questions (repeatable): rag (default) or analysis.

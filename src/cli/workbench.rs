@@ -30,12 +30,7 @@ pub(super) async fn workbench(
         && dir.is_dir()
     {
         if dir.join("results.jsonl").exists() {
-            bail!(
-                "{} is an experiment: the workbench cannot review experiments yet; read {} and open one question's session with `groundwork open {}`",
-                dir.display(),
-                dir.join("report.md").display(),
-                dir.join("sessions/ARM/ID.json").display()
-            );
+            return review(ctx, dir).await;
         }
         bail!("{} is a folder, not a session file", dir.display());
     }
@@ -139,6 +134,40 @@ pub(super) async fn workbench(
     )
     .with_collections(collections);
     services.counter = Some(counter);
+    tui::run(app, services).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `groundwork open DIR` on an experiment: its review table, read-only (no model; the
+/// store, when it opens, serves the ledger's chunks and the page images).
+async fn review(ctx: &CmdContext, dir: &std::path::Path) -> Result<ExitCode> {
+    use crate::tui;
+    let table = crate::eval::ReviewTable::load(dir).map_err(|e| anyhow::anyhow!(e.0))?;
+    tui::require_terminal()?;
+    let config_path = ctx.config.path.clone().unwrap_or_default();
+    let keymap = tui::keymap_from_config(&ctx.config.tui, &config_path)?;
+    let store = match ctx.open_store().await {
+        Ok(s) => Some(std::sync::Arc::new(s)),
+        Err(e) => {
+            eprintln!("warning: {e:#}; the sessions open without their chunks and images");
+            None
+        }
+    };
+    let host = tui::app::HostInfo {
+        db: ctx.db.clone(),
+        model: "none (reviewing)".into(),
+        model_ready: false,
+        model_help: "reviewing an experiment is read-only: no questions are asked".into(),
+        capabilities: Vec::new(),
+        max_searches: ctx.config.app.qa.max_searches,
+        max_executions: ctx.config.app.analysis.max_executions,
+        collections: Vec::new(),
+    };
+    let app = tui::app::App::new(crate::session::Session::new(String::new()), None, host)
+        .with_keymap(keymap)
+        .with_theme(ctx.config.tui.theme)
+        .with_review(table);
+    let services = tui::Services::new(store, None, ctx.config.app.clone(), Vec::new(), false);
     tui::run(app, services).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -206,6 +206,19 @@ pub fn build(
     }
 }
 
+/// Writes `report.json` and `report.md` into `out` (atomically); returns the Markdown.
+pub fn write(out: &std::path::Path, report: &Report) -> Result<String, super::EvalError> {
+    let err = |e: String| super::EvalError(e);
+    let markdown = to_markdown(report);
+    let json = serde_json::to_string_pretty(report).map_err(|e| err(e.to_string()))?;
+    for (name, text) in [("report.json", json.as_str()), ("report.md", &markdown)] {
+        let path = out.join(name);
+        crate::session::write_atomic(&path, text.as_bytes())
+            .map_err(|e| err(format!("cannot write {}: {e}", path.display())))?;
+    }
+    Ok(markdown)
+}
+
 /// Markdown-safe table cell text on one line.
 fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace(['\n', '\r'], " ")

@@ -7,6 +7,8 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use super::questions::Entry;
+use super::report;
 use super::results::{self, Journal, MARKS, Review};
 use super::run::EvalError;
 
@@ -140,6 +142,17 @@ impl ReviewTable {
             .filter(move |(_, r)| filter.keeps(r))
     }
 
+    /// Shows `review` (saved with [`save_mark`]) in the table.
+    pub fn apply(&mut self, review: &Review) {
+        let Some(arm) = self.arms.iter().position(|a| a == &review.arm) else {
+            return;
+        };
+        if let Some(row) = self.rows.iter_mut().find(|r| r.id == review.id) {
+            row.cells[arm].mark = Some(review.mark.clone());
+            row.cells[arm].note = review.note.clone();
+        }
+    }
+
     /// Marks row `row`'s answer in arm `arm` (one of [`MARKS`]), saving it first.
     pub fn mark(
         &mut self,
@@ -163,20 +176,69 @@ impl ReviewTable {
             mark: mark.to_string(),
             note: note.clone(),
         };
-        let path = self.dir.join("reviews.jsonl");
-        let mut line = serde_json::to_vec(&review).map_err(err)?;
-        line.push(b'\n');
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(&line).and_then(|()| f.sync_data()))
-            .map_err(|e| err(format!("cannot save the mark to {}: {e}", path.display())))?;
+        save_mark(&self.dir, &review)?;
         let cell = &mut self.rows[row].cells[arm];
         cell.mark = Some(mark.to_string());
         cell.note = note;
         Ok(())
     }
+}
+
+/// Appends `review` to `dir/reviews.jsonl` as one line, synced before it returns.
+pub fn save_mark(dir: &Path, review: &Review) -> Result<(), EvalError> {
+    if !MARKS.contains(&review.mark.as_str()) {
+        return Err(err(format!(
+            "unknown mark `{}` ({})",
+            review.mark,
+            MARKS.join(", ")
+        )));
+    }
+    let path = dir.join("reviews.jsonl");
+    let mut line = serde_json::to_vec(review).map_err(err)?;
+    line.push(b'\n');
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(&line).and_then(|()| f.sync_data()))
+        .map_err(|e| err(format!("cannot save the mark to {}: {e}", path.display())))
+}
+
+/// Writes `report.json` and `report.md` of `dir` again from its files (arms, results and
+/// reviews), so that they count the marks given since the run.
+pub fn rewrite_report(dir: &Path) -> Result<(), EvalError> {
+    let table = ReviewTable::load(dir)?;
+    let arms_path = dir.join("arms.json");
+    let flags: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&arms_path).map_err(err)?).map_err(err)?;
+    let names: Vec<(String, String)> = table
+        .arms
+        .iter()
+        .map(|a| {
+            let f = flags.get(a).and_then(|v| v.as_str()).unwrap_or_default();
+            (a.clone(), f.to_string())
+        })
+        .collect();
+    let entries: Vec<Entry> = table
+        .rows
+        .iter()
+        .map(|r| Entry {
+            id: r.id.clone(),
+            label: r.label.clone(),
+            expect: None,
+            turns: vec![r.question.clone()],
+        })
+        .collect();
+    let (_, records) = Journal::open(&dir.join("results.jsonl")).map_err(err)?;
+    let reviews = results::load_reviews(&dir.join("reviews.jsonl")).map_err(err)?;
+    let mut report = report::build(&entries, &names, &results::latest(records), &reviews);
+    // The folder names only the questions run so far; the last run's report knows the set.
+    let before = std::fs::read(dir.join("report.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["questions"].as_u64());
+    report.questions = report.questions.max(before.unwrap_or(0) as usize);
+    report::write(dir, &report).map(drop)
 }
 
 #[cfg(test)]

@@ -212,16 +212,7 @@ pub async fn run(
         .map(|a| (a.name.clone(), a.settings.describe()))
         .collect();
     let report = report::build(&entries, &names, &latest, &reviews);
-    let report_markdown = report::to_markdown(&report);
-    let json = serde_json::to_string_pretty(&report).map_err(err)?;
-    for (name, text) in [
-        ("report.json", json.as_str()),
-        ("report.md", &report_markdown),
-    ] {
-        let path = out.join(name);
-        crate::session::write_atomic(&path, text.as_bytes())
-            .map_err(|e| err(format!("cannot write {}: {e}", path.display())))?;
-    }
+    let report_markdown = report::write(&out, &report)?;
     Ok(Summary {
         ran,
         skipped,

@@ -127,6 +127,7 @@ pub async fn run(mut app: App, mut services: Services) -> Result<()> {
     drop(guard);
     // A long session's journal is folded into its file on the way out.
     if let Some(path) = &app.session_path
+        && !app.read_only
         && let Err(e) = app.session.fold_journal(path)
     {
         eprintln!("note: {e}");

@@ -301,6 +301,22 @@ fn execute(
                 let _ = tx.send(Msg::ImageAttached { path, result });
             });
         }
+        Effect::SaveMark { dir, review } => {
+            let tx = msg_tx.clone();
+            tokio::task::spawn_blocking(move || {
+                let result = crate::eval::review::save_mark(&dir, &review)
+                    .map_err(|e| e.0)
+                    .and_then(|()| {
+                        crate::eval::review::rewrite_report(&dir).map_err(|e| {
+                            format!(
+                                "the mark is saved, but the report was not rewritten: {}",
+                                e.0
+                            )
+                        })
+                    });
+                let _ = tx.send(Msg::MarkSaved(result.map(|()| review)));
+            });
+        }
         Effect::LoadImages {
             generation,
             target,

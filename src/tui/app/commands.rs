@@ -51,6 +51,10 @@ impl App {
 
     pub(super) fn on_action(&mut self, action: Action) -> Vec<Effect> {
         match action {
+            Action::NewSession | Action::SaveAs if self.read_only => {
+                self.notice = Some("read-only: reviewing never changes or saves a session".into());
+                Vec::new()
+            }
             Action::Quit | Action::QuitPane => {
                 self.quit = true;
                 vec![Effect::Quit]

@@ -134,6 +134,11 @@ impl App {
             ));
             return Vec::new();
         }
+        if self.read_only {
+            self.notice =
+                Some("read-only: reviewing never asks questions or changes the session".into());
+            return Vec::new();
+        }
         if !self.host.model_ready {
             self.error = Some(self.host.model_help.clone());
             return Vec::new();

@@ -22,6 +22,7 @@ mod msg;
 mod navigation;
 pub mod paths;
 mod popups;
+mod review;
 
 use std::path::PathBuf;
 
@@ -50,6 +51,7 @@ pub use navigation::{
 };
 pub use paths::attach_image;
 pub use popups::{PathPurpose, Popup};
+pub use review::{MARK_KEYS, ReviewState};
 
 /// The panes, in `Tab` order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -159,6 +161,10 @@ pub struct App {
     pub wrap_cache: std::cell::RefCell<Option<WrapCache>>,
     /// The inspector's lines for (request, width, diff, theme); snapshots never change.
     pub inspector_cache: std::cell::RefCell<Option<InspectorCache>>,
+    /// Questions cannot be asked and the session is never saved (reviewing).
+    pub read_only: bool,
+    /// The experiment under review (`groundwork open DIR`).
+    pub review: Option<ReviewState>,
 }
 
 impl App {
@@ -203,6 +209,8 @@ impl App {
                 .unwrap_or_default(),
             wrap_cache: std::cell::RefCell::new(None),
             inspector_cache: std::cell::RefCell::new(None),
+            read_only: false,
+            review: None,
         };
         app.rebuild();
         app
@@ -347,6 +355,19 @@ impl App {
     /// One message in, the effects to carry out out.
     pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
         self.dirty = true;
+        let msg = match self.on_review(msg) {
+            Ok(effects) => return effects,
+            Err(msg) => msg,
+        };
+        let mut effects = self.update_panes(msg);
+        if self.read_only {
+            // Reviewing never writes the session it shows.
+            effects.retain(|e| !matches!(e, Effect::Save(_) | Effect::Ask { .. }));
+        }
+        effects
+    }
+
+    fn update_panes(&mut self, msg: Msg) -> Vec<Effect> {
         match msg {
             Msg::Key(k) if k.kind == KeyEventKind::Press || k.kind == KeyEventKind::Repeat => {
                 self.on_key(k)
@@ -434,6 +455,7 @@ impl App {
                 self.error = Some(e);
                 Vec::new()
             }
+            Msg::MarkSaved(_) => Vec::new(),
         }
     }
 

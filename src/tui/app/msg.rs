@@ -64,6 +64,8 @@ pub enum Msg {
         path: PathBuf,
         result: Result<BinaryContent, String>,
     },
+    /// A review mark was saved in the experiment's folder (and its report rewritten).
+    MarkSaved(Result<crate::eval::results::Review, String>),
     /// Something the loop did (saved, exported), for the status line.
     Notice(String),
     /// Something the loop failed to do.
@@ -114,6 +116,12 @@ pub enum Effect {
     },
     /// Read an image file, check it decodes and re-encode it (`Msg::ImageAttached`).
     AttachImage(PathBuf),
+    /// Append a review mark to `dir/reviews.jsonl` and rewrite the report
+    /// (`Msg::MarkSaved`).
+    SaveMark {
+        dir: PathBuf,
+        review: crate::eval::results::Review,
+    },
     Quit,
 }
 

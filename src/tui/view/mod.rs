@@ -8,6 +8,7 @@ pub mod images;
 pub mod inspector;
 pub mod ledger;
 pub mod popups;
+pub mod review;
 pub mod status;
 
 use ratatui::Frame;
@@ -70,6 +71,10 @@ pub fn layout(app: &App, area: Rect) -> (Rect, Areas, Rect, Option<Rect>) {
 
 /// Draws the whole app. Call `layout` first and store its areas in the app.
 pub fn render(app: &App, frame: &mut Frame) {
+    if app.review.as_ref().is_some_and(|r| r.showing_table) {
+        review::render(app, frame);
+        return;
+    }
     if let Some(ex) = &app.explorer {
         explorer::render(app, ex, frame);
         popups::render(app, frame);
@@ -93,6 +98,7 @@ pub fn render(app: &App, frame: &mut Frame) {
     status::input(app, frame, areas.input);
     status::status_bar(app, frame, status_area);
     popups::render(app, frame);
+    review::note(app, frame);
     // The theme's colours assume its own background: paint it wherever none is set.
     app.theme.paint_base(frame.buffer_mut());
 }
