@@ -7,5 +7,6 @@ pub mod ask;
 pub mod compose;
 pub mod conversation;
 pub mod demo;
+pub mod grounding;
 pub mod inspect;
 pub mod transcript;

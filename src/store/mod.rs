@@ -21,6 +21,7 @@ mod arrow_util;
 pub mod docling;
 pub mod expand;
 pub mod format;
+pub mod grounding;
 mod indexes;
 mod open;
 mod pages;

@@ -18,7 +18,7 @@ use crate::session::Session;
 use crate::store::Store;
 
 use super::app::{self, App, Effect, Msg};
-use super::images::load_images;
+use super::images::{load_grounding, load_images};
 
 /// What the effects need: the store, the model, the configuration and the image picker.
 #[derive(Clone)]
@@ -301,6 +301,16 @@ fn execute(
             let store = services.store.clone();
             let picker = services.picker.clone();
             tokio::spawn(load_images(store, picker, generation, target, size, tx));
+        }
+        Effect::LoadGrounding {
+            generation,
+            chunk_id,
+            size,
+        } => {
+            let tx = msg_tx.clone();
+            let store = services.store.clone();
+            let picker = services.picker.clone();
+            tokio::spawn(load_grounding(store, picker, generation, chunk_id, size, tx));
         }
     }
 }

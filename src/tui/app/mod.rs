@@ -14,6 +14,7 @@
 //! filesystem work of path completion and attachments, which the Runtime runs).
 
 mod commands;
+mod grounding;
 mod input;
 mod live;
 mod msg;
@@ -37,6 +38,10 @@ use super::background::Background;
 use super::keymap::Keymap;
 use super::theme::{Theme, ThemeName};
 
+pub use grounding::{
+    GroundingPage, GroundingPages, GroundingSlot, GroundingState, GroundingTarget, GroundingView,
+    grounding_cells,
+};
 pub use input::build_prompt;
 use input::new_input;
 pub use live::{Ended, LiveRun, Phase};
@@ -121,6 +126,8 @@ pub struct App {
     pub inspector: InspectorView,
     pub ledger: LedgerView,
     pub images: ImagesView,
+    /// The visual grounding view (covers the screen when open).
+    pub grounding: GroundingSlot,
     pub popup: Option<Popup>,
     pub notice: Option<String>,
     /// The latest search's reranker failure (cleared by a search it reranked).
@@ -172,6 +179,7 @@ impl App {
             inspector: InspectorView::default(),
             ledger: LedgerView::default(),
             images: ImagesView::default(),
+            grounding: GroundingSlot::default(),
             popup: None,
             notice: None,
             rerank_warning: None,
@@ -340,7 +348,11 @@ impl App {
                 }
                 Vec::new()
             }
-            Msg::Resize => self.refresh_images(),
+            Msg::Resize => {
+                let mut effects = self.refresh_images();
+                effects.extend(self.refresh_grounding());
+                effects
+            }
             Msg::Tick => {
                 self.spinner = self.spinner.wrapping_add(1);
                 Vec::new()
@@ -363,6 +375,10 @@ impl App {
                 result,
             } => {
                 self.image_ready(generation, index, result);
+                Vec::new()
+            }
+            Msg::GroundingReady { generation, result } => {
+                self.grounding_ready(generation, result);
                 Vec::new()
             }
             Msg::ChunkText { chunk_id, text } => {

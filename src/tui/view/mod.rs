@@ -2,6 +2,7 @@
 //! wrap cache and nothing the app depends on; layout rectangles come from `layout`.
 
 pub mod conversation;
+pub mod grounding;
 pub mod images;
 pub mod inspector;
 pub mod ledger;
@@ -85,6 +86,9 @@ pub fn render(app: &App, frame: &mut Frame) {
     status::input(app, frame, areas.input);
     status::status_bar(app, frame, status_area);
     popups::render(app, frame);
+    if app.grounding.view.is_some() {
+        grounding::render(app, frame, frame.area());
+    }
     // The theme's colours assume its own background: paint it wherever none is set.
     app.theme.paint_base(frame.buffer_mut());
 }
