@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashSet};
 use image::RgbaImage;
 
 use crate::store::Store;
-use crate::store::grounding::{ProvBox, Role, draw_outlines, item_boxes, page_sizes, whole_page};
+use crate::store::grounding::{ProvBox, Role, draw_outlines, item_boxes, whole_page};
 use crate::store::search::result_from_chunk;
 
 /// haiku.rag's words when a document has no page images (title, then detail).
@@ -45,7 +45,7 @@ pub enum GroundingError {
     #[error("{NO_PAGE_IMAGES}: {NO_PAGE_IMAGES_DETAIL}")]
     NoPageImages,
     #[error(
-        "the items of this evidence carry no boxes on their pages (positions are kept for PDF items only)"
+        "no boxes: the items of this evidence have no positions on their pages (only PDF items do)"
     )]
     NoBoxes,
     #[error("cannot read the knowledge base: {0}")]
@@ -98,7 +98,10 @@ pub async fn ground_refs(
         .await
         .map_err(store_err)?
         .ok_or(GroundingError::NoBoxes)?;
-    let sizes = page_sizes(&docling);
+    let sizes = store
+        .page_sizes(document_id, Some(&docling))
+        .await
+        .map_err(store_err)?;
     let matched_set: HashSet<&str> = matched.iter().map(String::as_str).collect();
     let mut boxes: BTreeMap<i64, Vec<(Role, ProvBox)>> = BTreeMap::new();
     let roles = matched.iter().map(|r| (Role::Matched, r)).chain(

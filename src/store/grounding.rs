@@ -15,6 +15,7 @@ use lancedb::query::{ExecutableQuery, QueryBase, Select};
 use serde_json::Value;
 
 use super::arrow_util::{binaries, sql_str};
+use super::pages::decode_page_sizes;
 use super::{Result, Store, StoreError, collect};
 
 /// Where a box's y axis starts.
@@ -123,7 +124,10 @@ pub fn draw_outlines(
             continue;
         };
         for i in 0..lw {
-            let (rw, rh) = ((x1 - x0).saturating_sub(2 * i), (y1 - y0).saturating_sub(2 * i));
+            let (rw, rh) = (
+                (x1 - x0).saturating_sub(2 * i),
+                (y1 - y0).saturating_sub(2 * i),
+            );
             if rw == 0 || rh == 0 {
                 break;
             }
@@ -191,6 +195,36 @@ pub fn whole_page(bx: &ProvBox, page: (f64, f64)) -> bool {
 }
 
 impl Store {
+    /// A document's page sizes in points: from its `DoclingDocument` when it lists its
+    /// pages (Groundwork's), else from `docling_pages` (haiku.rag strips `pages` from the
+    /// stored document).
+    pub async fn page_sizes(
+        &self,
+        id: &str,
+        docling: Option<&Value>,
+    ) -> Result<BTreeMap<i64, (f64, f64)>> {
+        let mut sizes = docling.map(page_sizes).unwrap_or_default();
+        if sizes.is_empty() {
+            let batches = collect(
+                self.documents
+                    .query()
+                    .only_if(format!("id = {}", sql_str(id)))
+                    .select(Select::columns(&["id", "docling_pages"]))
+                    .execute()
+                    .await?,
+            )
+            .await?;
+            if let Some(Some(blob)) = batches
+                .iter()
+                .flat_map(|b| binaries(b, "docling_pages"))
+                .next()
+            {
+                sizes = decode_page_sizes(&blob);
+            }
+        }
+        Ok(sizes)
+    }
+
     /// A document's `DoclingDocument` (`documents.docling_document`, zstd JSON), if kept.
     pub async fn docling_document(&self, id: &str) -> Result<Option<Value>> {
         let batches = collect(

@@ -85,7 +85,13 @@ impl Runtime {
 
     /// Updates the app with `msg` and carries out the effects.
     pub fn handle(&self, app: &mut App, msg: Msg) {
-        for effect in app.update(msg) {
+        let effects = app.update(msg);
+        self.carry_out(app, effects);
+    }
+
+    /// Carries out effects the app returned outside `update` (`App::open_grounding`).
+    pub fn carry_out(&self, app: &mut App, effects: Vec<Effect>) {
+        for effect in effects {
             execute(effect, app, &self.services, &self.core_tx, &self.msg_tx);
         }
     }
@@ -310,7 +316,9 @@ fn execute(
             let tx = msg_tx.clone();
             let store = services.store.clone();
             let picker = services.picker.clone();
-            tokio::spawn(load_grounding(store, picker, generation, chunk_id, size, tx));
+            tokio::spawn(load_grounding(
+                store, picker, generation, chunk_id, size, tx,
+            ));
         }
     }
 }

@@ -163,9 +163,9 @@ impl App {
             }
             Some(Action::Top) => view.page = 0,
             Some(Action::Bottom) => view.page = n.saturating_sub(1),
-            Some(
-                Action::Interrupt | Action::QuitPane | Action::Back | Action::VisualGrounding,
-            ) => self.grounding.view = None,
+            Some(Action::Interrupt | Action::QuitPane | Action::Back | Action::VisualGrounding) => {
+                self.grounding.view = None
+            }
             Some(a @ (Action::Quit | Action::CancelOrQuit)) => return self.on_action(a),
             _ => self.dirty = false,
         }

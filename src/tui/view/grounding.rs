@@ -4,7 +4,7 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph};
+use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
 
 use crate::host::grounding::NO_PAGE_IMAGES;
 use crate::tui::app::{App, GroundingState};
@@ -52,9 +52,9 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
                     Line::styled(truncate(rest, width), t.text),
                 ]
             } else {
-                vec![Line::styled(truncate(e, width), t.error)]
+                vec![Line::styled(e.clone(), t.error)]
             };
-            frame.render_widget(Paragraph::new(lines), inner);
+            frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), inner);
         }
         GroundingState::Ready(p) => {
             let n = p.pages.len();
@@ -63,10 +63,7 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
                 return;
             };
             let status = Line::from(vec![
-                Span::styled(
-                    format!("Page {}/{n} - Use ←/→ to navigate", i + 1),
-                    t.text,
-                ),
+                Span::styled(format!("Page {}/{n} - Use ←/→ to navigate", i + 1), t.text),
                 Span::styled(
                     truncate(
                         &format!(
@@ -79,7 +76,10 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
                 ),
             ]);
             frame.render_widget(Paragraph::new(status), status_area);
-            frame.render_widget(ratatui_image::Image::new(page.protocol.as_ref()), image_area);
+            frame.render_widget(
+                ratatui_image::Image::new(page.protocol.as_ref()),
+                image_area,
+            );
         }
     }
 }
