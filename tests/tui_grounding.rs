@@ -312,4 +312,11 @@ async fn without_selected_evidence_v_says_what_to_select_and_boxless_evidence_sa
     let settings = redactions();
     let _guard = settings.bind_to_scope();
     insta::assert_snapshot!("grounding_no_boxes_80x24", text);
+    // A document converted without page images says so in haiku.rag's words.
+    app.grounding.view.as_mut().unwrap().state =
+        GroundingState::Failed(GroundingError::NoPageImages.to_string());
+    let text = screen(&mut app, 80, 24);
+    assert!(text.contains("No page images available"), "{text}");
+    assert!(text.contains("This document was converted without page images."));
+    insta::assert_snapshot!("grounding_no_page_images_80x24", text);
 }
