@@ -12,7 +12,7 @@ use std::time::Duration;
 use crossterm::event::{KeyCode, KeyModifiers};
 use groundwork::config::AppConfig;
 use groundwork::host::explore::{ChunkUse, chunk_uses};
-use groundwork::tui::app::{App, Explorer, ExplorerView};
+use groundwork::tui::app::{App, Explorer, ExplorerView, GroundingState};
 use groundwork::tui::{Runtime, Services};
 use support::kb::{chunk, document, kb_with, stored_returns};
 use support::scripted_server::ScriptedServer;
@@ -376,6 +376,27 @@ async fn search_shows_scores_and_pages_and_enter_goes_to_the_chunk() {
         "the result's document is highlighted"
     );
     snapshot_both(&mut app, "explorer_search_jump");
+    // `v` opens visual grounding for exactly that chunk (its pages with boxes, outlined);
+    // Esc closes it and the explorer is still there.
+    press(&rt, &mut app, KeyCode::Char('v'));
+    let target = app.grounding.view.as_ref().map(|v| v.target.chunk_id.clone());
+    assert_eq!(target.as_deref(), Some(results[i].id()));
+    wait(&mut rt, &mut app, "the outlined pages", |a| {
+        !matches!(
+            a.grounding.view.as_ref().map(|v| &v.state),
+            Some(GroundingState::Loading)
+        )
+    })
+    .await;
+    match app.grounding.view.as_ref().map(|v| &v.state) {
+        Some(GroundingState::Ready(pages)) => assert!(!pages.pages.is_empty()),
+        Some(GroundingState::Failed(why)) => panic!("grounding failed: {why}"),
+        _ => panic!("the grounding view closed"),
+    }
+    assert!(screen(&mut app, 80, 24).contains("Visual Grounding"));
+    press(&rt, &mut app, KeyCode::Esc);
+    assert!(app.grounding.view.is_none());
+    assert!(app.explorer.is_some());
 }
 
 /// With a document filter set in the session, search covers those documents; Ctrl-F
@@ -673,13 +694,14 @@ async fn without_a_database_the_explorer_says_so() {
     .await;
     assert_eq!(ex(&app).docs_error.as_deref(), Some("no database is open"));
     assert!(screen(&mut app, 80, 24).contains("no database is open"));
-    // `v` is kept for visual grounding and says it is not built yet.
+    // `v` with no chunk highlighted says what to highlight.
     press(&rt, &mut app, KeyCode::Char('v'));
+    assert!(app.grounding.view.is_none());
     assert!(
         app.notice
             .as_deref()
             .unwrap_or("")
-            .contains("visual grounding")
+            .contains("highlight a chunk first")
     );
     // F6 again closes it.
     press(&rt, &mut app, KeyCode::F(6));

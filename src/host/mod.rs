@@ -8,6 +8,7 @@ pub mod compose;
 pub mod conversation;
 pub mod demo;
 pub mod explore;
+pub mod grounding;
 pub mod inspect;
 mod inspect_tokens;
 pub mod transcript;

@@ -23,6 +23,7 @@ mod cache;
 pub mod docling;
 pub mod expand;
 pub mod format;
+pub mod grounding;
 mod indexes;
 mod open;
 mod pages;

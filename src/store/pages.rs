@@ -55,6 +55,24 @@ pub(super) fn decode_pages(blob: &[u8]) -> BTreeMap<i64, Vec<u8>> {
     out
 }
 
+/// Page sizes in points (`<page_no>.size`) kept in a `docling_pages` blob; haiku.rag keeps
+/// them here rather than in the stored `DoclingDocument`.
+pub(super) fn decode_page_sizes(blob: &[u8]) -> BTreeMap<i64, (f64, f64)> {
+    let Ok(raw) = zstd::decode_all(blob) else {
+        return BTreeMap::new();
+    };
+    let Ok(Value::Object(map)) = serde_json::from_slice::<Value>(&raw) else {
+        return BTreeMap::new();
+    };
+    map.iter()
+        .filter_map(|(k, v)| {
+            let w = v.pointer("/size/width").and_then(Value::as_f64)?;
+            let h = v.pointer("/size/height").and_then(Value::as_f64)?;
+            Some((k.parse().ok()?, (w, h)))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +88,6 @@ mod tests {
         let blob = encode_pages(&pages).unwrap();
         let back = decode_pages(&blob);
         assert_eq!(back.get(&2), Some(&vec![1, 2, 3]));
+        assert_eq!(decode_page_sizes(&blob).get(&2), Some(&(10.0, 20.0)));
     }
 }

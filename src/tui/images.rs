@@ -1,14 +1,78 @@
 //! Loading the images pane's pictures: lists a target's figures and page images from the
 //! store, then decodes and sizes each for the terminal's image protocol off the UI task.
+//! Pages come with the target chunk's items outlined (the host's visual grounding); the
+//! visual grounding view's pages are loaded here too.
 
 use std::sync::Arc;
 
 use ratatui_image::picker::Picker;
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::host::grounding::ground_chunk;
 use crate::store::Store;
 
-use super::app::{ImageMeta, ImageTarget, Msg};
+use super::app::{GroundingPage, GroundingPages, ImageMeta, ImageTarget, Msg};
+
+/// A picture to show: stored bytes to decode, or a page already outlined.
+enum Source {
+    Bytes(Vec<u8>),
+    Drawn(image::RgbaImage),
+}
+
+/// Encodes `img` for the terminal at `size` cells.
+fn encode(
+    picker: &Picker,
+    img: image::DynamicImage,
+    size: (u16, u16),
+) -> Result<Box<ratatui_image::protocol::Protocol>, String> {
+    picker
+        .new_protocol(
+            img,
+            ratatui::layout::Size::new(size.0, size.1),
+            ratatui_image::Resize::Scale(None),
+        )
+        .map(Box::new)
+        .map_err(|e| e.to_string())
+}
+
+/// The visual grounding view's pages: the chunk's items and their expansion context
+/// outlined, each page encoded off the UI task.
+pub(super) async fn load_grounding(
+    store: Option<Arc<Store>>,
+    picker: Picker,
+    generation: u64,
+    chunk_id: String,
+    size: (u16, u16),
+    tx: UnboundedSender<Msg>,
+) {
+    let result = match store {
+        None => Err("no knowledge base is open".to_string()),
+        Some(store) => match ground_chunk(&store, &chunk_id, true).await {
+            Err(e) => Err(e.to_string()),
+            Ok(g) => tokio::task::spawn_blocking(move || {
+                let pages = g
+                    .pages
+                    .into_iter()
+                    .map(|p| {
+                        Ok(GroundingPage {
+                            page_no: p.page_no,
+                            matched: p.matched,
+                            context: p.context,
+                            protocol: encode(&picker, p.image.into(), size)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
+                Ok(GroundingPages {
+                    document_uri: g.document_uri.unwrap_or(g.document),
+                    pages,
+                })
+            })
+            .await
+            .unwrap_or_else(|e| Err(e.to_string())),
+        },
+    };
+    let _ = tx.send(Msg::GroundingReady { generation, result });
+}
 
 /// Lists the figures and pages of `target`, then decodes and sizes each off the UI task.
 pub(super) async fn load_images(
@@ -27,7 +91,7 @@ pub(super) async fn load_images(
         return;
     };
     let mut metas = Vec::new();
-    let mut blobs: Vec<Result<Vec<u8>, String>> = Vec::new();
+    let mut blobs: Vec<Result<Source, String>> = Vec::new();
     for r in &target.picture_refs {
         metas.push(ImageMeta {
             caption: format!("{} · figure {r}", target.document),
@@ -37,26 +101,48 @@ pub(super) async fn load_images(
             chunk_id: target.chunk_id.clone(),
         });
         blobs.push(match store.picture(&target.document_id, r).await {
-            Ok(Some(b)) => Ok(b),
+            Ok(Some(b)) => Ok(Source::Bytes(b)),
             Ok(None) => Err("no image data stored for this figure".into()),
             Err(e) => Err(e.to_string()),
         });
     }
     let pages = store.page_images(&target.document_id).await;
+    // The cited items outlined on their pages; without boxes the pages show plain.
+    let mut outlined: std::collections::BTreeMap<i64, (usize, image::RgbaImage)> =
+        ground_chunk(&store, &target.chunk_id, false)
+            .await
+            .map(|g| {
+                g.pages
+                    .into_iter()
+                    .map(|p| (p.page_no, (p.matched, p.image)))
+                    .collect()
+            })
+            .unwrap_or_default();
     for p in &target.pages {
+        let drawn = outlined.remove(p);
+        let caption = match &drawn {
+            Some((n, _)) => format!(
+                "{} · page {p} · {n} item{} outlined",
+                target.document,
+                if *n == 1 { "" } else { "s" }
+            ),
+            None => format!("{} · page {p}", target.document),
+        };
         metas.push(ImageMeta {
-            caption: format!("{} · page {p}", target.document),
+            caption,
             document: target.document.clone(),
             page: Some(*p),
             self_ref: None,
             chunk_id: target.chunk_id.clone(),
         });
-        blobs.push(match &pages {
-            Ok(pages) => pages
+        blobs.push(match (drawn, &pages) {
+            (Some((_, img)), _) => Ok(Source::Drawn(img)),
+            (None, Ok(pages)) => pages
                 .get(p)
                 .cloned()
+                .map(Source::Bytes)
                 .ok_or_else(|| "this document was stored without page images".into()),
-            Err(e) => Err(e.to_string()),
+            (None, Err(e)) => Err(e.to_string()),
         });
     }
     let _ = tx.send(Msg::ImagesListed {
@@ -67,17 +153,13 @@ pub(super) async fn load_images(
         let picker = picker.clone();
         let result = match blob {
             Err(e) => Err(e),
-            Ok(bytes) => tokio::task::spawn_blocking(move || {
-                let img =
-                    image::load_from_memory(&bytes).map_err(|e| format!("cannot decode: {e}"))?;
-                picker
-                    .new_protocol(
-                        img,
-                        ratatui::layout::Size::new(size.0, size.1),
-                        ratatui_image::Resize::Scale(None),
-                    )
-                    .map(Box::new)
-                    .map_err(|e| e.to_string())
+            Ok(source) => tokio::task::spawn_blocking(move || {
+                let img = match source {
+                    Source::Bytes(bytes) => image::load_from_memory(&bytes)
+                        .map_err(|e| format!("cannot decode: {e}"))?,
+                    Source::Drawn(img) => img.into(),
+                };
+                encode(&picker, img, size)
             })
             .await
             .unwrap_or_else(|e| Err(e.to_string())),

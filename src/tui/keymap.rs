@@ -92,6 +92,7 @@ actions! {
     Select, Pane, "open / expand the selected item", ["enter"];
     Back, Pane, "close the detail view", ["backspace"];
     ToggleSources, Pane, "conversation: collapse or expand sources", ["s"];
+    VisualGrounding, Pane, "visual grounding of the selected evidence", ["V"];
     ViolationsOnly, Pane, "ledger: show only questions with a violation", ["v"];
     Grow, Pane, "widen the conversation column", ["+", ">"];
     Shrink, Pane, "narrow the conversation column", ["-", "<"];

@@ -140,6 +140,7 @@ pub fn draw<B: Backend>(term: &mut Terminal<B>, app: &mut App) -> Result<()> {
     let size = term.size().map_err(|e| anyhow::anyhow!("{e:?}"))?;
     let area = ratatui::layout::Rect::new(0, 0, size.width, size.height);
     app.areas = view::layout(app, area).1;
+    app.grounding.screen = area;
     term.draw(|f| view::render(app, f))
         .map_err(|e| anyhow::anyhow!("{e:?}"))?;
     app.dirty = false;

@@ -19,7 +19,7 @@ use crate::session::Session;
 use crate::store::Store;
 
 use super::app::{self, App, Effect, ExploreRequest, Explored, Msg};
-use super::images::load_images;
+use super::images::{load_grounding, load_images};
 
 /// What the effects need: the store, the model, the configuration and the image picker.
 #[derive(Clone)]
@@ -114,7 +114,13 @@ impl Runtime {
 
     /// Updates the app with `msg` and carries out the effects.
     pub fn handle(&self, app: &mut App, msg: Msg) {
-        for effect in app.update(msg) {
+        let effects = app.update(msg);
+        self.carry_out(app, effects);
+    }
+
+    /// Carries out effects the app returned outside `update` (`App::open_grounding`).
+    pub fn carry_out(&self, app: &mut App, effects: Vec<Effect>) {
+        for effect in effects {
             execute(effect, app, &self.services, &self.core_tx, &self.msg_tx);
         }
     }
@@ -329,6 +335,18 @@ fn execute(
                 let store = store_of_document(&stores, &target.document_id).await;
                 load_images(store, picker, generation, target, size, tx).await
             });
+        }
+        Effect::LoadGrounding {
+            generation,
+            chunk_id,
+            size,
+        } => {
+            let tx = msg_tx.clone();
+            let store = services.store.clone();
+            let picker = services.picker.clone();
+            tokio::spawn(load_grounding(
+                store, picker, generation, chunk_id, size, tx,
+            ));
         }
     }
 }

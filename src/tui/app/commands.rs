@@ -14,6 +14,9 @@ use super::{App, Effect, Pane, PathPurpose, Popup};
 
 impl App {
     pub(super) fn on_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        if self.grounding.view.is_some() {
+            return self.on_grounding_key(key);
+        }
         if self.popup.is_some() {
             return self.on_popup_key(key);
         }
@@ -90,6 +93,7 @@ impl App {
             Action::FocusLedger => self.focus_pane(Pane::Ledger),
             Action::FocusImages => self.focus_pane(Pane::Images),
             Action::FocusInput => self.focus_pane(Pane::Input),
+            Action::VisualGrounding => self.visual_grounding(),
             Action::Palette => {
                 self.popup = Some(Popup::Palette {
                     query: String::new(),

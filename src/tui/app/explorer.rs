@@ -353,7 +353,7 @@ impl App {
                         ex.view = ExplorerView::Main
                     }
                     KeyCode::Char('c') => return self.open_context(),
-                    KeyCode::Char('v') => self.grounding_hook(),
+                    KeyCode::Char('v') => return self.open_explorer_grounding(),
                     code => scroll_key(scroll, code),
                 }
                 Vec::new()
@@ -395,7 +395,7 @@ impl App {
                     KeyCode::End | KeyCode::Char('G') => s.selected = n.saturating_sub(1),
                     KeyCode::Enter => return self.jump_to_result(),
                     KeyCode::Char('c') => return self.open_context(),
-                    KeyCode::Char('v') => self.grounding_hook(),
+                    KeyCode::Char('v') => return self.open_explorer_grounding(),
                     _ => {}
                 }
                 Vec::new()
@@ -476,10 +476,7 @@ impl App {
                 Vec::new()
             }
             KeyCode::Char('c') => self.open_context(),
-            KeyCode::Char('v') => {
-                self.grounding_hook();
-                Vec::new()
-            }
+            KeyCode::Char('v') => self.open_explorer_grounding(),
             KeyCode::Char('I') => self.on_action(Action::DatabaseInfo),
             _ => {
                 self.dirty = false;
@@ -586,10 +583,30 @@ impl App {
         })]
     }
 
-    /// `v`: visual grounding, a later step; the key is reserved for it.
-    fn grounding_hook(&mut self) {
-        self.notice =
-            Some("visual grounding is not built yet (issue 12); the key is kept for it".into());
+    /// `v`: visual grounding of the highlighted chunk or search result (the page rasters
+    /// with its items outlined, and its expansion context).
+    fn open_explorer_grounding(&mut self) -> Vec<Effect> {
+        let Some(ex) = self.explorer.as_ref() else {
+            return Vec::new();
+        };
+        let hit = match &ex.view {
+            ExplorerView::Search(s) => s.results.as_ref().ok().and_then(|r| r.get(s.selected)),
+            _ => ex.highlighted_chunk(),
+        };
+        let Some(hit) = hit.filter(|h| !h.id().is_empty()) else {
+            self.notice = Some("highlight a chunk first (Tab moves to the chunks)".into());
+            return Vec::new();
+        };
+        let target = super::GroundingTarget {
+            chunk_id: hit.id().to_string(),
+            document: hit
+                .document_title
+                .clone()
+                .filter(|t| !t.is_empty())
+                .or_else(|| hit.document_uri.clone())
+                .unwrap_or_default(),
+        };
+        self.open_grounding(target)
     }
 }
 

@@ -16,6 +16,7 @@
 
 mod commands;
 mod explorer;
+mod grounding;
 mod input;
 mod live;
 mod msg;
@@ -41,6 +42,10 @@ use super::keymap::Keymap;
 use super::theme::{Theme, ThemeName};
 
 pub use explorer::{ExploreRequest, Explored, Explorer, ExplorerView, LOAD_AHEAD, SearchView};
+pub use grounding::{
+    GroundingPage, GroundingPages, GroundingSlot, GroundingState, GroundingTarget, GroundingView,
+    grounding_cells,
+};
 pub use input::build_prompt;
 use input::new_input;
 pub use live::{Ended, LiveRun, Phase};
@@ -128,6 +133,8 @@ pub struct App {
     pub inspector: InspectorView,
     pub ledger: LedgerView,
     pub images: ImagesView,
+    /// The visual grounding view (covers the screen when open).
+    pub grounding: GroundingSlot,
     pub popup: Option<Popup>,
     /// The knowledge-base explorer, when open (it replaces the panes).
     pub explorer: Option<Explorer>,
@@ -185,6 +192,7 @@ impl App {
             inspector: InspectorView::default(),
             ledger: LedgerView::default(),
             images: ImagesView::default(),
+            grounding: GroundingSlot::default(),
             popup: None,
             explorer: None,
             notice: None,
@@ -388,7 +396,11 @@ impl App {
                 }
                 Vec::new()
             }
-            Msg::Resize => self.refresh_images(),
+            Msg::Resize => {
+                let mut effects = self.refresh_images();
+                effects.extend(self.refresh_grounding());
+                effects
+            }
             Msg::Tick => {
                 self.spinner = self.spinner.wrapping_add(1);
                 Vec::new()
@@ -411,6 +423,10 @@ impl App {
                 result,
             } => {
                 self.image_ready(generation, index, result);
+                Vec::new()
+            }
+            Msg::GroundingReady { generation, result } => {
+                self.grounding_ready(generation, result);
                 Vec::new()
             }
             Msg::ChunkText { chunk_id, text } => {

@@ -36,6 +36,11 @@ pub enum Msg {
         index: usize,
         result: Result<Box<ratatui_image::protocol::Protocol>, String>,
     },
+    /// The visual grounding view's pages were outlined and encoded (or why not).
+    GroundingReady {
+        generation: u64,
+        result: Result<super::GroundingPages, String>,
+    },
     /// A chunk's full text for the ledger detail.
     ChunkText {
         chunk_id: String,
@@ -94,6 +99,13 @@ pub enum Effect {
         generation: u64,
         target: ImageTarget,
         /// Cells available for the picture.
+        size: (u16, u16),
+    },
+    /// Outline a chunk's items on its pages for the visual grounding view.
+    LoadGrounding {
+        generation: u64,
+        chunk_id: String,
+        /// Cells available for a page.
         size: (u16, u16),
     },
     /// Load a chunk's full text.

@@ -81,6 +81,7 @@ impl App {
             Action::ExportMarkdown,
             Action::ExportJson,
             Action::Explorer,
+            Action::VisualGrounding,
             Action::FilterDocuments,
             Action::DatabaseInfo,
             Action::ToggleCompaction,

@@ -4,6 +4,7 @@
 pub mod conversation;
 pub mod explore_text;
 pub mod explorer;
+pub mod grounding;
 pub mod images;
 pub mod inspector;
 pub mod ledger;
@@ -78,6 +79,9 @@ pub fn render(app: &App, frame: &mut Frame) {
     if let Some(ex) = &app.explorer {
         explorer::render(app, ex, frame);
         popups::render(app, frame);
+        if app.grounding.view.is_some() {
+            grounding::render(app, frame, frame.area());
+        }
         app.theme.paint_base(frame.buffer_mut());
         return;
     }
@@ -99,6 +103,9 @@ pub fn render(app: &App, frame: &mut Frame) {
     status::status_bar(app, frame, status_area);
     popups::render(app, frame);
     review::note(app, frame);
+    if app.grounding.view.is_some() {
+        grounding::render(app, frame, frame.area());
+    }
     // The theme's colours assume its own background: paint it wherever none is set.
     app.theme.paint_base(frame.buffer_mut());
 }
