@@ -379,7 +379,11 @@ async fn search_shows_scores_and_pages_and_enter_goes_to_the_chunk() {
     // `v` opens visual grounding for exactly that chunk (its pages with boxes, outlined);
     // Esc closes it and the explorer is still there.
     press(&rt, &mut app, KeyCode::Char('v'));
-    let target = app.grounding.view.as_ref().map(|v| v.target.chunk_id.clone());
+    let target = app
+        .grounding
+        .view
+        .as_ref()
+        .map(|v| v.target.chunk_id.clone());
     assert_eq!(target.as_deref(), Some(results[i].id()));
     wait(&mut rt, &mut app, "the outlined pages", |a| {
         !matches!(

@@ -94,7 +94,14 @@ async fn inspector_status_and_ledger_show_provider_usage_beside_the_count() {
             pane(&mut app, Pane::Ledger, w, h)
         );
     }
-    // The status bar says which counter and what the provider reported.
+    // Beside a notice the field keeps its count and counter, and the notice stays.
+    let noticed = status_bar(&mut app, 160);
+    assert!(
+        noticed.contains("(tokenizer.json)") && noticed.contains("saved session.json"),
+        "{noticed}"
+    );
+    // With the bar to itself it also says what the provider reported.
+    app.notice = None;
     let wide = status_bar(&mut app, 160);
     let t = app.request_at(4).unwrap().1.tokens.clone().unwrap();
     assert!(wide.contains("(tokenizer.json)"), "{wide}");

@@ -196,8 +196,8 @@ fn model_parts(model: &str) -> (&str, Option<&str>, Option<&str>) {
 }
 
 /// The status bar's spans for `columns` columns. Every field gets its natural width when
-/// the bar fits; otherwise the less useful ones shrink or go first (notice, request
-/// tokens, the model's URL, the database path, ...), and the model's name and where it
+/// the bar fits; otherwise the less useful ones shrink or go first (request tokens,
+/// notice, the model's URL, the database path, ...), and the model's name and where it
 /// was found stay.
 pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
     let t = &app.theme;
@@ -324,15 +324,25 @@ pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
     enum Step {
         /// Shorten the body down to this many columns (never below).
         Shrink(usize, usize),
+        /// Cut the body to exactly this many columns (its short form).
+        Compact(usize, usize),
         Drop(usize),
     }
-    let mut steps = Vec::new();
+    // A notice answers what the user just did, so the request's token figures (in the
+    // inspector too) lose the provider's figure, then go, before it does.
+    let req_short = fields[REQ]
+        .body
+        .find(" provider")
+        .map_or(fields[REQ].width, |i| width(&fields[REQ].body[..i]) + 1);
+    let mut steps = vec![
+        Step::Shrink(RERANK, 24),
+        Step::Compact(REQ, req_short),
+        Step::Drop(REQ),
+    ];
     if !is_error {
         steps.extend([Step::Shrink(MSG, 12), Step::Drop(MSG)]);
     }
     steps.extend([
-        Step::Shrink(RERANK, 24),
-        Step::Drop(REQ),
         Step::Shrink(URL, 14),
         Step::Shrink(DB, 14),
         Step::Shrink(FILTER, 10),
@@ -363,6 +373,11 @@ pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
             Step::Shrink(i, min) => {
                 let f = &mut fields[i];
                 f.width = f.width.saturating_sub(used - columns).max(min.min(f.width));
+                f.width = width(&f.cut_body());
+            }
+            Step::Compact(i, w) => {
+                let f = &mut fields[i];
+                f.width = w.min(f.width);
                 f.width = width(&f.cut_body());
             }
             Step::Drop(i) => fields[i].shown = false,
