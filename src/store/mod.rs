@@ -25,6 +25,7 @@ mod indexes;
 mod open;
 mod pages;
 mod read;
+pub mod remote;
 pub mod schema;
 pub mod search;
 pub mod types;

@@ -2,7 +2,8 @@
 //! scripted OpenAI-compatible server (`scripted_server`), a recording test capability
 //! (`caps`), the hashing embedder server (`hashembed`), the knowledge base, agent and wire
 //! helpers of the capability tests (`kb`), the real llama.cpp server (`llama`), tmux
-//! driving (`tmux`), the workbench harness (`workbench`) and the small helpers below.
+//! driving (`tmux`), the workbench harness (`workbench`), the local S3 server and the `cloud`
+//! binary (`s3`) and the small helpers below.
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod caps;
@@ -10,6 +11,7 @@ pub mod hashembed;
 pub mod kb;
 pub mod llama;
 pub mod memory_model;
+pub mod s3;
 pub mod scripted_server;
 pub mod tmux;
 pub mod workbench;
