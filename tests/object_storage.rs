@@ -148,7 +148,10 @@ async fn ingest_search_ask_and_the_workbench_on_s3() {
             "no {prefix} in {keys:?}"
         );
     }
-    assert!(keys.iter().all(|k| k.starts_with("kb.lancedb/")), "{keys:?}");
+    assert!(
+        keys.iter().all(|k| k.starts_with("kb.lancedb/")),
+        "{keys:?}"
+    );
     assert_eq!(
         std::fs::read_dir(user.cwd.path()).unwrap().count(),
         0,
@@ -168,7 +171,15 @@ async fn ingest_search_ask_and_the_workbench_on_s3() {
     let o = user
         .run(
             &bin,
-            &["--db", DB, "search", "fires on hills", "--json", "--limit", "1"],
+            &[
+                "--db",
+                DB,
+                "search",
+                "fires on hills",
+                "--json",
+                "--limit",
+                "1",
+            ],
             &env,
         )
         .await;
@@ -228,7 +239,10 @@ async fn ingest_search_ask_and_the_workbench_on_s3() {
     );
 
     workbench_on_s3(&bin, &moto, &user, &chunk).await;
-    assert!(!user.log().contains(&moto.secret), "the secret reached the log");
+    assert!(
+        !user.log().contains(&moto.secret),
+        "the secret reached the log"
+    );
 }
 
 /// The workbench's open path on the bucket: first frame, a question answered from the
@@ -264,8 +278,10 @@ async fn workbench_on_s3(bin: &Path, moto: &Moto, user: &User, chunk: &str) {
     assert!(screen.contains("groundwork/kb.lancedb"), "{screen}");
     tmux.send(&["How did lighthouses start?"]);
     tmux.send(&["Enter"]);
-    tmux.wait_for("the answer", 60, |s| s.contains("Fires on hills came first."))
-        .await;
+    tmux.wait_for("the answer", 60, |s| {
+        s.contains("Fires on hills came first.")
+    })
+    .await;
     let screen = tmux
         .wait_for("the ledger row", 60, |s| {
             s.lines()
@@ -332,7 +348,10 @@ async fn a_missing_bucket_bad_credentials_and_an_unreachable_endpoint_are_one_cl
     let extra = embed_args(&embed);
     args.extend(extra.iter().map(String::as_str));
     let line = one_line_error(&user, &bin, &args, &env, &secrets).await;
-    assert!(line.contains("the bucket 'no-such-bucket' does not exist"), "{line}");
+    assert!(
+        line.contains("the bucket 'no-such-bucket' does not exist"),
+        "{line}"
+    );
 
     // A database in the bucket, for the credential errors to be about.
     let o = ingest(&user, &bin, &env, &embed, &[&fixture("sample.md")]).await;
@@ -384,6 +403,14 @@ async fn a_missing_bucket_bad_credentials_and_an_unreachable_endpoint_are_one_cl
         )
     );
 
+    // LanceDB Cloud without a key.
+    let line = one_line_error(&user, &bin, &["--db", "db://my-database", "info"], &[], &[]).await;
+    assert_eq!(
+        line,
+        "error: db://my-database is a LanceDB Cloud database: set LANCEDB_API_KEY (and \
+         LANCEDB_REGION, default us-east-1)"
+    );
+
     // After all that the database is as it was.
     let o = user.run(&bin, &["--db", DB, "info"], &env).await;
     assert!(o.status.success(), "{}", err(&o));
@@ -408,8 +435,11 @@ async fn two_ingests_at_once_into_one_bucket_database_both_land() {
         (0..n)
             .map(|i| {
                 let p: PathBuf = user.cwd.path().join(format!("{name}-{i}.txt"));
-                std::fs::write(&p, format!("{name} report {i}: the {name} tide tables {i}.\n"))
-                    .unwrap();
+                std::fs::write(
+                    &p,
+                    format!("{name} report {i}: the {name} tide tables {i}.\n"),
+                )
+                .unwrap();
                 p.to_string_lossy().into_owned()
             })
             .collect()
@@ -438,7 +468,11 @@ async fn two_ingests_at_once_into_one_bucket_database_both_land() {
         .collect();
     assert_eq!(uris.len(), 7, "{uris:?}");
     for f in a.iter().chain(&b) {
-        let name = Path::new(f).file_name().unwrap().to_string_lossy().into_owned();
+        let name = Path::new(f)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         assert_eq!(
             uris.iter().filter(|u| u.ends_with(&name)).count(),
             1,
@@ -450,7 +484,13 @@ async fn two_ingests_at_once_into_one_bucket_database_both_land() {
         let o = bob
             .run(
                 &bin,
-                &["--db", DB, "search", &format!("{who} tide tables"), "--json"],
+                &[
+                    "--db",
+                    DB,
+                    "search",
+                    &format!("{who} tide tables"),
+                    "--json",
+                ],
                 &env,
             )
             .await;

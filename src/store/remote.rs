@@ -277,7 +277,9 @@ mod tests {
             Some(Fault::Denied)
         );
         assert_eq!(
-            classify("error sending request: client error (Connect): tcp connect error: Connection refused (os error 111)"),
+            classify(
+                "error sending request: client error (Connect): tcp connect error: Connection refused (os error 111)"
+            ),
             Some(Fault::Unreachable("connection refused".into()))
         );
         assert_eq!(classify("Table 'chunks' was not found"), None);
@@ -292,22 +294,23 @@ mod tests {
             "the bucket 'research' does not exist at http://127.0.0.1:9000: create it, or \
              correct the bucket in s3://research/kb.lancedb"
         );
-        let m = describe(uri, &Fault::Credentials("SignatureDoesNotMatch".into()), &env);
+        let m = describe(
+            uri,
+            &Fault::Credentials("SignatureDoesNotMatch".into()),
+            &env,
+        );
         assert!(m.contains("AWS_SECRET_ACCESS_KEY"), "{m}");
-        let m = describe(uri, &Fault::Unreachable("connection refused".into()), &vars(&[]));
-        assert!(m.starts_with("cannot reach the object store at AWS S3"), "{m}");
+        let m = describe(
+            uri,
+            &Fault::Unreachable("connection refused".into()),
+            &vars(&[]),
+        );
+        assert!(
+            m.starts_with("cannot reach the object store at AWS S3"),
+            "{m}"
+        );
         assert!(m.contains("AWS_ENDPOINT"), "{m}");
         let m = describe("az://docs@acct/kb", &Fault::NoBucket, &vars(&[]));
         assert!(m.contains("'docs'") && m.contains("Azure"), "{m}");
-    }
-
-    #[cfg(feature = "cloud")]
-    #[test]
-    fn lancedb_cloud_needs_a_key() {
-        let b = lancedb::connect("db://x");
-        let e = lancedb_cloud(b, "db://x", &vars(&[])).err().unwrap();
-        assert!(e.to_string().contains("set LANCEDB_API_KEY"), "{e}");
-        let b = lancedb::connect("db://x");
-        assert!(lancedb_cloud(b, "db://x", &vars(&[("LANCEDB_API_KEY", "sk-1234567")])).is_ok());
     }
 }

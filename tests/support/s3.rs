@@ -140,8 +140,7 @@ impl Moto {
     }
 
     fn python(&self, args: &[&str], more: &[&str]) -> String {
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/s3/moto_setup.py");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/s3/moto_setup.py");
         let out = Command::new(moto_venv().join("bin/python"))
             .arg(script)
             .args(args)
