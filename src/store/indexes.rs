@@ -53,9 +53,33 @@ impl Store {
                 }
             }
             if !existing.is_empty() && table.count_rows(None).await? > 0 {
-                table
-                    .optimize(OptimizeAction::Index(OptimizeOptions::default()))
-                    .await?;
+                // Another writer's index update of the same version (two users ingesting
+                // into one shared database) preempts ours; lance says to retry, on the
+                // latest version.
+                let mut attempt = 0;
+                loop {
+                    match table
+                        .optimize(OptimizeAction::Index(OptimizeOptions::default()))
+                        .await
+                    {
+                        Err(e)
+                            if attempt < 5
+                                && e.to_string().contains("Retryable commit conflict") =>
+                        {
+                            attempt += 1;
+                            tracing::info!(
+                                table = name,
+                                attempt,
+                                "index update preempted; retrying"
+                            );
+                            table.checkout_latest().await?;
+                        }
+                        other => {
+                            other?;
+                            break;
+                        }
+                    }
+                }
             }
         }
         let rows = self.chunks.count_rows(None).await?;

@@ -28,6 +28,7 @@ mod indexes;
 mod open;
 mod pages;
 mod read;
+pub mod remote;
 pub mod rerank;
 pub mod schema;
 pub mod search;

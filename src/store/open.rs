@@ -22,10 +22,17 @@ pub fn embedder_from_settings(settings: &Value) -> Option<EmbedderSpec> {
 }
 
 impl Store {
-    /// Opens an existing database and checks its layout.
+    /// Opens an existing database and checks its layout. On object storage a missing
+    /// bucket, rejected credentials or an unreachable endpoint is one clear sentence.
     pub async fn open(uri: &str) -> Result<Self> {
         let local = crate::paths::local_db_uri(uri);
         let uri = local.as_str();
+        Self::open_at(uri)
+            .await
+            .map_err(|e| super::remote::explain(uri, e))
+    }
+
+    async fn open_at(uri: &str) -> Result<Self> {
         if !crate::paths::is_remote_uri(uri) {
             let path = std::path::Path::new(uri);
             if !path.exists() {
@@ -35,7 +42,7 @@ impl Store {
                 return Err(StoreError::NotADirectory { uri: uri.into() });
             }
         }
-        let db = lancedb::connect(uri).execute().await?;
+        let db = super::remote::connect(uri).await?;
         let names = db.table_names().execute().await?;
         let missing: Vec<&str> = schema::ALL_TABLES
             .iter()
@@ -139,7 +146,13 @@ impl Store {
         if !crate::paths::is_remote_uri(uri) && std::path::Path::new(uri).is_file() {
             return Err(StoreError::NotADirectory { uri: uri.into() });
         }
-        let db = lancedb::connect(uri).execute().await?;
+        Self::create_at(uri, spec)
+            .await
+            .map_err(|e| super::remote::explain(uri, e))
+    }
+
+    async fn create_at(uri: &str, spec: &EmbedderSpec) -> Result<Self> {
+        let db = super::remote::connect(uri).await?;
         let names = db.table_names().execute().await?;
         if schema::ALL_TABLES
             .iter()

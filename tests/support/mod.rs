@@ -4,7 +4,8 @@
 //! a database (`home`), the knowledge base, agent and wire helpers of the capability tests
 //! (`kb`), the scripted rerank server (`rerank_server`), the real llama.cpp server
 //! (`llama`), scripted researcher answers (`researcher`), tmux driving (`tmux`), the
-//! workbench harness (`workbench`) and the small helpers below.
+//! workbench harness (`workbench`), the local S3 server and the `cloud` binary (`s3`) and
+//! the small helpers below.
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod caps;
@@ -16,6 +17,7 @@ pub mod llama;
 pub mod memory_model;
 pub mod rerank_server;
 pub mod researcher;
+pub mod s3;
 pub mod scripted_server;
 pub mod tmux;
 pub mod workbench;
