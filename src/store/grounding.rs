@@ -11,12 +11,10 @@ use std::collections::BTreeMap;
 use image::{DynamicImage, Rgba, RgbaImage};
 use imageproc::drawing::draw_hollow_rect_mut;
 use imageproc::rect::Rect;
-use lancedb::query::{ExecutableQuery, QueryBase, Select};
 use serde_json::Value;
 
-use super::arrow_util::{binaries, sql_str};
 use super::pages::decode_page_sizes;
-use super::{Result, Store, StoreError, collect};
+use super::{Result, Store, StoreError};
 
 /// Where a box's y axis starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,43 +202,17 @@ impl Store {
         docling: Option<&Value>,
     ) -> Result<BTreeMap<i64, (f64, f64)>> {
         let mut sizes = docling.map(page_sizes).unwrap_or_default();
-        if sizes.is_empty() {
-            let batches = collect(
-                self.documents
-                    .query()
-                    .only_if(format!("id = {}", sql_str(id)))
-                    .select(Select::columns(&["id", "docling_pages"]))
-                    .execute()
-                    .await?,
-            )
-            .await?;
-            if let Some(Some(blob)) = batches
-                .iter()
-                .flat_map(|b| binaries(b, "docling_pages"))
-                .next()
-            {
-                sizes = decode_page_sizes(&blob);
-            }
+        if sizes.is_empty()
+            && let Some(blob) = self.document_blob(id, "docling_pages").await?
+        {
+            sizes = decode_page_sizes(&blob);
         }
         Ok(sizes)
     }
 
     /// A document's `DoclingDocument` (`documents.docling_document`, zstd JSON), if kept.
     pub async fn docling_document(&self, id: &str) -> Result<Option<Value>> {
-        let batches = collect(
-            self.documents
-                .query()
-                .only_if(format!("id = {}", sql_str(id)))
-                .select(Select::columns(&["id", "docling_document"]))
-                .execute()
-                .await?,
-        )
-        .await?;
-        let Some(Some(blob)) = batches
-            .iter()
-            .flat_map(|b| binaries(b, "docling_document"))
-            .next()
-        else {
+        let Some(blob) = self.document_blob(id, "docling_document").await? else {
             return Ok(None);
         };
         let raw = zstd::decode_all(blob.as_slice())

@@ -96,23 +96,29 @@ impl Store {
 
     /// The page rasters kept for a document (`documents.docling_pages`), by page number.
     pub async fn page_images(&self, id: &str) -> Result<BTreeMap<i64, Vec<u8>>> {
+        Ok(self
+            .document_blob(id, "docling_pages")
+            .await?
+            .map(|blob| decode_pages(&blob))
+            .unwrap_or_default())
+    }
+
+    /// One binary column of a document's row (`docling_pages`, `docling_document`), if set.
+    pub(super) async fn document_blob(&self, id: &str, column: &str) -> Result<Option<Vec<u8>>> {
         let batches = collect(
             self.documents
                 .query()
                 .only_if(format!("id = {}", sql_str(id)))
-                .select(Select::columns(&["id", "docling_pages"]))
+                .select(Select::columns(&["id", column]))
                 .execute()
                 .await?,
         )
         .await?;
-        let Some(Some(blob)) = batches
+        Ok(batches
             .iter()
-            .flat_map(|b| binaries(b, "docling_pages"))
+            .flat_map(|b| binaries(b, column))
             .next()
-        else {
-            return Ok(BTreeMap::new());
-        };
-        Ok(decode_pages(&blob))
+            .flatten())
     }
 
     pub async fn get_chunk(&self, id: &str) -> Result<Option<Chunk>> {
