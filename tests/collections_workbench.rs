@@ -5,10 +5,11 @@
 mod support;
 
 use groundwork::tui::Runtime;
+use groundwork::tui::app::{GroundingState, GroundingTarget};
 use serde_json::json;
 use support::collections::{search_properties, two_collections};
 use support::scripted_server::{Reply, ScriptedServer};
-use support::workbench::{ask, new_app, redactions, screen, services};
+use support::workbench::{ask, new_app, redactions, screen, services, settle};
 
 #[tokio::test]
 async fn the_workbench_shows_the_open_collections_and_each_citations_collection() {
@@ -45,6 +46,19 @@ async fn the_workbench_shows_the_open_collections_and_each_citations_collection(
         wide.contains("papers: Handbook"),
         "the ledger chunk's collection: {wide}"
     );
+    // Visual grounding reads the cited chunk from the collection that holds it (papers,
+    // not the first one): it is found, and being Markdown it has no boxes.
+    let effects = app.open_grounding(GroundingTarget {
+        chunk_id: papers_handbook.clone(),
+        document: "Handbook".into(),
+    });
+    rt.carry_out(&mut app, effects);
+    settle(&mut rt, &mut app).await;
+    match app.grounding.view.as_ref().map(|v| &v.state) {
+        Some(GroundingState::Failed(why)) => assert!(why.starts_with("no boxes"), "{why}"),
+        _ => panic!("grounding should have answered with its one line"),
+    }
+    app.grounding.view = None;
     let mut settings = redactions();
     // The page images pane titles its document by a short id.
     settings.add_filter(r"Handbook · [0-9a-f]{6}", "Handbook · <id>");

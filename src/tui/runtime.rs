@@ -342,11 +342,12 @@ fn execute(
             size,
         } => {
             let tx = msg_tx.clone();
-            let store = services.store.clone();
+            let stores = services.stores();
             let picker = services.picker.clone();
-            tokio::spawn(load_grounding(
-                store, picker, generation, chunk_id, size, tx,
-            ));
+            tokio::spawn(async move {
+                let store = store_of_chunk(&stores, &chunk_id).await;
+                load_grounding(store, picker, generation, chunk_id, size, tx).await
+            });
         }
     }
 }
@@ -407,6 +408,19 @@ async fn store_of_document(
     if stores.len() > 1 {
         for (_, s) in stores {
             if let Ok(Some(_)) = s.get_document(id).await {
+                return Some(s.clone());
+            }
+        }
+    }
+    stores.first().map(|(_, s)| s.clone())
+}
+
+/// The store that holds chunk `id`: with several collections the first that has it, else
+/// the one store.
+async fn store_of_chunk(stores: &[(Option<String>, Arc<Store>)], id: &str) -> Option<Arc<Store>> {
+    if stores.len() > 1 {
+        for (_, s) in stores {
+            if let Ok(Some(_)) = s.get_chunk(id).await {
                 return Some(s.clone());
             }
         }
