@@ -187,3 +187,103 @@ async fn the_document_filter_is_per_collection() {
         );
     }
 }
+
+/// The explorer browses one collection at a time: the first one open, then `C` moves to
+/// the next; its documents, and its search, come from that collection's store alone.
+#[tokio::test]
+async fn the_explorer_browses_each_collection_in_turn() {
+    use crossterm::event::KeyCode;
+    use groundwork::tui::app::ExplorerView;
+    use std::time::Duration;
+    use support::workbench::{press, type_text};
+
+    let two = two_collections().await;
+    let services = services(&two.manuals_store, "http://127.0.0.1:9/v1").with_collections(vec![
+        ("manuals".into(), two.manuals_store.clone()),
+        ("papers".into(), two.papers_store.clone()),
+    ]);
+    let mut rt = Runtime::new(services);
+    let work = tempfile::tempdir().unwrap();
+    let mut app = new_app(work.path());
+    app.host.collections = vec!["manuals".into(), "papers".into()];
+    let loaded = |a: &groundwork::tui::app::App| {
+        a.explorer
+            .as_ref()
+            .is_some_and(|e| e.docs_done && !e.docs_loading && !e.docs_in_flight)
+    };
+    let titles = |a: &groundwork::tui::app::App| {
+        let mut t: Vec<String> = a
+            .explorer
+            .as_ref()
+            .unwrap()
+            .docs
+            .iter()
+            .map(|d| d.title.clone().unwrap_or_default())
+            .collect();
+        t.sort();
+        t
+    };
+    let ids_of = |docs: Vec<groundwork::store::DocumentMeta>| {
+        let mut ids: Vec<String> = docs.into_iter().map(|d| d.id).collect();
+        ids.sort();
+        ids
+    };
+    let papers_ids = ids_of(two.papers_store.list_documents(None).await.unwrap());
+
+    press(&rt, &mut app, KeyCode::F(6));
+    assert_eq!(
+        app.explorer.as_ref().unwrap().collection.as_deref(),
+        Some("manuals")
+    );
+    assert!(rt.until(&mut app, Duration::from_secs(10), loaded).await);
+    assert_eq!(titles(&app), ["Handbook", "Reset Guide"]);
+    let top = screen(&mut app, 80, 24);
+    assert!(top.contains("collection manuals (2 open, C next)"), "{top}");
+
+    press(&rt, &mut app, KeyCode::Char('C'));
+    assert_eq!(
+        app.explorer.as_ref().unwrap().collection.as_deref(),
+        Some("papers")
+    );
+    assert!(rt.until(&mut app, Duration::from_secs(10), loaded).await);
+    assert_eq!(titles(&app), ["Bolt Study", "Handbook"]);
+    let mut shown: Vec<String> = app
+        .explorer
+        .as_ref()
+        .unwrap()
+        .docs
+        .iter()
+        .map(|d| d.id.clone())
+        .collect();
+    shown.sort();
+    assert_eq!(shown, papers_ids, "the papers store's own documents");
+
+    // Search covers the browsed collection only.
+    press(&rt, &mut app, KeyCode::Char('/'));
+    type_text(&rt, &mut app, "inverter bolt torque");
+    press(&rt, &mut app, KeyCode::Enter);
+    let searched = |a: &groundwork::tui::app::App| {
+        matches!(&a.explorer.as_ref().unwrap().view,
+            ExplorerView::Search(s) if s.searched.is_some() && !s.running)
+    };
+    assert!(rt.until(&mut app, Duration::from_secs(10), searched).await);
+    let ExplorerView::Search(s) = &app.explorer.as_ref().unwrap().view else {
+        unreachable!()
+    };
+    let hits = s.results.as_ref().expect("the search ran");
+    assert!(!hits.is_empty());
+    for h in hits {
+        let doc = h.document_id.clone().unwrap_or_default();
+        assert!(papers_ids.contains(&doc), "{doc} is not a papers document");
+    }
+
+    // And back round to the first.
+    press(&rt, &mut app, KeyCode::Esc);
+    press(&rt, &mut app, KeyCode::Char('C'));
+    assert_eq!(
+        app.explorer.as_ref().unwrap().collection.as_deref(),
+        Some("manuals")
+    );
+    assert!(rt.until(&mut app, Duration::from_secs(10), loaded).await);
+    assert_eq!(titles(&app), ["Handbook", "Reset Guide"]);
+}

@@ -264,7 +264,17 @@ fn execute(
         }
         Effect::Explore(request) => {
             let tx = msg_tx.clone();
-            let store = services.store.clone();
+            // The collection the explorer browses (its reads were asked for just now).
+            let browsed = app.explorer.as_ref().and_then(|e| e.collection.as_deref());
+            let store = match browsed {
+                Some(name) => services
+                    .collections
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, s)| s.clone())
+                    .or_else(|| services.store.clone()),
+                None => services.store.clone(),
+            };
             let vision =
                 crate::host::compose::driving_vision(&services.config, &services.capabilities);
             tokio::spawn(async move {

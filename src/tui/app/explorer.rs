@@ -45,6 +45,9 @@ pub struct Explorer {
     /// A chunk to highlight once its document's details arrive (after a search).
     pub pending_chunk: Option<String>,
     pub view: ExplorerView,
+    /// The collection browsed when several are open (`C` moves to the next); `None`: the
+    /// one database.
+    pub collection: Option<String>,
 }
 
 /// What the explorer shows.
@@ -219,10 +222,37 @@ impl App {
         if self.explorer.take().is_some() {
             return Vec::new();
         }
-        let mut ex = Explorer::default();
+        let mut ex = Explorer {
+            collection: self.host.collections.first().cloned(),
+            ..Explorer::default()
+        };
         let first = ex.first_batch();
         self.explorer = Some(ex);
         first.into_iter().collect()
+    }
+
+    /// `C`: browse the next open collection (its documents, chunks and search).
+    fn next_collection(&mut self) -> Vec<Effect> {
+        let names = &self.host.collections;
+        let Some(ex) = self.explorer.as_mut() else {
+            return Vec::new();
+        };
+        if names.len() < 2 {
+            self.notice = Some("one database is open; --db NAME=PATH opens several".into());
+            return Vec::new();
+        }
+        let at = ex
+            .collection
+            .as_ref()
+            .and_then(|c| names.iter().position(|n| n == c))
+            .map_or(0, |i| (i + 1) % names.len());
+        ex.collection = Some(names[at].clone());
+        ex.detail_for = None;
+        ex.detail = None;
+        ex.chunk = 0;
+        ex.in_chunks = false;
+        ex.pending_chunk = None;
+        ex.first_batch().into_iter().collect()
     }
 
     pub(super) fn explored(&mut self, msg: Explored) -> Vec<Effect> {
@@ -478,6 +508,7 @@ impl App {
             KeyCode::Char('c') => self.open_context(),
             KeyCode::Char('v') => self.open_explorer_grounding(),
             KeyCode::Char('I') => self.on_action(Action::DatabaseInfo),
+            KeyCode::Char('C') => self.next_collection(),
             _ => {
                 self.dirty = false;
                 Vec::new()

@@ -101,7 +101,16 @@ pub fn render(app: &App, ex: &Explorer, frame: &mut Frame) {
         Paragraph::new(Line::from(vec![
             Span::styled(" Knowledge base ", t.title),
             Span::styled(
-                truncate(&format!("{} · {docs}", app.host.db), header.width as usize),
+                truncate(
+                    &match &ex.collection {
+                        Some(c) => format!(
+                            "collection {c} ({} open, C next) · {docs}",
+                            app.host.collections.len()
+                        ),
+                        None => format!("{} · {docs}", app.host.db),
+                    },
+                    header.width as usize,
+                ),
                 t.dim,
             ),
         ])),
