@@ -15,18 +15,26 @@
 //! - Groundwork's hybrid search (`Store::search`: both legs, RRF, documents' metadata,
 //!   picture lookup), and the ratio to the floor.
 //!
+//! - the same search with a reranker configured: a local rerank server on 127.0.0.1 that
+//!   answers at once (the scripted one of the tests), so what it adds is Groundwork's side of
+//!   reranking — `limit * 10` candidates from each leg, their metadata, one HTTP round trip,
+//!   the reordering — not a model's inference.
+//!
 //! Then criterion times the floor (group `search_floor`) and the searches (group `search`).
 //! `benches/compare_search.sh` runs this and haiku.rag 0.77 on the same database.
 
 #[path = "../tests/support/hashembed.rs"]
 mod hashembed;
+#[path = "../tests/support/rerank_server.rs"]
+#[allow(dead_code)] // the bench uses the deterministic reordering only
+mod rerank_server;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use futures::TryStreamExt;
-use groundwork::config::SearchConfig;
+use groundwork::config::{RerankerConfig, SearchConfig};
 use groundwork::embed::{self, Embedder, EmbedderSpec};
 use groundwork::store::{NewChunk, NewDocument, Store};
 use lancedb::index::scalar::FullTextSearchQuery;
@@ -209,6 +217,55 @@ fn bench(c: &mut Criterion) {
         ms(&first_pass, 0.5),
     );
 
+    // The same base through a second store handle with a reranker, interleaved with the
+    // plain search (one warm-up pass, then the reported one).
+    let reranker = rt.block_on(rerank_server::RerankServer::start(
+        rerank_server::Behaviour::Reverse,
+    ));
+    let reranked = rt.block_on(async {
+        let mut s = Store::open(&uri).await.unwrap();
+        s.set_embedder(embedder.clone()).unwrap();
+        s.set_search_config(SearchConfig {
+            reranker: Some(RerankerConfig::new(reranker.url.clone())),
+            ..store.search_config().clone()
+        });
+        s
+    });
+    let (mut plain_times, mut rr_times) = (Vec::new(), Vec::new());
+    for pass in 0..2 {
+        for q in &queries {
+            let p = time(|| rt.block_on(store.search(q, Some(5), None)).unwrap().len());
+            let r = time(|| {
+                let (hits, report) = rt
+                    .block_on(reranked.search_reported(
+                        q,
+                        Some(5),
+                        None,
+                        groundwork::store::search::SearchMode::Hybrid,
+                    ))
+                    .unwrap();
+                let report = report.expect("the reranker was asked");
+                assert!(report.warning.is_none(), "{:?}", report.warning);
+                hits.len()
+            });
+            if pass == 1 {
+                plain_times.push(p);
+                rr_times.push(r);
+            }
+        }
+    }
+    plain_times.sort();
+    rr_times.sort();
+    println!(
+        "with a reranker (local rerank server answering at once; 50 candidates per leg, one HTTP round trip), limit 5, {} queries: p50 {:.2} ms, p95 {:.2} ms; hybrid search beside it p50 {:.2} ms: the reranker adds {:.2} ms ({:.2}x)",
+        rr_times.len(),
+        ms(&rr_times, 0.5),
+        ms(&rr_times, 0.95),
+        ms(&plain_times, 0.5),
+        ms(&rr_times, 0.5) - ms(&plain_times, 0.5),
+        ms(&rr_times, 0.5) / ms(&plain_times, 0.5),
+    );
+
     let mut group = c.benchmark_group("search_floor");
     group.sample_size(50);
     let mut i = 0usize;
@@ -226,6 +283,13 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 1) % queries.len();
             rt.block_on(store.search(&queries[i], Some(5), None))
+                .unwrap()
+        })
+    });
+    group.bench_function("hybrid_reranked_50k_limit5", |b| {
+        b.iter(|| {
+            i = (i + 1) % queries.len();
+            rt.block_on(reranked.search(&queries[i], Some(5), None))
                 .unwrap()
         })
     });
