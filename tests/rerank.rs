@@ -582,3 +582,82 @@ async fn the_workbench_inspector_marks_reordered_results_and_the_status_bar_warn
         "{s}"
     );
 }
+
+/// The explorer's search (F6, `/`) goes through the reranker too: its status line carries
+/// the reranker's note and the selected result both scores; a reranker that is down leaves
+/// the fused order and says so there.
+#[tokio::test]
+async fn the_explorer_search_shows_the_reranked_and_the_fused_score() {
+    use crossterm::event::KeyCode;
+    use groundwork::tui::Runtime;
+    use groundwork::tui::app::{App, ExplorerView};
+    use support::workbench::{new_app, press, screen, services, type_text};
+
+    let embed = hashembed::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let uri = corpus(dir.path(), &embed).await;
+    let searched = |a: &App| {
+        matches!(&a.explorer.as_ref().unwrap().view,
+            ExplorerView::Search(s) if s.searched.is_some() && !s.running)
+    };
+    let search = async |rt: &mut Runtime, app: &mut App| {
+        press(rt, app, KeyCode::F(6));
+        press(rt, app, KeyCode::Char('/'));
+        type_text(rt, app, QUERY);
+        press(rt, app, KeyCode::Enter);
+        assert!(rt.until(app, Duration::from_secs(20), searched).await);
+    };
+
+    let server = RerankServer::start(Behaviour::Reverse).await;
+    let store = Arc::new(open(&uri, &embed, Some(reranker(&server.url))).await);
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&store, "http://127.0.0.1:9/v1"));
+    search(&mut rt, &mut app).await;
+    assert_eq!(server.requests().len(), 1, "one rerank request");
+    let ExplorerView::Search(s) = &app.explorer.as_ref().unwrap().view else {
+        unreachable!()
+    };
+    let report = s.rerank.clone().expect("the reranker was asked");
+    assert_eq!(report.warning, None);
+    let first = s.results.as_ref().unwrap()[0].clone();
+    let hit = report
+        .hit(first.id())
+        .expect("the first result was reranked")
+        .clone();
+    assert_ne!(
+        hit.fused_rank, 1,
+        "the scripted reranker reverses the fused order"
+    );
+    let shown = screen(&mut app, 160, 48);
+    assert!(
+        shown.contains(&format!(
+            "reranked {} candidates with {MODEL}",
+            report.candidates
+        )),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!(
+            "reranked {:.4} · fused {:.4} (fused #{})",
+            hit.rerank_score.unwrap(),
+            hit.fused_score,
+            hit.fused_rank
+        )),
+        "{shown}"
+    );
+
+    // Down: the search still answers, in the fused order, with the warning.
+    let down = closed_url();
+    let store = Arc::new(open(&uri, &embed, Some(reranker(&down))).await);
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&store, "http://127.0.0.1:9/v1"));
+    search(&mut rt, &mut app).await;
+    let ExplorerView::Search(s) = &app.explorer.as_ref().unwrap().view else {
+        unreachable!()
+    };
+    assert!(!s.results.as_ref().unwrap().is_empty());
+    let report = s.rerank.clone().expect("the reranker was asked");
+    assert!(report.warning.is_some());
+    let shown = screen(&mut app, 160, 48);
+    assert!(shown.contains("warning: reranker"), "{shown}");
+}

@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use crate::capabilities::kit::{picture_content, search};
 use crate::engine::chat::{IMAGE_TOKEN_ESTIMATE, estimate_tokens};
 use crate::engine::messages::UserContent;
+use crate::store::rerank::RerankReport;
 use crate::store::{DocumentMeta, SearchResult, Store};
 
 use super::transcript::Transcript;
@@ -88,11 +89,25 @@ pub async fn search_base(
     store: &Store,
     query: &str,
     filter: Option<&str>,
-) -> Result<Vec<SearchResult>, String> {
+) -> Result<Searched, String> {
     store
-        .search(query, Some(SEARCH_LIMIT), filter)
+        .search_reported(
+            query,
+            Some(SEARCH_LIMIT),
+            filter,
+            crate::store::search::SearchMode::Hybrid,
+        )
         .await
+        .map(|(results, rerank)| Searched { results, rerank })
         .map_err(|e| e.to_string())
+}
+
+/// A search's results and, with a reranker configured, what it did (fused and reranked
+/// scores, or why the fused order was kept).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Searched {
+    pub results: Vec<SearchResult>,
+    pub rerank: Option<RerankReport>,
 }
 
 /// What the model receives for one chunk: the search tool's block of the expanded chunk

@@ -7,7 +7,8 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::host::explore::{AgentContext, DOCUMENT_BATCH, DocumentDetail};
+use crate::host::explore::{AgentContext, DOCUMENT_BATCH, DocumentDetail, Searched};
+use crate::store::rerank::RerankReport;
 use crate::store::{DocumentMeta, SearchResult};
 use crate::tui::keymap::Action;
 
@@ -80,6 +81,8 @@ pub struct SearchView {
     pub searched: Option<String>,
     pub running: bool,
     pub results: Result<Vec<SearchResult>, String>,
+    /// What the reranker did to the results, when one is configured.
+    pub rerank: Option<RerankReport>,
     pub selected: usize,
     /// Keys go to the results list (else to the query box).
     pub in_results: bool,
@@ -120,7 +123,7 @@ pub enum Explored {
     },
     Search {
         query: String,
-        result: Result<Vec<SearchResult>, String>,
+        result: Result<Searched, String>,
     },
     Context {
         chunk_id: String,
@@ -317,8 +320,17 @@ impl App {
                 {
                     s.running = false;
                     s.selected = 0;
-                    s.in_results = result.as_ref().is_ok_and(|r| !r.is_empty());
-                    s.results = result;
+                    s.in_results = result.as_ref().is_ok_and(|r| !r.results.is_empty());
+                    match result {
+                        Ok(found) => {
+                            s.results = Ok(found.results);
+                            s.rerank = found.rerank;
+                        }
+                        Err(e) => {
+                            s.results = Err(e);
+                            s.rerank = None;
+                        }
+                    }
                 }
                 Vec::new()
             }
@@ -500,6 +512,7 @@ impl App {
                     searched: None,
                     running: false,
                     results: Ok(Vec::new()),
+                    rerank: None,
                     selected: 0,
                     in_results: false,
                 });

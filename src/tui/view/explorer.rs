@@ -319,7 +319,18 @@ fn search_screen(app: &App, s: &SearchView, frame: &mut Frame, area: Rect) {
     let (status, style): (String, Style) = match (&s.results, s.running, &s.searched) {
         (_, true, _) => ("Searching...".into(), t.running),
         (Err(e), _, _) => (format!("Error: {e}"), t.error),
-        (Ok(r), _, Some(_)) => (format!("Found {} results", r.len()), t.status),
+        (Ok(r), _, Some(_)) => match &s.rerank {
+            // The reranker's note: what it reordered, or why the fused order was kept.
+            Some(rr) if rr.warning.is_some() => (
+                format!("Found {} results · {}", r.len(), rr.note()),
+                t.error,
+            ),
+            Some(rr) => (
+                format!("Found {} results · {}", r.len(), rr.note()),
+                t.status,
+            ),
+            None => (format!("Found {} results", r.len()), t.status),
+        },
         _ => ("Type query and press Enter to search".into(), t.dim),
     };
     frame.render_widget(Paragraph::new(Line::styled(status, style)), status_area);
@@ -342,10 +353,24 @@ fn search_screen(app: &App, s: &SearchView, frame: &mut Frame, area: Rect) {
         (!results.is_empty()).then_some(s.selected),
         s.in_results,
     );
-    let lines = results
+    let mut lines = results
         .get(s.selected)
         .map(|r| chunk_lines(app, r, Some(r.score), false))
         .unwrap_or_default();
+    // Both scores of a reranked result: the reranker's (the result's score) and the fused one.
+    if let Some(hit) = results
+        .get(s.selected)
+        .and_then(|r| s.rerank.as_ref()?.hit(r.id()))
+    {
+        let line = match hit.rerank_score {
+            Some(score) => format!(
+                "reranked {score:.4} · fused {:.4} (fused #{})",
+                hit.fused_score, hit.fused_rank
+            ),
+            None => format!("fused {:.4} (not reranked)", hit.fused_score),
+        };
+        lines.insert(0, Line::styled(line, t.status));
+    }
     text(
         app,
         frame,
