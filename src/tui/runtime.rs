@@ -342,7 +342,7 @@ fn execute(
             let stores = services.stores();
             let picker = services.picker.clone();
             tokio::spawn(async move {
-                let store = store_of_document(&stores, &target.document_id).await;
+                let store = store_holding(&stores, Held::Document(&target.document_id)).await;
                 load_images(store, picker, generation, target, size, tx).await
             });
         }
@@ -355,7 +355,7 @@ fn execute(
             let stores = services.stores();
             let picker = services.picker.clone();
             tokio::spawn(async move {
-                let store = store_of_chunk(&stores, &chunk_id).await;
+                let store = store_holding(&stores, Held::Chunk(&chunk_id)).await;
                 load_grounding(store, picker, generation, chunk_id, size, tx).await
             });
         }
@@ -409,28 +409,26 @@ async fn explore(store: Option<Arc<Store>>, request: ExploreRequest, vision: boo
     }
 }
 
-/// The store that holds document `id`: with several collections the first that has it,
-/// else the one store.
-async fn store_of_document(
+/// What a store is asked whether it holds (by id).
+#[derive(Clone, Copy)]
+enum Held<'a> {
+    Document(&'a str),
+    Chunk(&'a str),
+}
+
+/// The store that holds `held`: with several collections the first that has it, else the
+/// one store.
+async fn store_holding(
     stores: &[(Option<String>, Arc<Store>)],
-    id: &str,
+    held: Held<'_>,
 ) -> Option<Arc<Store>> {
     if stores.len() > 1 {
         for (_, s) in stores {
-            if let Ok(Some(_)) = s.get_document(id).await {
-                return Some(s.clone());
-            }
-        }
-    }
-    stores.first().map(|(_, s)| s.clone())
-}
-
-/// The store that holds chunk `id`: with several collections the first that has it, else
-/// the one store.
-async fn store_of_chunk(stores: &[(Option<String>, Arc<Store>)], id: &str) -> Option<Arc<Store>> {
-    if stores.len() > 1 {
-        for (_, s) in stores {
-            if let Ok(Some(_)) = s.get_chunk(id).await {
+            let holds = match held {
+                Held::Document(id) => matches!(s.get_document(id).await, Ok(Some(_))),
+                Held::Chunk(id) => matches!(s.get_chunk(id).await, Ok(Some(_))),
+            };
+            if holds {
                 return Some(s.clone());
             }
         }

@@ -280,6 +280,9 @@ pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
     fields[URL].shown = url.is_some();
     fields[FOUND].shown = found.is_some();
     fields[FILTER].shown = !fields[FILTER].body.is_empty();
+    // The request field's short form: its columns without the provider's figure (and one
+    // for the ellipsis); the whole field when it has none.
+    let mut req_short = None;
     if let Some(i) = app
         .selected_request()
         .or(app.request_count().checked_sub(1))
@@ -296,6 +299,7 @@ pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
                     k.counter
                 );
                 if let (Some(p), Some(d)) = (k.provider_prompt, k.difference) {
+                    req_short = Some(width(&body) + 1);
                     body.push_str(&format!(" provider {} ({})", thousands(p), signed(d)));
                 }
                 body
@@ -330,10 +334,7 @@ pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
     }
     // A notice answers what the user just did, so the request's token figures (in the
     // inspector too) lose the provider's figure, then go, before it does.
-    let req_short = fields[REQ]
-        .body
-        .find(" provider")
-        .map_or(fields[REQ].width, |i| width(&fields[REQ].body[..i]) + 1);
+    let req_short = req_short.unwrap_or(fields[REQ].width);
     let mut steps = vec![
         Step::Shrink(RERANK, 24),
         Step::Compact(REQ, req_short),
