@@ -227,6 +227,8 @@ pub(super) async fn delete(ctx: &CmdContext, a: DeleteArgs) -> Result<ExitCode> 
         bail!("no document with id or URI '{}'", a.document);
     };
     store.delete_document(&doc.id).await?;
+    // And what an interrupted re-ingest of it left.
+    store.discard_replacement(&doc.id).await?;
     store.ensure_indexes().await?;
     println!(
         "deleted {} ({})",
