@@ -424,7 +424,7 @@ async fn a_capsule_entry_in_the_inspector_opens_its_visual_grounding_and_chunk()
         app.inspector.scroll = 0;
         let before = screen(&mut app, w, h);
         assert!(
-            before.contains("capsule: 1 entries · c/C select one"),
+            before.contains("capsule: 1 entry · c/C select one"),
             "{before}"
         );
         press(&rt, &mut app, KeyCode::Char('c'));

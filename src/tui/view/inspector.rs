@@ -457,8 +457,9 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
             k(Action::Back)
         )),
         _ if !entries.is_empty() => Some(format!(
-            " capsule: {} entries · {}/{} select one ",
+            " capsule: {} {} · {}/{} select one ",
             entries.len(),
+            if entries.len() == 1 { "entry" } else { "entries" },
             k(Action::NextCapsuleEntry),
             k(Action::PrevCapsuleEntry)
         )),
