@@ -145,6 +145,33 @@ async fn the_haiku_rag_fixture_is_outlined_where_it_has_page_images() {
         no_images >= 1,
         "page-2-only chunks say there are no page images"
     );
+    // The outlines land where the text is: the fixture writes PDF-style boxes
+    // (`BOTTOMLEFT`, t > b), its page-1 items one under the other from 82 points below
+    // the top edge, in reading order. So the chunks of page 1, in order, are outlined
+    // from the top of the raster downwards, the first (the title's) in its top eighth.
+    let docling = store.docling_document(&manual.id).await.unwrap().unwrap();
+    let sizes = store.page_sizes(&manual.id, Some(&docling)).await.unwrap();
+    let raster = &store.page_images(&manual.id).await.unwrap()[&1];
+    let (w, h) = image::GenericImageView::dimensions(&image::load_from_memory(raster).unwrap());
+    let mut tops = Vec::new();
+    for chunk in store.chunks_of(&manual.id).await.unwrap() {
+        let first = refs(&chunk)
+            .iter()
+            .flat_map(|r| item_boxes(&docling, r))
+            .find(|b| b.page_no == 1);
+        if let Some(b) = first {
+            assert_eq!(b.origin, Origin::BottomLeft, "{b:?}");
+            assert!(b.t > b.b, "{b:?}");
+            let (_, _, y0, _) = pixel_rect(&b, sizes[&1], (w, h)).unwrap();
+            tops.push(y0);
+        }
+    }
+    assert!(tops.len() >= 2, "{tops:?}");
+    assert!(tops[0] * 8 <= h, "the title is outlined at the top: {tops:?} of {h}");
+    assert!(
+        tops.windows(2).all(|p| p[0] <= p[1]),
+        "page 1 is outlined top to bottom in reading order: {tops:?}"
+    );
 }
 
 /// A question citing a PDF chunk, asked through the workbench.
