@@ -177,6 +177,7 @@ async fn the_filter_box_narrows_the_documents_by_title_or_uri() {
     })
     .await;
     let docs = &ex(&app).docs;
+    let docs_len = docs.len();
     assert!(!docs.is_empty() && docs.len() < before, "{docs:?}");
     for d in docs {
         let label = format!("{:?} {:?}", d.title, d.uri).to_lowercase();
@@ -202,6 +203,31 @@ async fn the_filter_box_narrows_the_documents_by_title_or_uri() {
     .await;
     assert_eq!(ex(&app).docs_error, None);
     assert!(ex(&app).docs.is_empty());
+    // The rows are matched in memory, read once per version of the table: a document
+    // written since is found by the next key, in the order the documents were added.
+    for _ in 0..ex(&app).filter.len() {
+        press(&rt, &mut app, KeyCode::Backspace);
+    }
+    kb.store
+        .add_document(
+            document(
+                Some("test://battery-late"),
+                Some("A late battery note"),
+                vec![],
+                vec![chunk(0, &[], &[], "A battery note written after opening.")],
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    type_text(&rt, &mut app, "battery");
+    wait(&mut rt, &mut app, "the batch with the new document", |a| {
+        !ex(a).docs_loading
+    })
+    .await;
+    let titles: Vec<Option<String>> = ex(&app).docs.iter().map(|d| d.title.clone()).collect();
+    assert_eq!(titles.last(), Some(&Some("A late battery note".to_string())));
+    assert_eq!(titles.len(), docs_len + 1, "{titles:?}");
 }
 
 /// The update function alone: one batch read at a time. Keys typed into the filter while
