@@ -809,3 +809,113 @@ async fn tmux_open_the_explorer_search_and_open_a_chunk() {
     let screen = tmux.wait_exit().await;
     assert_restored(&screen, "Knowledge base");
 }
+
+/// The real binary in tmux at 80×24, on a session whose question cited a PDF chunk (the
+/// scripted server): F6 opens the explorer, `/` searches, Enter goes to the cited chunk
+/// (the ledger says so), `v` shows its visual grounding — the frame names the chunk's
+/// document, its first outlined page and the legend — and Esc goes back to the explorer.
+#[tokio::test]
+async fn tmux_search_a_cited_chunk_and_open_its_visual_grounding() {
+    use groundwork::host::grounding::ground_chunk;
+    use serde_json::json;
+    use support::scripted_server::Reply;
+    use support::tmux::{EXIT_SUFFIX, Tmux, assert_restored};
+    let kb = demo_kb().await;
+    let query = "rooftop array produced MWh over the year";
+    let cited = hit(&kb.store, query, |r| {
+        r.document_uri
+            .as_deref()
+            .is_some_and(|u| u.ends_with(".pdf"))
+    })
+    .await
+    .chunk_id
+    .unwrap();
+    // Where the explorer's search (the store's hybrid search, limit 50) lists it.
+    let rank = kb
+        .store
+        .search(query, Some(50), None)
+        .await
+        .unwrap()
+        .iter()
+        .position(|r| r.id() == cited)
+        .expect("the explorer's search finds the cited chunk");
+    // What the grounding screen must show: the chunk's pages with boxes.
+    let grounded = ground_chunk(&kb.store, &cited, true).await.unwrap();
+    let first_page = grounded.pages[0].page_no;
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("rag_search", json!({"query": query})),
+        Reply::tool_call("rag_cite", json!({"chunk_ids": [cited]})),
+        Reply::text("The array produced 512 MWh over the year."),
+    ])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let tmux = Tmux::new("explorer-grounding");
+    let script = format!(
+        "env -u GROUNDWORK_MODEL_URL -u GROUNDWORK_MODEL HOME={home} XDG_DATA_HOME={home}/data \
+         XDG_CONFIG_HOME={home}/config GROUNDWORK_DISCOVER=off \
+         {bin} --db {db} --session {home}/s.json --model-url {url} --model scripted-model; \
+         {EXIT_SUFFIX}",
+        home = home.path().display(),
+        bin = env!("CARGO_BIN_EXE_groundwork"),
+        db = kb.db,
+        url = server.base_url(),
+    );
+    tmux.start(&script, 80, 24);
+    tmux.wait_for("the first frame", 60, |s| s.contains("Question"))
+        .await;
+    tmux.send(&["-l", "How much did the array produce?"]);
+    tmux.send(&["Enter"]);
+    tmux.wait_for("the answer", 60, |s| s.contains("512 MWh over the year."))
+        .await;
+    tmux.send(&["F6"]);
+    tmux.wait_for("the documents", 30, |s| s.contains("Knowledge base"))
+        .await;
+    tmux.send(&["/"]);
+    tmux.wait_for("the search screen", 30, |s| {
+        s.contains("Type query and press Enter to search")
+    })
+    .await;
+    tmux.send(&["-l", query]);
+    tmux.send(&["Enter"]);
+    tmux.wait_for("the results", 30, |s| s.contains("Found "))
+        .await;
+    for _ in 0..rank {
+        tmux.send(&["Down"]);
+    }
+    tmux.send(&["Enter"]);
+    tmux.wait_for("the cited chunk in its document", 30, |s| {
+        s.contains("Chunks ") && s.contains("In this session: cited in Q1")
+    })
+    .await;
+    tmux.send(&["v"]);
+    let screen = tmux
+        .wait_for("the grounding screen", 60, |s| {
+            s.contains("Visual Grounding") && s.contains("matched (orange)")
+        })
+        .await;
+    assert!(
+        screen.contains("Visual Grounding - groundwork-demo:///harbor-point-field-report-2026.pdf"),
+        "the cited chunk's document:\n{screen}"
+    );
+    assert!(
+        screen.contains(&format!("Page 1/{} - Use ←/→ to navigate", grounded.pages.len())),
+        "{screen}"
+    );
+    assert!(
+        screen.contains(&format!("· page {first_page} ·")),
+        "its first outlined page:\n{screen}"
+    );
+    tmux.send(&["Escape"]);
+    tmux.wait_for("the explorer again", 30, |s| {
+        s.contains("Knowledge base") && !s.contains("Visual Grounding")
+    })
+    .await;
+    tmux.send(&["F6"]);
+    tmux.wait_for("the panes again", 30, |s| {
+        s.contains("Question") && !s.contains("Knowledge base")
+    })
+    .await;
+    tmux.send(&["C-q"]);
+    let screen = tmux.wait_exit().await;
+    assert_restored(&screen, "Knowledge base");
+}
