@@ -87,9 +87,13 @@ fn bench(c: &mut Criterion) {
     assert_eq!(rt.block_on(store.count_documents()).unwrap(), DOCS);
     let last = DOCS - explore::DOCUMENT_BATCH;
     // The filtered batch is the first 50 "Service" manuals, in the order they were added.
-    let service = rt.block_on(explore::documents(&store, "SERVICE", 0)).unwrap();
+    let service = rt
+        .block_on(explore::documents(&store, "SERVICE", 0))
+        .unwrap();
     let titles: Vec<String> = service.iter().filter_map(|d| d.title.clone()).collect();
-    let want: Vec<String> = (0..50).map(|k| format!("Service manual {}", k * 10)).collect();
+    let want: Vec<String> = (0..50)
+        .map(|k| format!("Service manual {}", k * 10))
+        .collect();
     assert_eq!(titles, want);
     let doc = rt.block_on(explore::documents(&store, "", last)).unwrap()[0]
         .id

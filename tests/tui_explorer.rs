@@ -226,7 +226,10 @@ async fn the_filter_box_narrows_the_documents_by_title_or_uri() {
     })
     .await;
     let titles: Vec<Option<String>> = ex(&app).docs.iter().map(|d| d.title.clone()).collect();
-    assert_eq!(titles.last(), Some(&Some("A late battery note".to_string())));
+    assert_eq!(
+        titles.last(),
+        Some(&Some("A late battery note".to_string()))
+    );
     assert_eq!(titles.len(), docs_len + 1, "{titles:?}");
 }
 
@@ -898,7 +901,10 @@ async fn tmux_search_a_cited_chunk_and_open_its_visual_grounding() {
         "the cited chunk's document:\n{screen}"
     );
     assert!(
-        screen.contains(&format!("Page 1/{} - Use ←/→ to navigate", grounded.pages.len())),
+        screen.contains(&format!(
+            "Page 1/{} - Use ←/→ to navigate",
+            grounded.pages.len()
+        )),
         "{screen}"
     );
     assert!(

@@ -167,7 +167,10 @@ async fn the_haiku_rag_fixture_is_outlined_where_it_has_page_images() {
         }
     }
     assert!(tops.len() >= 2, "{tops:?}");
-    assert!(tops[0] * 8 <= h, "the title is outlined at the top: {tops:?} of {h}");
+    assert!(
+        tops[0] * 8 <= h,
+        "the title is outlined at the top: {tops:?} of {h}"
+    );
     assert!(
         tops.windows(2).all(|p| p[0] <= p[1]),
         "page 1 is outlined top to bottom in reading order: {tops:?}"
@@ -440,7 +443,7 @@ async fn a_capsule_entry_in_the_inspector_opens_its_visual_grounding_and_chunk()
         .iter()
         .map(|e| e.chunk_id.clone())
         .collect();
-    assert_eq!(ids, [cited.clone()]);
+    assert_eq!(ids, std::slice::from_ref(&cited));
 
     let settings = redactions();
     let _guard = settings.bind_to_scope();
@@ -458,14 +461,21 @@ async fn a_capsule_entry_in_the_inspector_opens_its_visual_grounding_and_chunk()
         assert_eq!(app.inspector.entry, Some(0));
         let text = screen(&mut app, w, h);
         assert!(text.contains("capsule entry 1/1 · V grounding"), "{text}");
-        assert!(text.contains("▶["), "the entry is marked and scrolled to:\n{text}");
+        assert!(
+            text.contains("▶["),
+            "the entry is marked and scrolled to:\n{text}"
+        );
         insta::assert_snapshot!(format!("inspector_capsule_entry_{size}"), text);
         // The images pane follows the selected entry.
         assert_eq!(app.images.target.as_ref().unwrap().chunk_id, cited);
 
         // `V`: visual grounding of exactly that chunk, on its PDF's pages.
         press_mod(&rt, &mut app, KeyCode::Char('V'), KeyModifiers::SHIFT);
-        let view = app.grounding.view.as_ref().expect("V opens visual grounding");
+        let view = app
+            .grounding
+            .view
+            .as_ref()
+            .expect("V opens visual grounding");
         assert_eq!(view.target.chunk_id, cited);
         assert_eq!(
             view.target.document,
@@ -482,7 +492,10 @@ async fn a_capsule_entry_in_the_inspector_opens_its_visual_grounding_and_chunk()
         assert!(!pages.is_empty());
         assert!(pages.iter().all(|p| chunk_pages.contains(p)), "{pages:?}");
         let text = screen(&mut app, w, h);
-        assert!(text.contains("harbor-point-field-report-2026.pdf"), "{text}");
+        assert!(
+            text.contains("harbor-point-field-report-2026.pdf"),
+            "{text}"
+        );
         press(&rt, &mut app, KeyCode::Esc);
         assert!(app.grounding.view.is_none());
         assert_eq!(app.inspector.entry, Some(0), "closing keeps the entry");
@@ -495,7 +508,10 @@ async fn a_capsule_entry_in_the_inspector_opens_its_visual_grounding_and_chunk()
             }
             _ => panic!("Enter opens the entry's chunk"),
         }
-        assert!(!app.inspector.diff, "Enter on an entry does not toggle the diff");
+        assert!(
+            !app.inspector.diff,
+            "Enter on an entry does not toggle the diff"
+        );
         press(&rt, &mut app, KeyCode::Esc);
         assert!(app.popup.is_none());
 

@@ -126,11 +126,7 @@ impl Store {
     pub(super) async fn listing(&self) -> Result<Arc<Listing>> {
         let version = self.meta.version().await?;
         {
-            let c = self
-                .cache
-                .listing
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let c = self.cache.listing.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(l) = c.as_ref().filter(|l| l.version == version) {
                 return Ok(l.value.clone());
             }
@@ -143,11 +139,7 @@ impl Store {
             .map(|d| (lower(&d.title), lower(&d.uri)))
             .collect();
         let value = Arc::new(Listing { docs, keys });
-        *self
-            .cache
-            .listing
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(Versioned {
+        *self.cache.listing.lock().unwrap_or_else(|e| e.into_inner()) = Some(Versioned {
             version,
             value: value.clone(),
         });

@@ -172,7 +172,11 @@ pub struct CapsuleEntryRef {
 impl CapsuleEntryRef {
     /// The document as the source names it: the title without its quotes, else the uri.
     pub fn document(&self) -> String {
-        match self.source.strip_prefix('"').and_then(|r| r.split_once('"')) {
+        match self
+            .source
+            .strip_prefix('"')
+            .and_then(|r| r.split_once('"'))
+        {
             Some((title, _)) => title.to_string(),
             None => self.source.clone(),
         }

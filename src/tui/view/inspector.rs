@@ -459,7 +459,11 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         _ if !entries.is_empty() => Some(format!(
             " capsule: {} {} · {}/{} select one ",
             entries.len(),
-            if entries.len() == 1 { "entry" } else { "entries" },
+            if entries.len() == 1 {
+                "entry"
+            } else {
+                "entries"
+            },
             k(Action::NextCapsuleEntry),
             k(Action::PrevCapsuleEntry)
         )),
