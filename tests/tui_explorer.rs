@@ -277,6 +277,46 @@ fn typing_a_filter_queues_one_read_not_one_per_key() {
     assert!(!ex(&app).docs_loading && ex(&app).docs_done);
 }
 
+/// When the first batch arrives the store is asked, once, to read ahead the rows the
+/// title filter matches, so the first key typed in the filter box finds them read; a
+/// filtered first batch asks nothing.
+#[test]
+fn the_first_batch_reads_ahead_for_the_filter_once() {
+    use groundwork::tui::app::{Effect, ExploreRequest, Explored, Msg};
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let warms = |effects: &[Effect]| {
+        effects
+            .iter()
+            .filter(|e| matches!(e, Effect::Explore(ExploreRequest::WarmFilter)))
+            .count()
+    };
+    let doc = |i: usize| groundwork::store::DocumentMeta {
+        id: format!("doc-{i}"),
+        uri: None,
+        title: Some(format!("Manual {i}")),
+        metadata: Default::default(),
+        created_at: String::new(),
+        updated_at: String::new(),
+    };
+    let opened = app.update(key_event(KeyCode::F(6), KeyModifiers::NONE));
+    assert_eq!(warms(&opened), 0, "the first batch goes first");
+    let first = app.update(Msg::Explored(Explored::Documents {
+        generation: 1,
+        offset: 0,
+        result: Ok((0..50).map(doc).collect()),
+    }));
+    assert_eq!(warms(&first), 1);
+    assert!(ex(&app).filter_warmed);
+    let next = app.update(Msg::Explored(Explored::Documents {
+        generation: 1,
+        offset: 50,
+        result: Ok((50..60).map(doc).collect()),
+    }));
+    assert_eq!(warms(&next), 0, "once");
+    assert!(app.update(Msg::Explored(Explored::FilterWarmed)).is_empty());
+}
+
 #[tokio::test]
 async fn documents_load_in_batches_of_fifty_as_the_highlight_nears_the_end() {
     let docs = (0..60)

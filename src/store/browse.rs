@@ -39,6 +39,12 @@ impl Store {
             .collect())
     }
 
+    /// Reads every document's row into memory (once per version of the table), which
+    /// [`Store::documents_page`] then filters.
+    pub async fn warm_document_listing(&self) -> Result<()> {
+        self.listing().await.map(|_| ())
+    }
+
     /// How many pictures (items with bytes) a document holds.
     pub async fn count_pictures_of(&self, document_id: &str) -> Result<usize> {
         Ok(self

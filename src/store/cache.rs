@@ -25,6 +25,8 @@ pub(super) struct Cache {
     pictured: Mutex<Option<Versioned<HashSet<String>>>>,
     /// Every `document_meta` row in table order, at one version of that table.
     listing: Mutex<Option<Versioned<Arc<Listing>>>>,
+    /// Held while the listing is read, so that two callers read it once.
+    listing_read: tokio::sync::Mutex<()>,
 }
 
 /// Every document's row in table order, with its title and URI lower-cased for matching.
@@ -125,11 +127,19 @@ impl Store {
     /// for every key typed in the filter box).
     pub(super) async fn listing(&self) -> Result<Arc<Listing>> {
         let version = self.meta.version().await?;
-        {
+        let cached = || {
             let c = self.cache.listing.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(l) = c.as_ref().filter(|l| l.version == version) {
-                return Ok(l.value.clone());
-            }
+            c.as_ref()
+                .filter(|l| l.version == version)
+                .map(|l| l.value.clone())
+        };
+        if let Some(l) = cached() {
+            return Ok(l);
+        }
+        // One reader at a time: a caller that waited here finds the rows read.
+        let _reading = self.cache.listing_read.lock().await;
+        if let Some(l) = cached() {
+            return Ok(l);
         }
         let batches = collect(self.meta.query().execute().await?).await?;
         let docs = metas_from_batches(&batches);
