@@ -145,10 +145,10 @@ impl App {
                 Vec::new()
             }
             None => {
-                self.notice = Some(
-                    "visual grounding: select a citation (conversation ←/→), a ledger chunk or a page image first"
-                        .into(),
-                );
+                self.notice = Some(format!(
+                    "visual grounding: select a citation (conversation ←/→), a ledger chunk, a capsule entry (inspector {}) or a page image first",
+                    self.keymap.hint(Action::NextCapsuleEntry)
+                ));
                 Vec::new()
             }
         }
