@@ -36,7 +36,6 @@ pub mod search;
 pub mod types;
 mod write;
 
-pub use browse::title_or_uri_filter;
 pub use indexes::VECTOR_INDEX_MIN_ROWS;
 pub use open::embedder_from_settings;
 pub(crate) use read::chunks_from_batch;

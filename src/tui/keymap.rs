@@ -89,6 +89,8 @@ actions! {
     NextRequest, Pane, "inspector: next model request", ["]"];
     ToggleDiff, Pane, "inspector: side by side / unified diff", ["d"];
     ToggleInstructions, Pane, "inspector: show or hide the full instructions", ["t"];
+    NextCapsuleEntry, Pane, "inspector: select the next capsule entry", ["c"];
+    PrevCapsuleEntry, Pane, "inspector: select the previous capsule entry", ["C"];
     Select, Pane, "open / expand the selected item", ["enter"];
     Back, Pane, "close the detail view", ["backspace"];
     ToggleSources, Pane, "conversation: collapse or expand sources", ["s"];

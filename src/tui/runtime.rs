@@ -406,6 +406,12 @@ async fn explore(store: Option<Arc<Store>>, request: ExploreRequest, vision: boo
             },
             chunk_id,
         },
+        ExploreRequest::WarmFilter => {
+            if let Some(s) = store {
+                explore::warm_filter(&s).await;
+            }
+            Explored::FilterWarmed
+        }
     }
 }
 

@@ -33,7 +33,7 @@ use ratatui_textarea::TextArea;
 use crate::engine::events::RequestSnapshot;
 use crate::engine::messages::BinaryContent;
 use crate::host::ask::AskOptions;
-use crate::host::inspect::InspectedRequest;
+use crate::host::inspect::{CapsuleEntryRef, InspectedRequest};
 use crate::host::transcript::{ToolKind, ToolStep, Transcript, tool_kind};
 use crate::session::Session;
 
@@ -108,7 +108,7 @@ pub struct HostInfo {
 
 /// Inspector lines for (request index, width, diff mode, full instructions, theme).
 pub type InspectorCache = (
-    (usize, u16, bool, bool, ThemeName),
+    (usize, u16, bool, bool, ThemeName, Option<usize>),
     std::rc::Rc<Vec<ratatui::text::Line<'static>>>,
 );
 
@@ -168,6 +168,8 @@ pub struct App {
     pub wrap_cache: std::cell::RefCell<Option<WrapCache>>,
     /// The inspector's lines for (request, width, diff, theme); snapshots never change.
     pub inspector_cache: std::cell::RefCell<Option<InspectorCache>>,
+    /// The capsule entries of a request (its index), read once from what it sent.
+    pub capsule_cache: std::cell::RefCell<Option<(usize, std::rc::Rc<Vec<CapsuleEntryRef>>)>>,
     /// Questions cannot be asked and the session is never saved (reviewing).
     pub read_only: bool,
     /// The experiment under review (`groundwork open DIR`).
@@ -217,6 +219,7 @@ impl App {
                 .unwrap_or_default(),
             wrap_cache: std::cell::RefCell::new(None),
             inspector_cache: std::cell::RefCell::new(None),
+            capsule_cache: std::cell::RefCell::new(None),
             read_only: false,
             review: None,
         };
@@ -252,6 +255,7 @@ impl App {
             .map(|_| std::cell::OnceCell::new())
             .collect();
         *self.inspector_cache.borrow_mut() = None;
+        *self.capsule_cache.borrow_mut() = None;
         self.history = self
             .transcript
             .turns
@@ -324,6 +328,31 @@ impl App {
                 .and_then(|l| l.requests.get(i - c))
                 .map(|s| (true, s))
         }
+    }
+
+    /// The capsule entries of the request the inspector shows (empty without a capsule).
+    pub fn capsule_entries(&self) -> std::rc::Rc<Vec<CapsuleEntryRef>> {
+        let Some(i) = self.selected_request() else {
+            return std::rc::Rc::default();
+        };
+        if let Some((k, e)) = self.capsule_cache.borrow().as_ref()
+            && *k == i
+        {
+            return e.clone();
+        }
+        let entries = std::rc::Rc::new(
+            self.request_at(i)
+                .map(|(_, s)| crate::host::inspect::capsule_entries(s))
+                .unwrap_or_default(),
+        );
+        *self.capsule_cache.borrow_mut() = Some((i, entries.clone()));
+        entries
+    }
+
+    /// The selected capsule entry of the inspector's request, if any.
+    pub fn selected_capsule_entry(&self) -> Option<CapsuleEntryRef> {
+        let k = self.inspector.entry?;
+        self.capsule_entries().get(k).cloned()
     }
 
     /// Token figures summed over the session's requests and the running question's.
