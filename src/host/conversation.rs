@@ -102,6 +102,7 @@ pub fn commit_finished(
     started: std::time::Instant,
     model_requests: usize,
 ) {
+    let start = session.run_start();
     session.commit(messages, state, requests);
     let elapsed = started.elapsed();
     session.groundwork.timings.push(RunTiming {
@@ -109,6 +110,7 @@ pub fn commit_finished(
         started_at: chrono::Utc::now() - chrono::Duration::from_std(elapsed).unwrap_or_default(),
         duration_ms: elapsed.as_millis() as u64,
         requests: model_requests,
+        start: Some(start),
     });
 }
 
