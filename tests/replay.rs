@@ -1,0 +1,290 @@
+//! Counterfactual replay end to end: sessions asked by the real binary (`ask`) over the
+//! scripted server's researcher and a real LanceDB store, one question run again with
+//! other flags (`groundwork replay`), and the workbench's replay popup and side-by-side
+//! screen on TestBackend.
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::Value;
+use support::home::{Home, err};
+use support::researcher::{self, DECLINED, INVENTED, Study, asked};
+use support::scripted_server::ScriptedServer;
+
+/// Cites for questions about lighthouses; searches the rest and answers them uncited.
+fn researches(q: &str) -> Study {
+    if q.to_lowercase().contains("lighthouse") {
+        Study::Cite
+    } else {
+        Study::Uncited
+    }
+}
+
+fn out(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Asks `questions` in turn into the session `s.json` of `home`.
+async fn asked_session(home: &Home, url: &str, questions: &[&str]) {
+    for q in questions {
+        let o = home
+            .run(&[
+                "--model-url",
+                url,
+                "--model",
+                "scripted",
+                "--session",
+                "s.json",
+                "ask",
+                q,
+            ])
+            .await;
+        assert!(o.status.success(), "{}", err(&o));
+    }
+}
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn replay(home: &Home, url: &str, args: &[&str]) -> std::process::Output {
+    let mut all = vec![
+        "--model-url",
+        url,
+        "--model",
+        "scripted",
+        "replay",
+        "s.json",
+    ];
+    all.extend_from_slice(args);
+    home.run(&all).await
+}
+
+#[tokio::test]
+async fn replaying_a_redirected_question_without_the_policy_changes_its_outcome_and_not_the_session()
+ {
+    let home = Home::new().await;
+    let model = ScriptedServer::responding(researcher::researcher(researches)).await;
+    let url = model.base_url();
+    asked_session(&home, &url, &["What did the keeper eat?"]).await;
+    let session = home.path("s.json");
+    let before = std::fs::read(&session).unwrap();
+    let files = listing(home.dir.path());
+
+    // Discarded: the comparison is printed, nothing is written.
+    let o = replay(
+        &home,
+        &url,
+        &["--question", "1", "--arm=--no-policy", "--json"],
+    )
+    .await;
+    assert!(o.status.success(), "{}", err(&o));
+    let c: Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(c["question"], 1);
+    assert_eq!(c["prompt"], "What did the keeper eat?");
+    assert_eq!(c["changes"], "--no-policy");
+    // The policy redirected the uncited answer into a declaration: search, answer,
+    // empty cite, declaration. Without it: search, answer.
+    let o1 = &c["original"];
+    assert_eq!(
+        (
+            o1["outcome"].as_str(),
+            o1["redirected"].as_bool(),
+            o1["requests"].as_u64()
+        ),
+        (Some("ungrounded"), Some(true), Some(4))
+    );
+    assert_eq!(o1["answer"], DECLINED);
+    let r = &c["replay"];
+    assert_eq!(
+        (
+            r["outcome"].as_str(),
+            r["redirected"].as_bool(),
+            r["requests"].as_u64()
+        ),
+        (Some("missing"), Some(false), Some(2))
+    );
+    assert_eq!(r["answer"], INVENTED);
+    assert!(r["sent_tokens"].as_u64().unwrap() < o1["sent_tokens"].as_u64().unwrap());
+    assert!(c["saved"].is_null());
+    let diff = c["diff"].as_str().unwrap();
+    let removed: Vec<&str> = diff.lines().filter(|l| l.starts_with('-')).collect();
+    // The redirect and the later requests are gone, so are the policy's instructions.
+    assert!(
+        removed
+            .iter()
+            .any(|l| l.contains(groundwork::capabilities::policy::REDIRECT_TAG)),
+        "{diff}"
+    );
+    assert!(
+        removed.iter().any(|l| l.starts_with("-request 3")),
+        "{diff}"
+    );
+    assert!(
+        removed.iter().any(|l| l.starts_with("-request 4")),
+        "{diff}"
+    );
+    assert!(
+        !diff
+            .lines()
+            .any(|l| l.starts_with('+') && !l.starts_with("+++")),
+        "the replay sent nothing the original did not: {diff}"
+    );
+    assert_eq!(std::fs::read(&session).unwrap(), before);
+    assert_eq!(
+        listing(home.dir.path()),
+        files,
+        "a discarded replay writes nothing"
+    );
+
+    // The text form shows both runs side by side and the diff.
+    let o = replay(&home, &url, &["--question", "1", "--arm=--no-policy"]).await;
+    assert!(o.status.success(), "{}", err(&o));
+    let text = out(&o);
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["outcome", "ungrounded,", "redirected", "missing"]),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["requests", "4", "2"]),
+        "{text}"
+    );
+    assert!(
+        text.contains("what was sent (original → replay):"),
+        "{text}"
+    );
+
+    // Saved beside: a new session that `inspect` opens, holding the replayed question.
+    let o = replay(
+        &home,
+        &url,
+        &["--question", "1", "--arm=--no-policy", "--save"],
+    )
+    .await;
+    assert!(o.status.success(), "{}", err(&o));
+    let beside = home.path("s.replay-1-no-policy.json");
+    assert!(err(&o).contains("replay saved to"), "{}", err(&o));
+    let o = home.run(&["inspect", beside.to_str().unwrap()]).await;
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(out(&o).contains("2 request(s)"), "{}", out(&o));
+    let saved: Value = serde_json::from_slice(&std::fs::read(&beside).unwrap()).unwrap();
+    let text = saved["messages"].to_string();
+    assert!(text.contains("What did the keeper eat?"));
+    assert!(
+        text.contains(INVENTED) && !text.contains(DECLINED),
+        "{text}"
+    );
+    assert_eq!(std::fs::read(&session).unwrap(), before);
+    // A second save does not overwrite the first.
+    let o = replay(
+        &home,
+        &url,
+        &["--question", "1", "--arm=--no-policy", "--save"],
+    )
+    .await;
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(home.path("s.replay-1-no-policy-2.json").exists());
+    assert_eq!(std::fs::read(&session).unwrap(), before);
+}
+
+#[tokio::test]
+async fn replaying_the_second_of_three_questions_starts_from_what_the_first_committed() {
+    let home = Home::new().await;
+    let model = ScriptedServer::responding(researcher::researcher(researches)).await;
+    let url = model.base_url();
+    let questions = [
+        "How did lighthouses start?",
+        "Who painted the towers?",
+        "Which lenses do lighthouse towers use?",
+    ];
+    asked_session(&home, &url, &questions).await;
+    let before = std::fs::read(home.path("s.json")).unwrap();
+    let seen = model.requests().len();
+    let o = replay(
+        &home,
+        &url,
+        &["--question", "2", "--arm=--no-policy", "--json"],
+    )
+    .await;
+    assert!(o.status.success(), "{}", err(&o));
+    let replayed = &model.requests()[seen..];
+    assert_eq!(replayed.len(), 2, "search and the uncited answer");
+    let tag = groundwork::host::transcript::RETRIEVED_IMAGE_TAG;
+    for body in replayed {
+        let questions_sent: Vec<String> = asked(body)
+            .into_iter()
+            .filter(|q| !q.contains(tag))
+            .collect();
+        assert_eq!(
+            questions_sent,
+            questions[..2].to_vec(),
+            "question 1's history, not 3"
+        );
+    }
+    // What the original question 2 was first sent (after question 1's three requests),
+    // the replay was first sent too: the same history and evidence state.
+    let original = &model.requests()[3];
+    assert_eq!(
+        asked(original).last().map(String::as_str),
+        Some(questions[1])
+    );
+    assert_eq!(replayed[0]["messages"], original["messages"]);
+    let c: Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(c["original"]["outcome"], "ungrounded");
+    assert_eq!(c["replay"]["outcome"], "missing");
+    assert_eq!(std::fs::read(home.path("s.json")).unwrap(), before);
+    // Question 4 does not exist; the refusal names the session and says so.
+    let o = replay(&home, &url, &["--question", "4"]).await;
+    assert!(!o.status.success());
+    assert!(
+        err(&o).contains("the session has 3 question(s); there is no question 4"),
+        "{}",
+        err(&o)
+    );
+}
+
+#[tokio::test]
+async fn an_endpoint_that_is_down_is_a_one_line_error_and_nothing_is_written() {
+    let home = Home::new().await;
+    let model = ScriptedServer::responding(researcher::researcher(researches)).await;
+    let url = model.base_url();
+    asked_session(&home, &url, &["What did the keeper eat?"]).await;
+    let before = std::fs::read(home.path("s.json")).unwrap();
+    let files = listing(home.dir.path());
+    // A port nothing listens on.
+    let down = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/v1", l.local_addr().unwrap())
+    };
+    let o = replay(
+        &home,
+        &down,
+        &["--question", "1", "--arm=--no-policy", "--save"],
+    )
+    .await;
+    assert!(!o.status.success());
+    let e = err(&o);
+    let lines: Vec<&str> = e.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{e}");
+    assert!(lines[0].contains("the replay failed"), "{e}");
+    assert!(!e.contains("SECRET"), "{e}");
+    assert_eq!(std::fs::read(home.path("s.json")).unwrap(), before);
+    assert_eq!(listing(home.dir.path()), files);
+    // A flag an arm does not take is refused before anything runs.
+    let o = replay(&home, &url, &["--question", "1", "--arm=--no-polcy"]).await;
+    assert!(!o.status.success());
+    assert!(
+        err(&o).contains("unexpected argument '--no-polcy'"),
+        "{}",
+        err(&o)
+    );
+}
