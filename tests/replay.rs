@@ -288,3 +288,224 @@ async fn an_endpoint_that_is_down_is_a_one_line_error_and_nothing_is_written() {
         err(&o)
     );
 }
+
+// The workbench: the replay popup, its progress, the side-by-side screen and its keys.
+
+mod workbench {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crossterm::event::{KeyCode, KeyModifiers};
+    use groundwork::config::AppConfig;
+    use groundwork::model::OpenAiModel;
+    use groundwork::session::Session;
+    use groundwork::tui::app::{App, ReplayState};
+    use groundwork::tui::{Runtime, Services};
+
+    use super::support::home::Home;
+    use super::support::researcher;
+    use super::support::scripted_server::ScriptedServer;
+    use super::support::test_config;
+    use super::support::workbench::{host, press, press_mod, redactions, screen};
+    use super::{asked_session, listing, researches};
+
+    async fn open(home: &Home, model_url: &str) -> (App, Runtime) {
+        let mut store = groundwork::store::Store::open(&home.db).await.unwrap();
+        let embedder =
+            groundwork::embed::build(store.embedder_spec(), &Default::default()).unwrap();
+        store.set_embedder(embedder).unwrap();
+        let mut services = Services::new(
+            Some(Arc::new(store)),
+            Some(Arc::new(OpenAiModel::new(test_config(model_url)).unwrap())),
+            AppConfig::default(),
+            vec![],
+            false,
+        );
+        let env = [("GROUNDWORK_DISCOVER".to_string(), "off".to_string())]
+            .into_iter()
+            .collect();
+        services.replay_changes = Some(groundwork::cli::workbench_changes(env, Default::default()));
+        let path = home.path("s.json");
+        let session = Session::load(&path).unwrap();
+        (
+            App::new(session, Some(path), host()),
+            Runtime::new(services),
+        )
+    }
+
+    fn shown(app: &mut App, w: u16, h: u16) -> String {
+        screen(app, w, h)
+    }
+
+    async fn finished(rt: &mut Runtime, app: &mut App) {
+        assert!(
+            rt.until(app, Duration::from_secs(30), |a| !a.replay_running())
+                .await,
+            "the replay finished"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_replay_popup_runs_the_selected_question_and_shows_both_runs_side_by_side() {
+        let home = Home::new().await;
+        let model = ScriptedServer::responding(researcher::researcher(researches)).await;
+        let url = model.base_url();
+        asked_session(
+            &home,
+            &url,
+            &["How did lighthouses start?", "What did the keeper eat?"],
+        )
+        .await;
+        let before = std::fs::read(home.path("s.json")).unwrap();
+        let files = listing(home.dir.path());
+        let (mut app, mut rt) = open(&home, &url).await;
+        let mut settings = redactions();
+        // The latencies of the two runs.
+        settings.add_filter(r"latency .*", "latency <ms>");
+        // The checkout the fixtures were ingested from (and the padding its length makes).
+        settings.add_filter(
+            r"file://\S*/tests/fixtures/(\S*) *",
+            "file://<repo>/tests/fixtures/$1 ",
+        );
+        let _guard = settings.bind_to_scope();
+
+        // The ledger's selected row is the question replayed: the second.
+        press(&rt, &mut app, KeyCode::F(4));
+        press(&rt, &mut app, KeyCode::Down);
+        assert_eq!(app.replay_target(), Some(1));
+        press_mod(&rt, &mut app, KeyCode::Char('r'), KeyModifiers::ALT);
+        press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::ALT);
+        let popup = shown(&mut app, 80, 24);
+        insta::assert_snapshot!("replay_popup_80x24", popup);
+        assert!(popup.contains("Replay question 2") && popup.contains("> --no-policy"));
+        insta::assert_snapshot!("replay_popup_160x48", shown(&mut app, 160, 48));
+        // Typed flags go to the line; toggling twice leaves it as it was.
+        for c in " --eager".chars() {
+            press(&rt, &mut app, KeyCode::Char(c));
+        }
+        press_mod(&rt, &mut app, KeyCode::Char('e'), KeyModifiers::ALT);
+        assert!(
+            matches!(&app.replay, Some(ReplayState::Choosing { flags, .. }) if flags == "--no-policy")
+        );
+
+        press(&rt, &mut app, KeyCode::Enter);
+        assert!(app.replay_running());
+        assert!(shown(&mut app, 80, 24).contains("replaying question 2"));
+        finished(&mut rt, &mut app).await;
+        assert_eq!(app.error, None);
+        let side = shown(&mut app, 80, 24);
+        insta::assert_snapshot!("replay_side_by_side_80x24", side);
+        let row = |name: &str| {
+            side.lines()
+                .find(|l| l.trim_start().starts_with(name))
+                .map(|l| l.split_whitespace().collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            row("outcome"),
+            ["outcome", "ungrounded,", "redirected", "missing"]
+        );
+        assert_eq!(row("requests"), ["requests", "4", "2"]);
+        insta::assert_snapshot!("replay_side_by_side_160x48", shown(&mut app, 160, 48));
+        // The diff scrolls.
+        assert!(side.contains("line 1/"));
+        press(&rt, &mut app, KeyCode::Char('j'));
+        press(&rt, &mut app, KeyCode::PageDown);
+        assert!(shown(&mut app, 80, 24).contains("line 12/"));
+        press(&rt, &mut app, KeyCode::Char('g'));
+        assert!(shown(&mut app, 80, 24).contains("line 1/"));
+
+        // `s` saves beside the session; Esc closes; the session shown is unchanged.
+        press(&rt, &mut app, KeyCode::Char('s'));
+        assert!(
+            rt.until(&mut app, Duration::from_secs(10), |a| matches!(
+                &a.replay,
+                Some(ReplayState::Shown { saved: Some(_), .. })
+            ))
+            .await
+        );
+        let beside = home.path("s.replay-2-no-policy.json");
+        assert!(
+            app.notice
+                .as_deref()
+                .unwrap()
+                .contains("s.replay-2-no-policy.json")
+        );
+        let saved = Session::load(&beside).unwrap();
+        assert_eq!(saved.messages.len(), app.session.messages.len() - 8 + 4);
+        press(&rt, &mut app, KeyCode::Esc);
+        assert!(app.replay.is_none());
+        assert_eq!(std::fs::read(home.path("s.json")).unwrap(), before);
+        let mut expected = files.clone();
+        expected.push("s.replay-2-no-policy.json".into());
+        expected.sort();
+        assert_eq!(listing(home.dir.path()), expected);
+
+        // From the palette, on the last question: no changes, discarded with `d`.
+        press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+        for c in "replay".chars() {
+            press(&rt, &mut app, KeyCode::Char(c));
+        }
+        press(&rt, &mut app, KeyCode::Enter);
+        assert!(matches!(
+            &app.replay,
+            Some(ReplayState::Choosing { question: 2, .. })
+        ));
+        press(&rt, &mut app, KeyCode::Enter);
+        finished(&mut rt, &mut app).await;
+        let same = shown(&mut app, 80, 24);
+        assert!(same.contains("with no changes"), "{same}");
+        press(&rt, &mut app, KeyCode::Char('d'));
+        assert!(app.replay.is_none());
+        assert_eq!(
+            app.notice.as_deref(),
+            Some("replay discarded; nothing was written")
+        );
+        assert_eq!(listing(home.dir.path()), expected);
+
+        // Esc cancels a running replay; its late result is dropped.
+        press_mod(&rt, &mut app, KeyCode::F(7), KeyModifiers::NONE);
+        press(&rt, &mut app, KeyCode::Enter);
+        assert!(app.replay_running());
+        press(&rt, &mut app, KeyCode::Esc);
+        assert!(app.replay.is_none());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        super::support::workbench::settle(&mut rt, &mut app).await;
+        assert!(app.replay.is_none() && app.error.is_none());
+        assert_eq!(std::fs::read(home.path("s.json")).unwrap(), before);
+        assert_eq!(listing(home.dir.path()), expected);
+    }
+
+    #[tokio::test]
+    async fn a_replay_whose_endpoint_is_down_is_a_one_line_error_and_loses_nothing() {
+        let home = Home::new().await;
+        let model = ScriptedServer::responding(researcher::researcher(researches)).await;
+        asked_session(&home, &model.base_url(), &["What did the keeper eat?"]).await;
+        let before = std::fs::read(home.path("s.json")).unwrap();
+        let down = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}/v1", l.local_addr().unwrap())
+        };
+        let (mut app, mut rt) = open(&home, &down).await;
+        press_mod(&rt, &mut app, KeyCode::Char('r'), KeyModifiers::ALT);
+        press(&rt, &mut app, KeyCode::Enter);
+        finished(&mut rt, &mut app).await;
+        let e = app.error.clone().unwrap();
+        assert!(e.starts_with("the replay failed"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        assert!(app.replay.is_none());
+        assert!(shown(&mut app, 80, 24).contains("the replay failed"));
+        // A bad flag is one line too.
+        press_mod(&rt, &mut app, KeyCode::Char('r'), KeyModifiers::ALT);
+        for c in "--no-polcy".chars() {
+            press(&rt, &mut app, KeyCode::Char(c));
+        }
+        press(&rt, &mut app, KeyCode::Enter);
+        finished(&mut rt, &mut app).await;
+        assert_eq!(
+            app.error.as_deref(),
+            Some("arm 'replay': unexpected argument '--no-polcy' found")
+        );
+        assert_eq!(std::fs::read(home.path("s.json")).unwrap(), before);
+    }
+}

@@ -224,12 +224,28 @@ pub(super) async fn arm_composer(
     settings
         .options()
         .map_err(|e| anyhow::anyhow!("arm '{name}': {e}"))?;
-    let base = model_overrides(global);
-    let config = Config::from_env(&ctx.env, &settings.model_overrides(&base))?;
+    let (model, model_name, config) =
+        arm_model(&ctx.env, &model_overrides(global), name, settings).await?;
+    let composer = Composer::new(
+        Some(model),
+        Some(store.clone()),
+        settings.config_overrides().apply(config.app.clone()),
+    );
+    Ok((composer, model_name))
+}
+
+/// An arm's model: its model flags over `base`, chosen as every command chooses one.
+pub(super) async fn arm_model(
+    env: &crate::paths::Env,
+    base: &crate::config::ModelOverrides,
+    name: &str,
+    settings: &ArmSettings,
+) -> Result<(Arc<dyn crate::engine::chat::ChatModel>, String, Config)> {
+    let config = Config::from_env(env, &settings.model_overrides(base))?;
     let choice = crate::engine::discover::choose_model_for(
         &config,
-        &ctx.env,
-        &crate::engine::discover::candidates(&ctx.env),
+        env,
+        &crate::engine::discover::candidates(env),
         &|note| eprintln!("{note}"),
     )
     .await;
@@ -247,12 +263,7 @@ pub(super) async fn arm_composer(
     let model_name = model_config.model.clone();
     let model: Arc<dyn crate::engine::chat::ChatModel> =
         Arc::new(crate::model::OpenAiModel::new(model_config)?);
-    let composer = Composer::new(
-        Some(model),
-        Some(store.clone()),
-        settings.config_overrides().apply(config.app.clone()),
-    );
-    Ok((composer, model_name))
+    Ok((model, model_name, config))
 }
 
 #[cfg(test)]

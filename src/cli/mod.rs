@@ -28,6 +28,7 @@ pub use args::{
 pub use context::{CmdContext, choose_model, prepare_embedder};
 pub use ingest::ensure_demo_db;
 pub use logging::init_logging;
+pub use replay::workbench_changes;
 
 /// Runs the parsed command line; the exit code says how it went.
 pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {

@@ -15,7 +15,7 @@ use crate::host::replay;
 
 use super::args::{GlobalArgs, ReplayArgs};
 use super::context::CmdContext;
-use super::eval::{arm_composer, parse_flags};
+use super::eval::{arm_composer, arm_model, parse_flags};
 
 pub(super) async fn replay(
     ctx: &CmdContext,
@@ -71,4 +71,39 @@ pub(super) async fn replay(
         None => eprintln!("the replay was not saved (--save writes it beside the session)"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How the workbench reads a replay's changes: `ask`'s flags over the workbench's own
+/// composition (its model, databases and configuration), with another model built as
+/// every command builds one when the flags name a model, an endpoint, a timeout or a
+/// token limit (`base`: the command line's model flags).
+pub fn workbench_changes(
+    env: crate::paths::Env,
+    base: crate::config::ModelOverrides,
+) -> crate::tui::ReplayChanges {
+    Arc::new(
+        move |flags: String, mut composer: crate::host::compose::Composer| {
+            let (env, base) = (env.clone(), base.clone());
+            Box::pin(async move {
+                let settings = parse_flags("replay", &flags)?;
+                let options = settings.options().map_err(|e| format!("replay: {e}"))?;
+                composer.config = settings.config_overrides().apply(composer.config);
+                let other_model = settings.model.is_some()
+                    || settings.model_url.is_some()
+                    || settings.timeout.is_some()
+                    || settings.max_tokens.is_some();
+                if other_model {
+                    let (model, name, config) = arm_model(&env, &base, "replay", &settings)
+                        .await
+                        .map_err(|e| crate::errors::render(&e))?;
+                    composer.model = Some(model);
+                    composer.counter = Some(
+                        crate::host::compose::token_counter(&name, config.model.tokenizer.as_ref())
+                            .map_err(|e| e.0)?,
+                    );
+                }
+                Ok((composer, options))
+            })
+        },
+    )
 }

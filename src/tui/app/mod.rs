@@ -23,6 +23,7 @@ mod msg;
 mod navigation;
 pub mod paths;
 mod popups;
+mod replay;
 mod review;
 
 use std::path::PathBuf;
@@ -56,6 +57,7 @@ pub use navigation::{
 };
 pub use paths::attach_image;
 pub use popups::{PathPurpose, Popup};
+pub use replay::{REPLAY_TOGGLES, ReplayState, toggle_flag};
 pub use review::{MARK_KEYS, ReviewState};
 
 /// The panes, in `Tab` order.
@@ -172,6 +174,10 @@ pub struct App {
     pub read_only: bool,
     /// The experiment under review (`groundwork open DIR`).
     pub review: Option<ReviewState>,
+    /// A counterfactual replay being chosen, running or shown.
+    pub replay: Option<ReplayState>,
+    /// The id of the latest replay started (a late result of an earlier one is dropped).
+    replay_seq: u64,
 }
 
 impl App {
@@ -219,6 +225,8 @@ impl App {
             inspector_cache: std::cell::RefCell::new(None),
             read_only: false,
             review: None,
+            replay: None,
+            replay_seq: 0,
         };
         app.rebuild();
         app
@@ -357,7 +365,7 @@ impl App {
 
     /// Whether something animates (the spinner of a running question).
     pub fn animating(&self) -> bool {
-        self.running()
+        self.running() || self.replay_running()
     }
 
     /// One message in, the effects to carry out out.
@@ -472,6 +480,14 @@ impl App {
                 Vec::new()
             }
             Msg::MarkSaved(_) => Vec::new(),
+            Msg::Replayed { id, result } => {
+                self.replayed(id, result);
+                Vec::new()
+            }
+            Msg::ReplaySaved(result) => {
+                self.replay_saved(result);
+                Vec::new()
+            }
         }
     }
 
