@@ -208,6 +208,21 @@ async fn replaying_the_second_of_three_questions_starts_from_what_the_first_comm
     ];
     asked_session(&home, &url, &questions).await;
     let before = std::fs::read(home.path("s.json")).unwrap();
+    // What the starts cost the file: the changes to the lasting record, not the earlier
+    // questions' search results again.
+    let file: Value = serde_json::from_slice(&before).unwrap();
+    let starts: usize = file["groundwork"]["timings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["start"].to_string().len())
+        .sum();
+    let state = file["state"].to_string().len();
+    eprintln!(
+        "starts {starts} bytes, state {state} bytes, file {} bytes",
+        before.len()
+    );
+    assert!(starts < state, "starts {starts} bytes, state {state} bytes");
     let seen = model.requests().len();
     let o = replay(
         &home,

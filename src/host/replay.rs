@@ -294,7 +294,8 @@ impl Prepared {
             diff,
         };
         let mut session = self.prefix;
-        session.commit_run(&outcome);
+        let start = crate::capabilities::state::as_a_new_question_sees_it(&session.state);
+        session.commit_run_from(&outcome, start);
         Ok(Replayed {
             comparison,
             session,

@@ -225,11 +225,23 @@ impl Session {
     }
 
     /// Commits a run's history and state together, only if the run succeeded
-    /// (SPEC §2.5). Returns whether anything was committed.
+    /// (SPEC §2.5), recording the committed state as the state it started from. Returns
+    /// whether anything was committed.
     pub fn commit_run(&mut self, outcome: &Result<RunResult, RunError>) -> bool {
+        let start = self.state.clone();
+        self.commit_run_from(outcome, start)
+    }
+
+    /// [`Session::commit_run`], recording `start` as the state the run started from
+    /// (the host records it as the run saw it: [`Session::run_start`]).
+    pub fn commit_run_from(
+        &mut self,
+        outcome: &Result<RunResult, RunError>,
+        start: Map<String, Value>,
+    ) -> bool {
         match outcome {
             Ok(result) => {
-                let start = self.run_start();
+                let start = self.run_start(start);
                 self.commit(
                     result.messages.clone(),
                     result.state.clone(),

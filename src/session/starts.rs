@@ -3,8 +3,11 @@
 //! (a counterfactual replay). Each run's timing records its start ([`RunStart`]): the
 //! state as changes ([`diff_state`]) to the state the question before it started from,
 //! so what a session stores per question is what that question changed, and rebuilding
-//! the start of question N walks the changes once. A timing written before starts were
-//! recorded has none; the next recorded one is then changed from the empty state.
+//! the start of question N walks the changes once. The host records the state as the
+//! run saw it ([`crate::capabilities::state::as_a_new_question_sees_it`]: the answered
+//! question's searches and citations, which every run clears first, left out), so a
+//! question costs the file what it added to the lasting record. A timing written before
+//! starts were recorded has none; the next recorded one is then changed from `{}`.
 
 use std::sync::Mutex;
 
@@ -64,17 +67,17 @@ impl std::fmt::Debug for StartCache {
 }
 
 impl Session {
-    /// The start of a run over the committed history and state as they are now (call it
-    /// before committing the run).
-    pub fn run_start(&self) -> RunStart {
+    /// The start of a run over the committed history as it is now and the state
+    /// `state` (the committed state, or as the run saw it); call it before committing.
+    pub fn run_start(&self, state: Map<String, Value>) -> RunStart {
         let n = self.groundwork.timings.len();
         let before = match n.checked_sub(1) {
             Some(last) => self.start_state(last).unwrap_or_default(),
             None => Map::new(),
         };
         let mut ops = Vec::new();
-        diff_state(&before, &self.state, &mut Vec::new(), &mut ops);
-        self.starts.set(n, self.state.clone());
+        diff_state(&before, &state, &mut Vec::new(), &mut ops);
+        self.starts.set(n, state);
         RunStart {
             history: self.messages.len(),
             state: ops,
@@ -121,7 +124,7 @@ mod tests {
     use serde_json::json;
 
     fn commit(s: &mut Session, state: Value) {
-        let start = s.run_start();
+        let start = s.run_start(s.state.clone());
         let mut messages = s.messages.clone();
         messages.push(ModelMessage::Request(ModelRequest::user("q")));
         s.commit(messages, state.as_object().unwrap().clone(), []);
