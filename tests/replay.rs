@@ -147,6 +147,8 @@ async fn replaying_a_redirected_question_without_the_policy_changes_its_outcome_
     let o = replay(&home, &url, &["--question", "1", "--arm=--no-policy"]).await;
     assert!(o.status.success(), "{}", err(&o));
     let text = out(&o);
+    // Shown with --nocapture (the README's captured comparison).
+    println!("{text}");
     assert!(
         text.lines()
             .any(|l| l.split_whitespace().collect::<Vec<_>>()

@@ -97,18 +97,25 @@ fn prompt_of(m: &ModelMessage) -> Option<UserContentValue> {
     })
 }
 
-/// What a run sent, request by request, as text: the instructions, the tools and every
-/// part of every message sent (no timestamps, so equal requests read equal).
+/// What a run sent, request by request, as text: the instructions (in full when they
+/// differ from the request before's), the tools and every part of every message sent
+/// (no timestamps, so equal requests read equal).
 pub fn sent_text(requests: &[RequestSnapshot]) -> String {
     let mut out = String::new();
+    let mut previous: Option<&str> = None;
     for r in requests {
         out.push_str(&format!("request {}\n", r.request));
         let tools: Vec<&str> = r.tools.iter().map(|t| t.name.as_str()).collect();
         out.push_str(&format!("tools: {}\n", tools.join(", ")));
-        out.push_str("instructions:\n");
-        for line in r.instructions.lines() {
-            out.push_str(&format!("  {line}\n"));
+        if previous == Some(r.instructions.as_str()) {
+            out.push_str("instructions: as in the request before\n");
+        } else {
+            out.push_str("instructions:\n");
+            for line in r.instructions.lines() {
+                out.push_str(&format!("  {line}\n"));
+            }
         }
+        previous = Some(&r.instructions);
         for (i, m) in r.compacted.iter().enumerate() {
             for (kind, text) in part_texts(m) {
                 out.push_str(&format!("#{i} {kind}\n"));
