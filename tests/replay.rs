@@ -316,7 +316,7 @@ mod workbench {
     use groundwork::config::AppConfig;
     use groundwork::model::OpenAiModel;
     use groundwork::session::Session;
-    use groundwork::tui::app::{App, ReplayState};
+    use groundwork::tui::app::{App, Msg, ReplayState};
     use groundwork::tui::{Runtime, Services};
 
     use super::support::home::Home;
@@ -523,6 +523,15 @@ mod workbench {
             app.error.as_deref(),
             Some("arm 'replay': unexpected argument '--no-polcy' found")
         );
+        // Pasted text goes to the flags line, not the question; Ctrl-Q still quits.
+        press_mod(&rt, &mut app, KeyCode::Char('r'), KeyModifiers::ALT);
+        rt.handle(&mut app, Msg::Paste("--eager".into()));
+        assert!(
+            matches!(&app.replay, Some(ReplayState::Choosing { flags, .. }) if flags == "--eager")
+        );
+        assert_eq!(app.input.lines(), [""]);
+        press_mod(&rt, &mut app, KeyCode::Char('q'), KeyModifiers::CONTROL);
+        assert!(app.quit && app.replay.is_none());
         assert_eq!(std::fs::read(home.path("s.json")).unwrap(), before);
     }
 }

@@ -397,8 +397,16 @@ impl App {
                 self.dirty = false;
                 Vec::new()
             }
+            // The replay's screens are driven by keys alone.
+            Msg::Mouse(_) if self.replay.is_some() => {
+                self.dirty = false;
+                Vec::new()
+            }
             Msg::Mouse(m) => self.on_mouse(m),
             Msg::Paste(text) => {
+                if self.paste_into_replay(&text) {
+                    return Vec::new();
+                }
                 if self.focus == Pane::Input && self.popup.is_none() && self.explorer.is_none() {
                     self.input.insert_str(text);
                 }

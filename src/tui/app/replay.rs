@@ -112,6 +112,14 @@ impl App {
         };
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         let alt = key.modifiers.contains(KeyModifiers::ALT);
+        // Quitting works from every replay screen (a running replay is cancelled).
+        if self.keymap.action_for(&key, true) == Some(Action::Quit) {
+            if let ReplayState::Running { cancel, .. } = state {
+                cancel.cancel();
+            }
+            self.replay = None;
+            return self.on_action(Action::Quit);
+        }
         match state {
             ReplayState::Choosing {
                 question, flags, ..
@@ -242,6 +250,18 @@ impl App {
                 }
                 Err(e) => self.error = Some(e),
             }
+        }
+    }
+
+    /// Pasted text goes to the flags line while the popup is open.
+    pub(super) fn paste_into_replay(&mut self, text: &str) -> bool {
+        match &mut self.replay {
+            Some(ReplayState::Choosing { flags, .. }) => {
+                flags.push_str(&text.replace(['\n', '\r'], " "));
+                true
+            }
+            Some(_) => true,
+            None => false,
         }
     }
 
