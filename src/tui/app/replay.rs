@@ -36,6 +36,8 @@ pub enum ReplayState {
     /// Both runs side by side.
     Shown {
         replayed: Box<Replayed>,
+        /// Lines of its diff (counted once).
+        diff_lines: usize,
         /// First line of the diff shown.
         scroll: usize,
         /// Where it was saved, once saved.
@@ -167,12 +169,12 @@ impl App {
             }
             ReplayState::Shown {
                 replayed,
+                diff_lines,
                 scroll,
                 saved,
                 saving,
             } => {
-                let lines = replayed.comparison.diff.lines().count();
-                let last = lines.saturating_sub(1);
+                let last = diff_lines.saturating_sub(1);
                 match key.code {
                     KeyCode::Esc | KeyCode::Char('d') | KeyCode::Char('q') => {
                         self.notice = Some(match saved {
@@ -226,6 +228,7 @@ impl App {
         match result {
             Ok(replayed) => {
                 self.replay = Some(ReplayState::Shown {
+                    diff_lines: replayed.comparison.diff.lines().count(),
                     replayed,
                     scroll: 0,
                     saved: None,

@@ -131,6 +131,7 @@ pub fn render(app: &App, frame: &mut Frame) {
         }
         ReplayState::Shown {
             replayed,
+            diff_lines,
             scroll,
             saved,
             saving,
@@ -138,7 +139,7 @@ pub fn render(app: &App, frame: &mut Frame) {
             app,
             frame,
             &replayed.comparison,
-            *scroll,
+            (*scroll, *diff_lines),
             saved.as_deref(),
             *saving,
         ),
@@ -158,7 +159,7 @@ fn shown(
     app: &App,
     frame: &mut Frame,
     c: &Comparison,
-    scroll: usize,
+    (scroll, total): (usize, usize),
     saved: Option<&std::path::Path>,
     saving: bool,
 ) {
@@ -271,6 +272,7 @@ fn shown(
         c.diff
             .lines()
             .skip(scroll)
+            .take(diff.height as usize)
             .map(|l| {
                 let style = if l.starts_with("@@") {
                     t.key
@@ -285,7 +287,6 @@ fn shown(
             })
             .collect()
     };
-    let total = c.diff.lines().count();
     frame.render_widget(
         Paragraph::new(diff_lines).block(
             Block::default()
