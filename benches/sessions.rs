@@ -365,7 +365,7 @@ fn sessions(c: &mut Criterion) {
         })
     });
     g.bench_function(
-        "replay: the diff of what question 500 sent against it without its last request",
+        "replay: the diff of what the last question sent against it without its last request",
         |b| {
             b.iter(|| {
                 use groundwork::host::replay::{sent_diff, sent_text};
