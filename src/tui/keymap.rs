@@ -76,6 +76,7 @@ actions! {
     ToggleCompaction, Global, "toggle evidence compaction for the next question", ["alt-c"];
     TogglePolicy, Global, "toggle the citation policy for the next question", ["alt-p"];
     ToggleTheme, Global, "switch between the dark and light theme", ["alt-t"];
+    Replay, Global, "replay the selected question with changes", ["alt-r", "f7"];
     QuitPane, Pane, "quit", ["q"];
     Up, Pane, "up / scroll up", ["k", "up"];
     Down, Pane, "down / scroll down", ["j", "down"];

@@ -23,6 +23,7 @@ mod msg;
 mod navigation;
 pub mod paths;
 mod popups;
+mod replay;
 mod review;
 
 use std::path::PathBuf;
@@ -56,6 +57,7 @@ pub use navigation::{
 };
 pub use paths::attach_image;
 pub use popups::{PathPurpose, Popup};
+pub use replay::{REPLAY_TOGGLES, ReplayState, toggle_flag};
 pub use review::{MARK_KEYS, ReviewState};
 
 /// The panes, in `Tab` order.
@@ -174,6 +176,10 @@ pub struct App {
     pub read_only: bool,
     /// The experiment under review (`groundwork open DIR`).
     pub review: Option<ReviewState>,
+    /// A counterfactual replay being chosen, running or shown.
+    pub replay: Option<ReplayState>,
+    /// The id of the latest replay started (a late result of an earlier one is dropped).
+    replay_seq: u64,
 }
 
 impl App {
@@ -222,6 +228,8 @@ impl App {
             capsule_cache: std::cell::RefCell::new(None),
             read_only: false,
             review: None,
+            replay: None,
+            replay_seq: 0,
         };
         app.rebuild();
         app
@@ -386,7 +394,7 @@ impl App {
 
     /// Whether something animates (the spinner of a running question).
     pub fn animating(&self) -> bool {
-        self.running()
+        self.running() || self.replay_running()
     }
 
     /// One message in, the effects to carry out out.
@@ -418,8 +426,16 @@ impl App {
                 self.dirty = false;
                 Vec::new()
             }
+            // The replay's screens are driven by keys alone.
+            Msg::Mouse(_) if self.replay.is_some() => {
+                self.dirty = false;
+                Vec::new()
+            }
             Msg::Mouse(m) => self.on_mouse(m),
             Msg::Paste(text) => {
+                if self.paste_into_replay(&text) {
+                    return Vec::new();
+                }
                 if self.focus == Pane::Input && self.popup.is_none() && self.explorer.is_none() {
                     self.input.insert_str(text);
                 }
@@ -501,6 +517,14 @@ impl App {
                 Vec::new()
             }
             Msg::MarkSaved(_) => Vec::new(),
+            Msg::Replayed { id, result } => {
+                self.replayed(id, result);
+                Vec::new()
+            }
+            Msg::ReplaySaved(result) => {
+                self.replay_saved(result);
+                Vec::new()
+            }
         }
     }
 
