@@ -10,7 +10,12 @@
 //!   atomic rewrite);
 //! - opening it: load, then the workbench's model (`App::new`: transcript, ledger,
 //!   request index), up to the first frame's data;
-//! - `inspect --request N`: load, rebuild request N, render it.
+//! - `inspect --request N`: load, rebuild request N, render it;
+//! - a counterfactual replay's preparation of question N (the prefix, the start state
+//!   rebuilt from the timings' recorded starts, the original run's figures and sent text),
+//!   and the diff of what the last question sent against a run without its last request.
+//!
+//! Each question is committed as the host commits it, its start recorded in its timing.
 //!
 //! The capsule in the generated conversation is written as compaction writes it (a group
 //! per earlier question, newest first, labelled with its position) and carries the newest
@@ -234,9 +239,30 @@ fn build(questions: usize) -> (Session, Vec<ModelMessage>) {
     for q in 0..questions {
         let (m, st, snaps) = question(&s, &settled_msgs, q);
         settled_msgs.extend(m[s.messages.len()..].iter().map(settled));
-        s.commit(m, st, snaps);
+        commit(&mut s, m, st, snaps);
     }
     (s, settled_msgs)
+}
+
+/// Commits a question as the host does: its start recorded in its timing.
+fn commit(
+    s: &mut Session,
+    m: Vec<ModelMessage>,
+    st: Map<String, Value>,
+    snaps: Vec<RequestSnapshot>,
+) {
+    let start = s.run_start(groundwork::capabilities::state::as_a_new_question_sees_it(
+        &s.state,
+    ));
+    let n = s.groundwork.timings.len();
+    s.commit(m, st, snaps);
+    s.groundwork.timings.push(groundwork::session::RunTiming {
+        run_id: format!("run-{n}"),
+        started_at: chrono::Utc::now(),
+        duration_ms: 1000,
+        requests: 3,
+        start: Some(start),
+    });
 }
 
 fn host() -> HostInfo {
@@ -259,7 +285,7 @@ fn sessions(c: &mut Criterion) {
     let (before, settled_msgs) = build(questions - 1);
     let mut full = before.clone();
     let (m, st, snaps) = question(&full, &settled_msgs, questions - 1);
-    full.commit(m.clone(), st.clone(), snaps.clone());
+    commit(&mut full, m.clone(), st.clone(), snaps.clone());
     full.save(&path).unwrap();
     let file = std::fs::metadata(&path).unwrap().len();
     let base = serde_json::to_vec(&json!({"messages": full.messages, "state": full.state}))
@@ -286,7 +312,7 @@ fn sessions(c: &mut Criterion) {
         b.iter_batched(
             || (reload(), m.clone(), st.clone(), snaps.clone()),
             |(mut s, m, st, snaps)| {
-                s.commit(m, st, snaps);
+                commit(&mut s, m, st, snaps);
                 s.save(&saved).unwrap();
                 assert!(groundwork::session::journal_path(&saved).exists());
             },
@@ -297,7 +323,7 @@ fn sessions(c: &mut Criterion) {
         b.iter_batched(
             || {
                 let mut s = reload();
-                s.commit(m.clone(), st.clone(), snaps.clone());
+                commit(&mut s, m.clone(), st.clone(), snaps.clone());
                 s
             },
             |s| s.save(&saved).unwrap(),
@@ -310,7 +336,7 @@ fn sessions(c: &mut Criterion) {
             b.iter_batched(
                 || (reload(), m.clone(), st.clone(), snaps.clone()),
                 |(mut s, m, st, snaps)| {
-                    s.commit(m, st, snaps);
+                    commit(&mut s, m, st, snaps);
                     s.fold(&saved).unwrap();
                 },
                 BatchSize::LargeInput,
@@ -338,6 +364,23 @@ fn sessions(c: &mut Criterion) {
             groundwork::host::inspect::render_overview_rows(&SessionRequests::of(&s).overview())
         })
     });
+    g.bench_function(
+        "replay: the diff of what the last question sent against it without its last request",
+        |b| {
+            b.iter(|| {
+                use groundwork::host::replay::{sent_diff, sent_text};
+                let d = sent_diff(&sent_text(&snaps), &sent_text(&snaps[..snaps.len() - 1]));
+                assert!(d.contains("-request 3"));
+                d
+            })
+        },
+    );
+    let loaded = Session::load(&path).unwrap();
+    for q in [1, questions / 2, questions] {
+        g.bench_function(format!("replay: prepare question {q}"), |b| {
+            b.iter(|| groundwork::host::replay::prepare(&loaded, q).unwrap())
+        });
+    }
     g.finish();
 }
 

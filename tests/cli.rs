@@ -209,6 +209,120 @@ async fn ingest_info_search_list_delete() {
     );
 }
 
+/// A PDF hit names where it is: its pages and its section path (the headings above it),
+/// in the plain output as in `--json`.
+#[tokio::test]
+async fn search_names_the_section_and_pages_of_a_pdf_hit() {
+    let server = hashembed::start().await;
+    let env = Env::new();
+    let db = env.home.path().join("kb.lancedb");
+    let db = db.to_str().unwrap();
+    let o = env
+        .run(
+            &[
+                "ingest",
+                &fixture("structured.pdf"),
+                "--db",
+                db,
+                "--embed-url",
+                &server.url,
+                "--embed-model",
+                hashembed::MODEL,
+            ],
+            &[],
+        )
+        .await;
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    let o = env
+        .run(
+            &["--db", db, "search", "gauge voltage glance", "--limit", "1"],
+            &[],
+        )
+        .await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("score ") && lines[0].ends_with("structured.pdf"),
+        "{out}"
+    );
+    // Expanded (the default), the hit spans the pages of its context.
+    assert!(
+        lines[1].starts_with("Page(s): ") && lines[1].contains('4'),
+        "{out}"
+    );
+    assert_eq!(
+        lines[2], "Section: Field Manual > 2 Measurements > 2.1 Reading the gauge",
+        "{out}"
+    );
+    assert!(
+        out.contains("The gauge shows the battery voltage at a glance."),
+        "{out}"
+    );
+    let o = env
+        .run(
+            &[
+                "--db",
+                db,
+                "search",
+                "gauge voltage glance",
+                "--limit",
+                "1",
+                "--no-expand",
+            ],
+            &[],
+        )
+        .await;
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[1], "Page(s): 4", "{out}");
+    assert_eq!(
+        lines[2], "Section: Field Manual > 2 Measurements > 2.1 Reading the gauge",
+        "{out}"
+    );
+
+    let o = env
+        .run(
+            &[
+                "--db",
+                db,
+                "search",
+                "gauge voltage glance",
+                "--limit",
+                "1",
+                "--json",
+                "--no-expand",
+            ],
+            &[],
+        )
+        .await;
+    let results: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        results[0]["headings"],
+        serde_json::json!(["Field Manual", "2 Measurements", "2.1 Reading the gauge"])
+    );
+    assert_eq!(results[0]["page_numbers"], serde_json::json!([4]));
+
+    // A hit without headings or pages (a plain text file) prints neither line.
+    let notes = env.home.path().join("notes.txt");
+    std::fs::write(&notes, "Keepers logged the weather every hour.").unwrap();
+    let o = env
+        .run(&["--db", db, "ingest", notes.to_str().unwrap()], &[])
+        .await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = env
+        .run(
+            &["--db", db, "search", "keepers weather hour", "--limit", "1"],
+            &[],
+        )
+        .await;
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].ends_with("notes.txt"), "{out}");
+    assert!(lines[1].starts_with('['), "{out}");
+}
+
 #[tokio::test]
 async fn errors_are_clear_and_non_zero() {
     let env = Env::new();

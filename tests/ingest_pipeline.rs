@@ -145,6 +145,11 @@ async fn a_folder_is_ingested_reingested_and_updated() {
     );
 
     // A changed file replaces its document.
+    let md_chunks = store.chunks_of(&md.id).await.unwrap();
+    let mut other_chunks = std::collections::HashMap::new();
+    for d in docs_meta.iter().filter(|d| d.id != md.id) {
+        other_chunks.insert(d.id.clone(), store.chunks_of(&d.id).await.unwrap());
+    }
     let text = std::fs::read_to_string(docs.join("sample.md")).unwrap();
     std::fs::write(
         docs.join("sample.md"),
@@ -154,18 +159,59 @@ async fn a_folder_is_ingested_reingested_and_updated() {
     let changed = pipeline::ingest_paths(&store, &[docs.join("sample.md")], &())
         .await
         .unwrap();
-    let Outcome::Replaced { id, old_id, .. } = outcome_of(&changed, "sample.md").clone() else {
+    let Outcome::Replaced { id, .. } = outcome_of(&changed, "sample.md").clone() else {
         panic!("{changed:?}");
     };
-    assert_eq!(old_id, md.id);
-    assert!(store.get_document(&md.id).await.unwrap().is_none());
-    assert!(store.chunks_of(&md.id).await.unwrap().is_empty());
+    assert_eq!(id, md.id, "the document keeps its id");
+    let md2 = store.get_document(&md.id).await.unwrap().unwrap();
+    assert_eq!(md2.created_at, md.created_at, "and its creation time");
+    assert!(md2.updated_at > md.updated_at, "{md2:?}");
+    assert_ne!(
+        md2.metadata[pipeline::HASH_KEY],
+        md.metadata[pipeline::HASH_KEY]
+    );
+    let chunks = store.chunks_of(&md.id).await.unwrap();
+    assert!(
+        chunks
+            .iter()
+            .any(|c| c.content.contains("bonfires on cliffs"))
+    );
+    assert!(chunks.iter().all(|c| !c.content.contains("fires on hills")));
+    for old in &md_chunks {
+        assert!(store.get_chunk(&old.id).await.unwrap().is_none(), "{old:?}");
+    }
     let hits = store
         .search("bonfires cliffs", Some(1), None)
         .await
         .unwrap();
-    assert_eq!(hits[0].document_id.as_deref(), Some(id.as_str()));
-    assert_eq!(store.count_documents().await.unwrap(), 4);
+    assert_eq!(hits[0].document_id.as_deref(), Some(md.id.as_str()));
+    assert!(hits[0].content.contains("bonfires on cliffs"));
+    // Nothing else was touched.
+    let now = store.list_documents(None).await.unwrap();
+    assert_eq!(now.len(), 4);
+    assert_eq!(
+        now.iter().filter(|d| d.id != md.id).collect::<Vec<_>>(),
+        docs_meta
+            .iter()
+            .filter(|d| d.id != md.id)
+            .collect::<Vec<_>>()
+    );
+    for d in docs_meta.iter().filter(|d| d.id != md.id) {
+        assert_eq!(store.chunks_of(&d.id).await.unwrap(), other_chunks[&d.id]);
+    }
+    assert_eq!(
+        store.count_chunks().await.unwrap(),
+        chunks_before - md_chunks.len() + chunks.len()
+    );
+    assert!(matches!(
+        outcome_of(
+            &pipeline::ingest_paths(&store, &[docs.join("sample.md")], &())
+                .await
+                .unwrap(),
+            "sample.md"
+        ),
+        Outcome::Unchanged { id } if *id == md.id
+    ));
 
     // A stored file that becomes unparseable is reported and its stored version kept.
     let html = store
@@ -228,12 +274,17 @@ async fn a_pdf_from_an_older_parser_is_parsed_again() {
     let old_meta = store.add_document_seeded(old, None, None).await.unwrap();
 
     let outcome = pipeline::ingest_file(&store, &pdf).await.unwrap();
-    let Outcome::Replaced { old_id, id, .. } = outcome else {
+    let Outcome::Replaced { id, .. } = outcome else {
         panic!("expected a replacement, got {outcome:?}");
     };
-    assert_eq!(old_id, old_meta.id);
+    assert_eq!(id, old_meta.id, "the document keeps its id");
     let now = store.find_by_uri(&uri).await.unwrap().unwrap();
-    assert_eq!(now.id, id);
+    assert_eq!(now.id, old_meta.id);
+    assert_eq!(now.created_at, old_meta.created_at);
+    // Its old chunks are gone, the new ones are all there is.
+    let chunks = store.chunks_of(&id).await.unwrap();
+    assert!(!chunks.is_empty());
+    assert_eq!(store.count_chunks().await.unwrap(), chunks.len());
     assert_eq!(
         now.metadata[pipeline::PARSER_KEY],
         serde_json::json!(pipeline::parser_version(&pdf).unwrap())
@@ -248,4 +299,178 @@ async fn a_pdf_from_an_older_parser_is_parsed_again() {
     assert!(matches!(again, Outcome::Unchanged { .. }), "{again:?}");
     // Other kinds carry no parser version and stay unchanged as before.
     assert_eq!(pipeline::parser_version(Path::new("a.md")), None);
+}
+
+/// Runs `groundwork ingest PATH` against the database in `dir` with a private HOME and the
+/// hashembed server, `extra` added to its environment (off the runtime's thread, which
+/// serves the embedder).
+async fn ingest_with_binary(
+    dir: &Path,
+    url: &str,
+    path: &Path,
+    extra: &[(&str, &str)],
+) -> std::process::Output {
+    let home = dir.join("home");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_groundwork"));
+    cmd.arg("ingest")
+        .arg(path)
+        .arg("--db")
+        .arg(dir.join("kb.lancedb"))
+        .args(["--embed-url", url, "--embed-model", hashembed::MODEL])
+        .env("HOME", &home)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("GROUNDWORK_DISCOVER", "off")
+        .env_remove("HAIKU_RAG_DB")
+        .env_remove("GROUNDWORK_EMBED_URL")
+        .env_remove("GROUNDWORK_EMBED_MODEL")
+        .env_remove("GROUNDWORK_CONFIG");
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// A re-ingest killed at each step of the replacement (the process ends there, no cleanup
+/// runs) leaves one complete version of the document visible, old or new, and the other
+/// documents as they were; the next ingest converges to one document with the original id
+/// and creation time and nothing of the temporary replacement.
+#[tokio::test]
+async fn a_reingest_killed_at_any_step_leaves_a_complete_version_and_a_rerun_converges() {
+    use groundwork::store::replace::{KILL_ENV, replacement_id};
+    let server = hashembed::start().await;
+    // Each step, and how many versions of the file a kill there leaves visible.
+    for (step, versions) in [
+        ("replacement-written", 2),
+        ("original-removed", 1),
+        ("original-rewritten", 2),
+    ] {
+        let work = tempfile::tempdir().unwrap();
+        let docs = work.path().join("docs");
+        std::fs::create_dir_all(&docs).unwrap();
+        std::fs::copy(fixture("sample.md"), docs.join("sample.md")).unwrap();
+        std::fs::write(
+            docs.join("notes.txt"),
+            "Keepers logged the weather every hour.\n\nThe logbook survives in the museum.",
+        )
+        .unwrap();
+        let store = store_at(work.path(), &server.url).await;
+        pipeline::ingest_paths(&store, std::slice::from_ref(&docs), &())
+            .await
+            .unwrap();
+        let uri = pipeline::file_uri(&docs.join("sample.md"));
+        let md = store.find_by_uri(&uri).await.unwrap().unwrap();
+        let notes = store
+            .find_by_uri(&pipeline::file_uri(&docs.join("notes.txt")))
+            .await
+            .unwrap()
+            .unwrap();
+        let notes_chunks = store.chunks_of(&notes.id).await.unwrap();
+        drop(store);
+        let text = std::fs::read_to_string(docs.join("sample.md")).unwrap();
+        std::fs::write(
+            docs.join("sample.md"),
+            text.replace("fires on hills", "bonfires on cliffs"),
+        )
+        .unwrap();
+
+        let killed = ingest_with_binary(
+            work.path(),
+            &server.url,
+            &docs.join("sample.md"),
+            &[(KILL_ENV, step)],
+        )
+        .await;
+        let err = String::from_utf8_lossy(&killed.stderr);
+        assert!(!killed.status.success(), "{step}: {err}");
+        assert!(err.contains(step), "{step}: {err}");
+
+        // What the kill left, seen by a fresh handle: every visible version of the file is
+        // complete and wholly old or wholly new; the other document is as it was.
+        let store = store_at(work.path(), &server.url).await;
+        let visible = store
+            .list_documents(Some(&format!("uri = '{uri}'")))
+            .await
+            .unwrap();
+        assert_eq!(visible.len(), versions, "{step}: {visible:?}");
+        for v in &visible {
+            let chunks = store.chunks_of(&v.id).await.unwrap();
+            let all: String = chunks.iter().map(|c| c.content.as_str()).collect();
+            let old = all.contains("fires on hills") && !all.contains("bonfires");
+            let new = all.contains("bonfires on cliffs");
+            assert!(old ^ new, "{step}: a torn version: {all}");
+            assert!(!store.items_of(&v.id, None).await.unwrap().is_empty());
+            assert!(store.document_content(&v.id).await.unwrap().is_some());
+            assert_eq!(v.created_at, md.created_at, "{step}");
+        }
+        assert_eq!(
+            store.get_document(&notes.id).await.unwrap(),
+            Some(notes.clone())
+        );
+        assert_eq!(store.chunks_of(&notes.id).await.unwrap(), notes_chunks);
+
+        // The rerun converges: one document with the original id, the new content.
+        let rerun = pipeline::ingest_paths(&store, std::slice::from_ref(&docs), &())
+            .await
+            .unwrap();
+        assert!(
+            matches!(
+                outcome_of(&rerun, "sample.md"),
+                Outcome::Replaced { id, .. } | Outcome::Unchanged { id } if *id == md.id
+            ),
+            "{step}: {rerun:?}"
+        );
+        assert!(matches!(
+            outcome_of(&rerun, "notes.txt"),
+            Outcome::Unchanged { .. }
+        ));
+        let all = store.list_documents(None).await.unwrap();
+        assert_eq!(all.len(), 2, "{step}: {all:?}");
+        let now = store.find_by_uri(&uri).await.unwrap().unwrap();
+        assert_eq!(now.id, md.id, "{step}");
+        assert_eq!(now.created_at, md.created_at, "{step}");
+        assert!(now.updated_at > md.updated_at, "{step}");
+        assert!(
+            now.metadata
+                .get(groundwork::store::replace::REPLACES_KEY)
+                .is_none()
+        );
+        let chunks = store.chunks_of(&md.id).await.unwrap();
+        assert!(
+            chunks
+                .iter()
+                .any(|c| c.content.contains("bonfires on cliffs"))
+        );
+        let temp = replacement_id(&md.id);
+        assert!(store.chunks_of(&temp).await.unwrap().is_empty(), "{step}");
+        assert!(
+            store.items_of(&temp, None).await.unwrap().is_empty(),
+            "{step}"
+        );
+        assert!(
+            store.document_content(&temp).await.unwrap().is_none(),
+            "{step}"
+        );
+        assert_eq!(
+            store.count_chunks().await.unwrap(),
+            chunks.len() + notes_chunks.len(),
+            "{step}: only the two documents' chunks are left"
+        );
+        assert_eq!(
+            store.get_document(&notes.id).await.unwrap(),
+            Some(notes.clone())
+        );
+        let hits = store
+            .search("bonfires cliffs", Some(1), None)
+            .await
+            .unwrap();
+        assert_eq!(hits[0].document_id.as_deref(), Some(md.id.as_str()));
+        // And from then on nothing changes.
+        let again = pipeline::ingest_paths(&store, std::slice::from_ref(&docs), &())
+            .await
+            .unwrap();
+        assert_eq!(again.count(|o| matches!(o, Outcome::Unchanged { .. })), 2);
+    }
 }

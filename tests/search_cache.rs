@@ -96,8 +96,9 @@ async fn repeated_searches_read_metadata_once_and_see_every_write() {
         )
         .await
         .unwrap();
+    assert_eq!(a2.id, a.id, "a replaced document keeps its id");
     let after = store.search("inverter fault", Some(2), None).await.unwrap();
-    assert_eq!(after[0].document_id.as_deref(), Some(a2.id.as_str()));
+    assert_eq!(after[0].document_id.as_deref(), Some(a.id.as_str()));
     assert_eq!(after[0].document_title.as_deref(), Some("Alpha 2"));
     assert_eq!(after[0].document_meta["v"], json!("Alpha 2"));
     let images = after[0]
@@ -108,7 +109,8 @@ async fn repeated_searches_read_metadata_once_and_see_every_write() {
     assert!(
         after
             .iter()
-            .all(|r| r.document_id.as_deref() != Some(a.id.as_str()))
+            .all(|r| r.document_title.as_deref() != Some("Alpha")),
+        "the old version is gone"
     );
 
     // Deleting it: gone from the next search, metadata and pictures alike.

@@ -164,21 +164,37 @@ async fn create_add_search_replace_delete() {
             .all(|r| r.document_id.as_deref() == Some(s.id.as_str()))
     );
 
-    // Replace: the new version is visible, the old one's rows are gone.
+    // Replace: the new version takes the old one's place under its id; the old chunks
+    // are gone and nothing of the temporary replacement is left.
+    let old_chunks = store.chunks_of(&s.id).await.unwrap();
     let mut changed = solar();
     changed.chunks[1].content = "Use a soft sponge on the glass.".into();
     changed.chunks[1].content_fts = "Cleaning\nUse a soft sponge on the glass.".into();
     let s2 = store.add_document(changed, Some(&s.id)).await.unwrap();
-    assert_ne!(s2.id, s.id);
+    assert_eq!(s2.id, s.id, "replacing keeps the id");
     assert_eq!(
         s2.created_at, s.created_at,
         "replacing keeps the creation time"
     );
-    assert!(store.get_document(&s.id).await.unwrap().is_none());
-    assert!(store.chunks_of(&s.id).await.unwrap().is_empty());
-    assert!(store.items_of(&s.id, None).await.unwrap().is_empty());
-    assert_eq!(store.chunks_of(&s2.id).await.unwrap().len(), 2);
+    assert_eq!(store.get_document(&s.id).await.unwrap(), Some(s2.clone()));
+    let new_chunks = store.chunks_of(&s.id).await.unwrap();
+    assert_eq!(new_chunks.len(), 2);
+    assert_eq!(new_chunks[1].content, "Use a soft sponge on the glass.");
+    assert!(
+        new_chunks
+            .iter()
+            .all(|c| old_chunks.iter().all(|o| o.id != c.id)),
+        "the chunks are new"
+    );
+    for o in &old_chunks {
+        assert!(store.get_chunk(&o.id).await.unwrap().is_none());
+    }
+    let temp = groundwork::store::replace::replacement_id(&s.id);
+    assert!(store.get_document(&temp).await.unwrap().is_none());
+    assert!(store.chunks_of(&temp).await.unwrap().is_empty());
+    assert!(store.items_of(&temp, None).await.unwrap().is_empty());
     assert_eq!(store.count_documents().await.unwrap(), 2);
+    assert_eq!(store.count_chunks().await.unwrap(), 3);
 
     // Delete.
     store.delete_document(&b.id).await.unwrap();

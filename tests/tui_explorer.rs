@@ -177,6 +177,7 @@ async fn the_filter_box_narrows_the_documents_by_title_or_uri() {
     })
     .await;
     let docs = &ex(&app).docs;
+    let docs_len = docs.len();
     assert!(!docs.is_empty() && docs.len() < before, "{docs:?}");
     for d in docs {
         let label = format!("{:?} {:?}", d.title, d.uri).to_lowercase();
@@ -202,6 +203,34 @@ async fn the_filter_box_narrows_the_documents_by_title_or_uri() {
     .await;
     assert_eq!(ex(&app).docs_error, None);
     assert!(ex(&app).docs.is_empty());
+    // The rows are matched in memory, read once per version of the table: a document
+    // written since is found by the next key, in the order the documents were added.
+    for _ in 0..ex(&app).filter.len() {
+        press(&rt, &mut app, KeyCode::Backspace);
+    }
+    kb.store
+        .add_document(
+            document(
+                Some("test://battery-late"),
+                Some("A late battery note"),
+                vec![],
+                vec![chunk(0, &[], &[], "A battery note written after opening.")],
+            ),
+            None,
+        )
+        .await
+        .unwrap();
+    type_text(&rt, &mut app, "battery");
+    wait(&mut rt, &mut app, "the batch with the new document", |a| {
+        !ex(a).docs_loading
+    })
+    .await;
+    let titles: Vec<Option<String>> = ex(&app).docs.iter().map(|d| d.title.clone()).collect();
+    assert_eq!(
+        titles.last(),
+        Some(&Some("A late battery note".to_string()))
+    );
+    assert_eq!(titles.len(), docs_len + 1, "{titles:?}");
 }
 
 /// The update function alone: one batch read at a time. Keys typed into the filter while
@@ -246,6 +275,46 @@ fn typing_a_filter_queues_one_read_not_one_per_key() {
     }));
     assert!(reads(&done).is_empty());
     assert!(!ex(&app).docs_loading && ex(&app).docs_done);
+}
+
+/// When the first batch arrives the store is asked, once, to read ahead the rows the
+/// title filter matches, so the first key typed in the filter box finds them read; a
+/// filtered first batch asks nothing.
+#[test]
+fn the_first_batch_reads_ahead_for_the_filter_once() {
+    use groundwork::tui::app::{Effect, ExploreRequest, Explored, Msg};
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let warms = |effects: &[Effect]| {
+        effects
+            .iter()
+            .filter(|e| matches!(e, Effect::Explore(ExploreRequest::WarmFilter)))
+            .count()
+    };
+    let doc = |i: usize| groundwork::store::DocumentMeta {
+        id: format!("doc-{i}"),
+        uri: None,
+        title: Some(format!("Manual {i}")),
+        metadata: Default::default(),
+        created_at: String::new(),
+        updated_at: String::new(),
+    };
+    let opened = app.update(key_event(KeyCode::F(6), KeyModifiers::NONE));
+    assert_eq!(warms(&opened), 0, "the first batch goes first");
+    let first = app.update(Msg::Explored(Explored::Documents {
+        generation: 1,
+        offset: 0,
+        result: Ok((0..50).map(doc).collect()),
+    }));
+    assert_eq!(warms(&first), 1);
+    assert!(ex(&app).filter_warmed);
+    let next = app.update(Msg::Explored(Explored::Documents {
+        generation: 1,
+        offset: 50,
+        result: Ok((50..60).map(doc).collect()),
+    }));
+    assert_eq!(warms(&next), 0, "once");
+    assert!(app.update(Msg::Explored(Explored::FilterWarmed)).is_empty());
 }
 
 #[tokio::test]
@@ -775,6 +844,119 @@ async fn tmux_open_the_explorer_search_and_open_a_chunk() {
     tmux.send(&["Escape"]);
     tmux.send(&["Escape"]);
     tmux.send(&["Escape"]);
+    tmux.wait_for("the panes again", 30, |s| {
+        s.contains("Question") && !s.contains("Knowledge base")
+    })
+    .await;
+    tmux.send(&["C-q"]);
+    let screen = tmux.wait_exit().await;
+    assert_restored(&screen, "Knowledge base");
+}
+
+/// The real binary in tmux at 80×24, on a session whose question cited a PDF chunk (the
+/// scripted server): F6 opens the explorer, `/` searches, Enter goes to the cited chunk
+/// (the ledger says so), `v` shows its visual grounding — the frame names the chunk's
+/// document, its first outlined page and the legend — and Esc goes back to the explorer.
+#[tokio::test]
+async fn tmux_search_a_cited_chunk_and_open_its_visual_grounding() {
+    use groundwork::host::grounding::ground_chunk;
+    use serde_json::json;
+    use support::scripted_server::Reply;
+    use support::tmux::{EXIT_SUFFIX, Tmux, assert_restored};
+    let kb = demo_kb().await;
+    let query = "rooftop array produced MWh over the year";
+    let cited = hit(&kb.store, query, |r| {
+        r.document_uri
+            .as_deref()
+            .is_some_and(|u| u.ends_with(".pdf"))
+    })
+    .await
+    .chunk_id
+    .unwrap();
+    // Where the explorer's search (the store's hybrid search, limit 50) lists it.
+    let rank = kb
+        .store
+        .search(query, Some(50), None)
+        .await
+        .unwrap()
+        .iter()
+        .position(|r| r.id() == cited)
+        .expect("the explorer's search finds the cited chunk");
+    // What the grounding screen must show: the chunk's pages with boxes.
+    let grounded = ground_chunk(&kb.store, &cited, true).await.unwrap();
+    let first_page = grounded.pages[0].page_no;
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("rag_search", json!({"query": query})),
+        Reply::tool_call("rag_cite", json!({"chunk_ids": [cited]})),
+        Reply::text("The array produced 512 MWh over the year."),
+    ])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let tmux = Tmux::new("explorer-grounding");
+    let script = format!(
+        "env -u GROUNDWORK_MODEL_URL -u GROUNDWORK_MODEL HOME={home} XDG_DATA_HOME={home}/data \
+         XDG_CONFIG_HOME={home}/config GROUNDWORK_DISCOVER=off \
+         {bin} --db {db} --session {home}/s.json --model-url {url} --model scripted-model; \
+         {EXIT_SUFFIX}",
+        home = home.path().display(),
+        bin = env!("CARGO_BIN_EXE_groundwork"),
+        db = kb.db,
+        url = server.base_url(),
+    );
+    tmux.start(&script, 80, 24);
+    tmux.wait_for("the first frame", 60, |s| s.contains("Question"))
+        .await;
+    tmux.send(&["-l", "How much did the array produce?"]);
+    tmux.send(&["Enter"]);
+    tmux.wait_for("the answer", 60, |s| s.contains("512 MWh over the year."))
+        .await;
+    tmux.send(&["F6"]);
+    tmux.wait_for("the documents", 30, |s| s.contains("Knowledge base"))
+        .await;
+    tmux.send(&["/"]);
+    tmux.wait_for("the search screen", 30, |s| {
+        s.contains("Type query and press Enter to search")
+    })
+    .await;
+    tmux.send(&["-l", query]);
+    tmux.send(&["Enter"]);
+    tmux.wait_for("the results", 30, |s| s.contains("Found "))
+        .await;
+    for _ in 0..rank {
+        tmux.send(&["Down"]);
+    }
+    tmux.send(&["Enter"]);
+    tmux.wait_for("the cited chunk in its document", 30, |s| {
+        s.contains("Chunks ") && s.contains("In this session: cited in Q1")
+    })
+    .await;
+    tmux.send(&["v"]);
+    let screen = tmux
+        .wait_for("the grounding screen", 60, |s| {
+            s.contains("Visual Grounding") && s.contains("matched (orange)")
+        })
+        .await;
+    assert!(
+        screen.contains("Visual Grounding - groundwork-demo:///harbor-point-field-report-2026.pdf"),
+        "the cited chunk's document:\n{screen}"
+    );
+    assert!(
+        screen.contains(&format!(
+            "Page 1/{} - Use ←/→ to navigate",
+            grounded.pages.len()
+        )),
+        "{screen}"
+    );
+    assert!(
+        screen.contains(&format!("· page {first_page} ·")),
+        "its first outlined page:\n{screen}"
+    );
+    tmux.send(&["Escape"]);
+    tmux.wait_for("the explorer again", 30, |s| {
+        s.contains("Knowledge base") && !s.contains("Visual Grounding")
+    })
+    .await;
+    tmux.send(&["F6"]);
     tmux.wait_for("the panes again", 30, |s| {
         s.contains("Question") && !s.contains("Knowledge base")
     })

@@ -97,6 +97,9 @@ pub enum Command {
     Ask(AskArgs),
     /// Run a question set through arms (ask's flags) headless and report them side by side.
     Eval(EvalArgs),
+    /// Run one question of a saved session again with other settings (an arm's flags)
+    /// and show both runs side by side; the session itself is never changed.
+    Replay(ReplayArgs),
     /// Open a saved session in the workbench (Groundwork's or a haiku.rag host's; `demo`
     /// opens the scripted demo session), or review an experiment folder of `eval`.
     Open(OpenArgs),
@@ -215,6 +218,31 @@ pub struct EvalArgs {
     /// Run again the questions whose recorded result is `failed`.
     #[arg(long)]
     pub retry_failed: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// A session file.
+    pub session: PathBuf,
+    /// The question to run again (1-based, as the conversation numbers them).
+    #[arg(long, value_name = "N", value_parser = positive)]
+    pub question: usize,
+    /// What to change: `ask`'s flags, as an `eval` arm takes them, e.g. `--no-policy`,
+    /// `--no-compaction`, `--capability analysis`, `--eager`, `--model M`.
+    #[arg(
+        long = "arm",
+        value_name = "FLAGS",
+        default_value = "",
+        allow_hyphen_values = true
+    )]
+    pub arm: String,
+    /// Save the replay as a new session: at PATH, or beside the session
+    /// (`S.replay-N-CHANGES.json`) without one. Without --save nothing is written.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
+    pub save: Option<String>,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -104,12 +104,30 @@ pub(super) async fn search(ctx: &CmdContext, a: SearchArgs) -> Result<ExitCode> 
                 .as_deref()
                 .map(|c| format!("[{c}] "))
                 .unwrap_or_default();
-            text.insert_str(0, &format!("score {:.4}{fused}  {from}{doc}\n", r.score));
+            text.insert_str(
+                0,
+                &format!("score {:.4}{fused}  {from}{doc}\n{}", r.score, location(r)),
+            );
             text
         })
         .collect();
     writeln!(out, "{}", format::join_results(&blocks))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where a hit sits in its document, as the explorer's chunk detail names it: a
+/// `Page(s):` line and a `Section:` line (the headings above the chunk, outermost first),
+/// each only when known.
+fn location(r: &SearchResult) -> String {
+    let mut out = String::new();
+    if !r.page_numbers.is_empty() {
+        let pages: Vec<String> = r.page_numbers.iter().map(i64::to_string).collect();
+        out.push_str(&format!("Page(s): {}\n", pages.join(", ")));
+    }
+    if let Some(h) = r.headings.as_ref().filter(|h| !h.is_empty()) {
+        out.push_str(&format!("Section: {}\n", h.join(" > ")));
+    }
+    out
 }
 
 pub(super) async fn info(ctx: &CmdContext, a: InfoArgs) -> Result<ExitCode> {
@@ -227,6 +245,8 @@ pub(super) async fn delete(ctx: &CmdContext, a: DeleteArgs) -> Result<ExitCode> 
         bail!("no document with id or URI '{}'", a.document);
     };
     store.delete_document(&doc.id).await?;
+    // And what an interrupted re-ingest of it left.
+    store.discard_replacement(&doc.id).await?;
     store.ensure_indexes().await?;
     println!(
         "deleted {} ({})",

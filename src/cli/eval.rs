@@ -117,39 +117,9 @@ pub(super) async fn eval(ctx: &CmdContext, global: &GlobalArgs, a: EvalArgs) -> 
     let jobs = a.jobs.map(|j| j as usize).or(experiment.jobs).unwrap_or(2);
 
     let store = Arc::new(ctx.open_store().await?);
-    let base = model_overrides(global);
     let mut plan_arms = Vec::new();
     for (name, settings) in arms {
-        settings
-            .options()
-            .map_err(|e| anyhow::anyhow!("arm '{name}': {e}"))?;
-        let config = Config::from_env(&ctx.env, &settings.model_overrides(&base))?;
-        let choice = crate::engine::discover::choose_model_for(
-            &config,
-            &ctx.env,
-            &crate::engine::discover::candidates(&ctx.env),
-            &|note| eprintln!("{note}"),
-        )
-        .await;
-        let model_config = match choice {
-            ModelChoice::None(hint) => bail!("arm '{name}': {hint}"),
-            ModelChoice::Discovered(c, found) => {
-                eprintln!(
-                    "arm '{name}': using {} at {} (found {})",
-                    c.model, c.base_url, found.server
-                );
-                c
-            }
-            ModelChoice::Configured(c) => c,
-        };
-        let model_name = model_config.model.clone();
-        let model: Arc<dyn crate::engine::chat::ChatModel> =
-            Arc::new(crate::model::OpenAiModel::new(model_config)?);
-        let composer = Composer::new(
-            Some(model),
-            Some(store.clone()),
-            settings.config_overrides().apply(config.app.clone()),
-        );
+        let (composer, model_name) = arm_composer(ctx, global, &name, &settings, &store).await?;
         plan_arms.push(eval::Arm {
             name,
             settings,
@@ -239,6 +209,61 @@ pub(super) async fn eval(ctx: &CmdContext, global: &GlobalArgs, a: EvalArgs) -> 
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The composer of an arm's agents and its model's name: the arm's model flags over the
+/// command line's, the model chosen as every command chooses it, the arm's configuration
+/// overrides (`eval`'s arms, `replay`'s changes).
+pub(super) async fn arm_composer(
+    ctx: &CmdContext,
+    global: &GlobalArgs,
+    name: &str,
+    settings: &ArmSettings,
+    store: &Arc<crate::store::Store>,
+) -> Result<(Composer, String)> {
+    settings
+        .options()
+        .map_err(|e| anyhow::anyhow!("arm '{name}': {e}"))?;
+    let (model, model_name, config) =
+        arm_model(&ctx.env, &model_overrides(global), name, settings).await?;
+    let composer = Composer::new(
+        Some(model),
+        Some(store.clone()),
+        settings.config_overrides().apply(config.app.clone()),
+    );
+    Ok((composer, model_name))
+}
+
+/// An arm's model: its model flags over `base`, chosen as every command chooses one.
+pub(super) async fn arm_model(
+    env: &crate::paths::Env,
+    base: &crate::config::ModelOverrides,
+    name: &str,
+    settings: &ArmSettings,
+) -> Result<(Arc<dyn crate::engine::chat::ChatModel>, String, Config)> {
+    let config = Config::from_env(env, &settings.model_overrides(base))?;
+    let choice = crate::engine::discover::choose_model_for(
+        &config,
+        env,
+        &crate::engine::discover::candidates(env),
+        &|note| eprintln!("{note}"),
+    )
+    .await;
+    let model_config = match choice {
+        ModelChoice::None(hint) => bail!("arm '{name}': {hint}"),
+        ModelChoice::Discovered(c, found) => {
+            eprintln!(
+                "arm '{name}': using {} at {} (found {})",
+                c.model, c.base_url, found.server
+            );
+            c
+        }
+        ModelChoice::Configured(c) => c,
+    };
+    let model_name = model_config.model.clone();
+    let model: Arc<dyn crate::engine::chat::ChatModel> =
+        Arc::new(crate::model::OpenAiModel::new(model_config)?);
+    Ok((model, model_name, config))
 }
 
 #[cfg(test)]

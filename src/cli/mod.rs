@@ -12,6 +12,7 @@ mod eval;
 mod ingest;
 mod inspect;
 pub mod logging;
+mod replay;
 mod workbench;
 
 use std::process::ExitCode;
@@ -22,11 +23,12 @@ use crate::paths::Env;
 
 pub use args::{
     ArmFlags, AskArgs, AskFlags, Cli, Command, DeleteArgs, EvalArgs, GlobalArgs, InfoArgs,
-    IngestArgs, InspectArgs, ListArgs, OpenArgs, SearchArgs, WorkbenchArgs,
+    IngestArgs, InspectArgs, ListArgs, OpenArgs, ReplayArgs, SearchArgs, WorkbenchArgs,
 };
 pub use context::{CmdContext, choose_model, prepare_embedder};
 pub use ingest::ensure_demo_db;
 pub use logging::init_logging;
+pub use replay::workbench_changes;
 
 /// Runs the parsed command line; the exit code says how it went.
 pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
@@ -50,6 +52,7 @@ pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
         Some(Command::Inspect(a)) => inspect::inspect(a),
         Some(Command::Ask(a)) => ask::ask(&ctx, &cli.global, a).await,
         Some(Command::Eval(a)) => eval::eval(&ctx, &cli.global, a).await,
+        Some(Command::Replay(a)) => replay::replay(&ctx, &cli.global, a).await,
     }
 }
 
@@ -89,6 +92,7 @@ fn command_name(c: &Command) -> &'static str {
         Command::Inspect(_) => "inspect",
         Command::Ask(_) => "ask",
         Command::Eval(_) => "eval",
+        Command::Replay(_) => "replay",
         Command::Open(_) => "open",
     }
 }

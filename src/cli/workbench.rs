@@ -134,6 +134,10 @@ pub(super) async fn workbench(
     )
     .with_collections(collections);
     services.counter = Some(counter);
+    services.replay_changes = Some(super::replay::workbench_changes(
+        ctx.env.clone(),
+        super::context::model_overrides(global),
+    ));
     tui::run(app, services).await?;
     Ok(ExitCode::SUCCESS)
 }

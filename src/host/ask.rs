@@ -72,7 +72,8 @@ pub async fn ask(
         Ok(r) => r.clone(),
         Err(e) => return Err(AskError::Run(e.to_string())),
     };
-    session.commit_run(&outcome);
+    let start = state::as_a_new_question_sees_it(&session.state);
+    session.commit_run_from(&outcome, start);
     let answer = match &result.output {
         RunOutput::Text(t) => t.clone(),
         RunOutput::Tool { args, .. } => args.to_string(),

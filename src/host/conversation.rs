@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use serde_json::{Map, Value};
 
-use crate::capabilities::state::{EvidenceState, StateKind};
+use crate::capabilities::state::{EvidenceState, StateKind, as_a_new_question_sees_it};
 use crate::engine::agent::{Agent, RunError, RunInput, RunResult};
 use crate::engine::cancel::CancelToken;
 use crate::engine::events::{CoreEvent, EventSink, RequestSnapshot};
@@ -102,6 +102,7 @@ pub fn commit_finished(
     started: std::time::Instant,
     model_requests: usize,
 ) {
+    let start = session.run_start(as_a_new_question_sees_it(&session.state));
     session.commit(messages, state, requests);
     let elapsed = started.elapsed();
     session.groundwork.timings.push(RunTiming {
@@ -109,6 +110,7 @@ pub fn commit_finished(
         started_at: chrono::Utc::now() - chrono::Duration::from_std(elapsed).unwrap_or_default(),
         duration_ms: elapsed.as_millis() as u64,
         requests: model_requests,
+        start: Some(start),
     });
 }
 
@@ -218,7 +220,8 @@ impl Conversation {
     /// Commits a question's history and state, only if it succeeded. Returns whether
     /// anything was committed.
     pub fn commit(&mut self, outcome: &Result<RunResult, RunError>) -> bool {
-        self.session.commit_run(outcome)
+        let start = as_a_new_question_sees_it(&self.session.state);
+        self.session.commit_run_from(outcome, start)
     }
 
     /// Asks `question` and commits it on success (see [`super::ask::ask`]).

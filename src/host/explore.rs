@@ -45,6 +45,15 @@ pub async fn documents(
         .map_err(|e| format!("cannot list documents: {e}"))
 }
 
+/// Reads ahead what the title filter matches in memory (every document's row, once per
+/// version of the table), so that the first key typed in the filter box finds it read. A
+/// failure is left for the filtered read itself to report.
+pub async fn warm_filter(store: &Store) {
+    if let Err(e) = store.warm_document_listing().await {
+        tracing::debug!("reading the documents ahead for the filter: {e}");
+    }
+}
+
 /// A document's details: its row, its chunks in order (as results, score 0), the
 /// pages its chunks lie on and its picture count.
 #[derive(Debug, Clone, PartialEq)]

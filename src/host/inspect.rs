@@ -21,6 +21,7 @@ use crate::session::Session;
 
 use super::inspect_tokens as tokens;
 pub use super::inspect_tokens::token_lines;
+pub use crate::capabilities::compaction::CapsuleEntryRef;
 use crate::session::linear::{self, LinearRequest, Piece, RawRef, Tables};
 
 /// One request as `inspect` shows it.
@@ -700,6 +701,30 @@ pub fn align(s: &RequestSnapshot) -> Vec<MessageRow> {
             }
         })
         .collect()
+}
+
+/// The capsule entries of what request `s` sent (none when it carried no capsule), in
+/// capsule order: the cited chunks the inspector lets one select and ground.
+pub fn capsule_entries(s: &RequestSnapshot) -> Vec<CapsuleEntryRef> {
+    use crate::capabilities::compaction::{capsule_entry_refs, capsule_header};
+    let first = capsule_header().lines().next().unwrap_or_default();
+    let mut out: Vec<CapsuleEntryRef> = Vec::new();
+    if first.is_empty() {
+        return out;
+    }
+    for m in &s.compacted {
+        for (_, text) in part_texts(m) {
+            if !text.contains(first) {
+                continue;
+            }
+            for e in capsule_entry_refs(&text) {
+                if !out.iter().any(|o| o.chunk_id == e.chunk_id) {
+                    out.push(e);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A unified diff of the stored and sent request, one block per message.

@@ -1,7 +1,8 @@
 //! The host: what every face (the `ask` command, the workbench) shares — composing
 //! agents from the configuration ([`compose`]), asking a question over a session and
 //! committing and saving it ([`conversation`], [`ask`]), and the read-only views of a
-//! session (transcript, ledger, request inspection).
+//! session (transcript, ledger, request inspection), and a question run again with
+//! other settings beside the original ([`replay`]).
 
 pub mod ask;
 pub mod compose;
@@ -11,4 +12,5 @@ pub mod explore;
 pub mod grounding;
 pub mod inspect;
 mod inspect_tokens;
+pub mod replay;
 pub mod transcript;

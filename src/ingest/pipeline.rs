@@ -3,8 +3,11 @@
 //!
 //! * An unchanged file (same content hash as the stored document with the same URI) is a
 //!   no-op.
-//! * A changed file replaces its document: the new version is written completely before the
-//!   old one is deleted, so a failure leaves the old version in place.
+//! * A changed file (or one parsed by an older parser) replaces its document, which keeps
+//!   its id and creation time ([`Store::replace_document`]): a failure or a kill at any
+//!   moment leaves a complete version (old or new) visible, and the next ingest of the
+//!   file finishes or removes what an interrupted replacement left, so a rerun converges
+//!   to one document with the original id.
 //! * A file that cannot be read or parsed is reported by name and skipped; nothing already
 //!   stored is touched.
 
@@ -42,9 +45,9 @@ pub enum Outcome {
         id: String,
         chunks: usize,
     },
+    /// The document was replaced by the file's new version and kept its id.
     Replaced {
         id: String,
-        old_id: String,
         chunks: usize,
     },
     Unchanged {
@@ -267,13 +270,31 @@ pub async fn ingest_file_with(
     let hash = content_hash(&bytes);
     let uri = options.uri_for(path);
     let seed = options.stable_ids.then(|| format!("{uri}\n{hash}"));
-    let existing = store.find_by_uri(&uri).await?;
+    let existing = store.stored_for_uri(&uri).await?;
     let parser = parser_version(path);
-    if let Some(doc) = &existing
-        && doc.metadata.get(HASH_KEY).and_then(Value::as_str) == Some(hash.as_str())
-        && doc.metadata.get(PARSER_KEY).and_then(Value::as_str) == parser
+    if let Some(stored) = &existing
+        && stored.current.id == stored.id
+        && stored
+            .current
+            .metadata
+            .get(HASH_KEY)
+            .and_then(Value::as_str)
+            == Some(hash.as_str())
+        && stored
+            .current
+            .metadata
+            .get(PARSER_KEY)
+            .and_then(Value::as_str)
+            == parser
     {
-        return Ok(Outcome::Unchanged { id: doc.id.clone() });
+        // The document holds the file's version; a replacement interrupted after that
+        // (or one of an older version) only has its leftovers to go.
+        if stored.interrupted {
+            store.discard_replacement(&stored.id).await?;
+        }
+        return Ok(Outcome::Unchanged {
+            id: stored.id.clone(),
+        });
     }
     let owned = path.to_path_buf();
     let parsed = tokio::task::spawn_blocking(move || ingest::parse_file(&owned))
@@ -297,17 +318,13 @@ pub async fn ingest_file_with(
             .insert(PARSER_KEY.into(), Value::String(p.into()));
     }
     let chunks = doc.chunks.len();
+    let replaces = existing.as_ref().map(|s| s.id.as_str());
     let meta = store
-        .add_document_seeded(
-            doc,
-            existing.as_ref().map(|d| d.id.as_str()),
-            seed.as_deref(),
-        )
+        .add_document_seeded(doc, replaces, seed.as_deref())
         .await?;
-    Ok(match existing {
-        Some(old) => Outcome::Replaced {
+    Ok(match replaces {
+        Some(_) => Outcome::Replaced {
             id: meta.id,
-            old_id: old.id,
             chunks,
         },
         None => Outcome::Added {

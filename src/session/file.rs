@@ -192,6 +192,7 @@ impl From<SessionFile> for Session {
             groundwork: GroundworkMeta::default(),
             extra: f.extra,
             saved: SavedImage::default(),
+            starts: Default::default(),
         };
         let Some(g) = f.groundwork else {
             return session;

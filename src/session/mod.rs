@@ -25,6 +25,7 @@ mod file;
 pub mod journal;
 pub mod linear;
 mod lock;
+mod starts;
 pub mod state_diff;
 
 use std::io::Read as _;
@@ -42,6 +43,7 @@ pub use disk::{kept_path, new_session_path, remove_stale_temps, write_atomic};
 pub use journal::{Policy, journal_path};
 pub use linear::{LinearRequest, RequestTotals, Tables};
 pub use lock::{SessionLock, lock_path};
+pub use starts::RunStart;
 
 use file::{MetaOut, SavedImage, SessionFile, SnapshotOut};
 
@@ -72,6 +74,9 @@ pub struct Session {
     /// What the file holds as this session last read or saved it (for incremental saves).
     #[serde(skip)]
     saved: SavedImage,
+    /// The start state of the latest run rebuilt or recorded ([`starts`]).
+    #[serde(skip)]
+    starts: starts::StartCache,
 }
 
 /// Groundwork's part of a session file.
@@ -136,6 +141,10 @@ pub struct RunTiming {
     pub duration_ms: u64,
     /// Model requests made.
     pub requests: usize,
+    /// The history and state it started from (none in sessions written before
+    /// starts were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<RunStart>,
 }
 
 /// Why a session could not be loaded or saved.
@@ -211,14 +220,28 @@ impl Session {
             },
             extra: Map::new(),
             saved: SavedImage::default(),
+            starts: Default::default(),
         }
     }
 
     /// Commits a run's history and state together, only if the run succeeded
-    /// (SPEC §2.5). Returns whether anything was committed.
+    /// (SPEC §2.5), recording the committed state as the state it started from. Returns
+    /// whether anything was committed.
     pub fn commit_run(&mut self, outcome: &Result<RunResult, RunError>) -> bool {
+        let start = self.state.clone();
+        self.commit_run_from(outcome, start)
+    }
+
+    /// [`Session::commit_run`], recording `start` as the state the run started from
+    /// (the host records it as the run saw it: [`Session::run_start`]).
+    pub fn commit_run_from(
+        &mut self,
+        outcome: &Result<RunResult, RunError>,
+        start: Map<String, Value>,
+    ) -> bool {
         match outcome {
             Ok(result) => {
+                let start = self.run_start(start);
                 self.commit(
                     result.messages.clone(),
                     result.state.clone(),
@@ -229,6 +252,7 @@ impl Session {
                     started_at: result.started_at,
                     duration_ms: result.duration_ms,
                     requests: result.usage.requests,
+                    start: Some(start),
                 });
                 true
             }

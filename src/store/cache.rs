@@ -1,5 +1,6 @@
 //! What search would otherwise read again on every query, kept per table version: the
-//! metadata of the documents results came from, and which documents hold picture bytes.
+//! metadata of the documents results came from, and which documents hold picture bytes;
+//! and, for the explorer's title filter, every `document_meta` row in table order.
 //!
 //! The store's table handles see their own writes and nothing else (LanceDB's lazy read
 //! consistency), and a table's version changes with every write, so a cache entry taken at
@@ -7,11 +8,12 @@
 //! Both caches grow at most with the corpus (one entry per document).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use lancedb::query::{ExecutableQuery, QueryBase, Select};
 
 use super::arrow_util::strings;
+use super::read::metas_from_batches;
 use super::{DocumentMeta, Result, Store, collect};
 
 #[derive(Default)]
@@ -21,6 +23,17 @@ pub(super) struct Cache {
     /// The ids of documents with at least one `document_items` row holding picture bytes,
     /// at one version of that table.
     pictured: Mutex<Option<Versioned<HashSet<String>>>>,
+    /// Every `document_meta` row in table order, at one version of that table.
+    listing: Mutex<Option<Versioned<Arc<Listing>>>>,
+    /// Held while the listing is read, so that two callers read it once.
+    listing_read: tokio::sync::Mutex<()>,
+}
+
+/// Every document's row in table order, with its title and URI lower-cased for matching.
+pub(super) struct Listing {
+    pub docs: Vec<DocumentMeta>,
+    /// `(title, uri)` of each row of `docs`, lower-cased (empty when missing).
+    pub keys: Vec<(String, String)>,
 }
 
 #[derive(Default)]
@@ -107,5 +120,39 @@ impl Store {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(Versioned { version, value });
         Ok(found)
+    }
+
+    /// Every document's row in table order (read once per version of `document_meta`:
+    /// one scan of its six small columns, instead of one filtered scan of every fragment
+    /// for every key typed in the filter box).
+    pub(super) async fn listing(&self) -> Result<Arc<Listing>> {
+        let version = self.meta.version().await?;
+        let cached = || {
+            let c = self.cache.listing.lock().unwrap_or_else(|e| e.into_inner());
+            c.as_ref()
+                .filter(|l| l.version == version)
+                .map(|l| l.value.clone())
+        };
+        if let Some(l) = cached() {
+            return Ok(l);
+        }
+        // One reader at a time: a caller that waited here finds the rows read.
+        let _reading = self.cache.listing_read.lock().await;
+        if let Some(l) = cached() {
+            return Ok(l);
+        }
+        let batches = collect(self.meta.query().execute().await?).await?;
+        let docs = metas_from_batches(&batches);
+        let lower = |s: &Option<String>| s.as_deref().unwrap_or_default().to_lowercase();
+        let keys = docs
+            .iter()
+            .map(|d| (lower(&d.title), lower(&d.uri)))
+            .collect();
+        let value = Arc::new(Listing { docs, keys });
+        *self.cache.listing.lock().unwrap_or_else(|e| e.into_inner()) = Some(Versioned {
+            version,
+            value: value.clone(),
+        });
+        Ok(value)
     }
 }

@@ -5,8 +5,8 @@
 //! that `chunks.vector` has the dimension recorded in `settings`; anything else is refused
 //! with an error that names what differs. Queries need an [`Embedder`] of that dimension.//!
 //! One file per job: the record types (`types`), opening and creating a database
-//! (`open`), reads (`read`), writes (`write`), indexes (`indexes`), the page-raster blob
-//! (`pages`); search, expansion and formatting have their own modules.
+//! (`open`), reads (`read`), writes (`write`), replacing a document in place (`replace`),
+//! indexes (`indexes`), the page-raster blob (`pages`); search, expansion and formatting have their own modules.
 
 use std::sync::Arc;
 
@@ -29,13 +29,13 @@ mod open;
 mod pages;
 mod read;
 pub mod remote;
+pub mod replace;
 pub mod rerank;
 pub mod schema;
 pub mod search;
 pub mod types;
 mod write;
 
-pub use browse::title_or_uri_filter;
 pub use indexes::VECTOR_INDEX_MIN_ROWS;
 pub use open::embedder_from_settings;
 pub(crate) use read::chunks_from_batch;

@@ -13,6 +13,35 @@ use super::arrow_util::sql_str;
 use super::pages::encode_pages;
 use super::{DocumentMeta, NewDocument, Result, Store, StoreError, schema};
 
+/// A UUID v5 of `s` (stable ids: the demo corpus, replacements).
+pub(super) fn stable_id(s: &str) -> String {
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, s.as_bytes()).to_string()
+}
+
+/// A document's rows ready to write: the chunks embedded, their ids drawn, the blobs
+/// encoded.
+pub(super) struct Rows {
+    pub(super) doc: NewDocument,
+    pub(super) vectors: Vec<Vec<f32>>,
+    pub(super) chunk_ids: Vec<String>,
+    docling: Vec<u8>,
+    pages: Option<Vec<u8>>,
+}
+
+impl Rows {
+    /// The `document_meta` row of these rows under `id`.
+    pub(super) fn meta(&self, id: &str, created_at: String, updated_at: String) -> DocumentMeta {
+        DocumentMeta {
+            id: id.to_string(),
+            uri: self.doc.uri.clone(),
+            title: self.doc.title.clone(),
+            metadata: self.doc.metadata.clone(),
+            created_at,
+            updated_at,
+        }
+    }
+}
+
 /// haiku.rag's timestamp form: Python `datetime.now().isoformat()`, naive local time.
 pub(super) fn now_iso() -> String {
     chrono::Local::now()
@@ -23,8 +52,9 @@ pub(super) fn now_iso() -> String {
 
 impl Store {
     /// Writes a document with its items and chunks (embedding the chunks) and returns its
-    /// metadata. When `replaces` is given, that document is deleted only after the new one is
-    /// completely written, so a failure leaves the old version in place.
+    /// metadata. When `replaces` is given, the new version replaces that document and keeps
+    /// its id and creation time ([`Store::replace_document`]): a failure or a kill at any
+    /// point leaves a complete version (old or new) in place.
     pub async fn add_document(
         &self,
         doc: NewDocument,
@@ -35,67 +65,71 @@ impl Store {
 
     /// [`Store::add_document`] with ids derived from `seed` (UUID v5) instead of random
     /// ones, so the same document written anywhere gets the same document and chunk ids
-    /// (the bundled demo corpus, whose recorded session cites its chunks).
+    /// (the bundled demo corpus, whose recorded session cites its chunks). A replaced
+    /// document keeps its id; its chunks take the seeded ones.
     pub async fn add_document_seeded(
         &self,
         doc: NewDocument,
         replaces: Option<&str>,
         seed: Option<&str>,
     ) -> Result<DocumentMeta> {
-        let embedder = self.embedder()?.clone();
-        let texts: Vec<String> = doc.chunks.iter().map(|c| c.content_fts.clone()).collect();
-        let vectors = embedder.embed(&texts).await?;
-        let stable =
-            |s: &str| uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, s.as_bytes()).to_string();
+        if let Some(old) = replaces {
+            return self.replace_document(doc, old, seed).await;
+        }
         let id = match seed {
-            Some(s) => stable(s),
+            Some(s) => stable_id(s),
             None => uuid::Uuid::new_v4().to_string(),
         };
-        let chunk_ids: Vec<String> = (0..doc.chunks.len())
-            .map(|i| match seed {
-                Some(s) => stable(&format!("{s}#chunk-{i}")),
-                None => uuid::Uuid::new_v4().to_string(),
-            })
-            .collect();
+        let rows = self.prepare(doc, seed).await?;
         let now = now_iso();
-        let created_at = match replaces {
-            Some(old) => self
-                .get_document(old)
-                .await?
-                .map(|m| m.created_at)
-                .unwrap_or_else(|| now.clone()),
-            None => now.clone(),
-        };
-        let meta = DocumentMeta {
-            id: id.clone(),
-            uri: doc.uri.clone(),
-            title: doc.title.clone(),
-            metadata: doc.metadata.clone(),
-            created_at,
-            updated_at: now,
-        };
-        let result = self
-            .write_rows(&id, &doc, &vectors, &chunk_ids, &meta)
-            .await;
-        if let Err(e) = result {
-            // Remove whatever part of the new document made it to disk; the old one is intact.
+        let meta = rows.meta(&id, now.clone(), now);
+        if let Err(e) = self.write_rows(&id, &rows, &rows.chunk_ids, &meta).await {
+            // Remove whatever part of the new document made it to disk.
             let _ = self.delete_document(&id).await;
             return Err(e);
-        }
-        if let Some(old) = replaces {
-            self.delete_document(old).await?;
         }
         Ok(meta)
     }
 
-    async fn write_rows(
+    /// Embeds the chunks, draws their ids and encodes the blobs: everything a write of
+    /// `doc` needs, done once however many times the rows are written.
+    pub(super) async fn prepare(&self, doc: NewDocument, seed: Option<&str>) -> Result<Rows> {
+        let embedder = self.embedder()?.clone();
+        let texts: Vec<String> = doc.chunks.iter().map(|c| c.content_fts.clone()).collect();
+        let vectors = embedder.embed(&texts).await?;
+        let chunk_ids: Vec<String> = (0..doc.chunks.len())
+            .map(|i| match seed {
+                Some(s) => stable_id(&format!("{s}#chunk-{i}")),
+                None => uuid::Uuid::new_v4().to_string(),
+            })
+            .collect();
+        let docling = zstd::encode_all(doc.docling_document.to_string().as_bytes(), 3)
+            .map_err(|e| StoreError::Other(format!("compressing docling_document: {e}")))?;
+        let pages = if doc.pages.is_empty() {
+            None
+        } else {
+            Some(encode_pages(&doc.pages)?)
+        };
+        Ok(Rows {
+            doc,
+            vectors,
+            chunk_ids,
+            docling,
+            pages,
+        })
+    }
+
+    /// Writes `rows` under `id` with the given chunk ids, `document_meta` last: a document
+    /// becomes visible once everything else is written.
+    pub(super) async fn write_rows(
         &self,
         id: &str,
-        doc: &NewDocument,
-        vectors: &[Vec<f32>],
+        rows: &Rows,
         chunk_ids: &[String],
         meta: &DocumentMeta,
     ) -> Result<()> {
+        let doc = &rows.doc;
+        let vectors = &rows.vectors;
         // items
         if !doc.items.is_empty() {
             let n = doc.items.len();
@@ -162,20 +196,15 @@ impl Store {
             self.chunks.add(batch).execute().await?;
         }
         // documents
-        let docling = zstd::encode_all(doc.docling_document.to_string().as_bytes(), 3)
-            .map_err(|e| StoreError::Other(format!("compressing docling_document: {e}")))?;
-        let pages = if doc.pages.is_empty() {
-            None
-        } else {
-            Some(encode_pages(&doc.pages)?)
-        };
         let batch = RecordBatch::try_new(
             schema::documents_schema(),
             vec![
                 Arc::new(StringArray::from(vec![id])) as ArrayRef,
                 Arc::new(StringArray::from(vec![doc.content.as_str()])),
-                Arc::new(LargeBinaryArray::from_iter(vec![Some(docling.as_slice())])),
-                Arc::new(LargeBinaryArray::from_iter(vec![pages.as_deref()])),
+                Arc::new(LargeBinaryArray::from_iter(vec![Some(
+                    rows.docling.as_slice(),
+                )])),
+                Arc::new(LargeBinaryArray::from_iter(vec![rows.pages.as_deref()])),
                 Arc::new(StringArray::from(vec![
                     crate::store::docling::DOCLING_SCHEMA_VERSION,
                 ])),
@@ -202,14 +231,15 @@ impl Store {
 
     /// Deletes a document and everything that belongs to it. Deleting an unknown id is a
     /// no-op. The `document_meta` row goes first so the document disappears from listings
-    /// before its parts do.
+    /// before its parts do; `document_items` goes last (it is written first), so any rows
+    /// an interrupted write or delete left under an id include items.
     pub async fn delete_document(&self, id: &str) -> Result<()> {
         let by_id = format!("id = {}", sql_str(id));
         let by_doc = format!("document_id = {}", sql_str(id));
         self.meta.delete(by_id.as_str()).await?;
         self.chunks.delete(by_doc.as_str()).await?;
-        self.items.delete(by_doc.as_str()).await?;
         self.documents.delete(by_id.as_str()).await?;
+        self.items.delete(by_doc.as_str()).await?;
         Ok(())
     }
 }

@@ -76,6 +76,7 @@ actions! {
     ToggleCompaction, Global, "toggle evidence compaction for the next question", ["alt-c"];
     TogglePolicy, Global, "toggle the citation policy for the next question", ["alt-p"];
     ToggleTheme, Global, "switch between the dark and light theme", ["alt-t"];
+    Replay, Global, "replay the selected question with changes", ["alt-r", "f7"];
     QuitPane, Pane, "quit", ["q"];
     Up, Pane, "up / scroll up", ["k", "up"];
     Down, Pane, "down / scroll down", ["j", "down"];
@@ -89,6 +90,8 @@ actions! {
     NextRequest, Pane, "inspector: next model request", ["]"];
     ToggleDiff, Pane, "inspector: side by side / unified diff", ["d"];
     ToggleInstructions, Pane, "inspector: show or hide the full instructions", ["t"];
+    NextCapsuleEntry, Pane, "inspector: select the next capsule entry", ["c"];
+    PrevCapsuleEntry, Pane, "inspector: select the previous capsule entry", ["C"];
     Select, Pane, "open / expand the selected item", ["enter"];
     Back, Pane, "close the detail view", ["backspace"];
     ToggleSources, Pane, "conversation: collapse or expand sources", ["s"];

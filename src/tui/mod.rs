@@ -9,6 +9,7 @@ pub mod app;
 pub mod background;
 mod images;
 pub mod keymap;
+mod replays;
 mod runtime;
 pub mod terminal;
 pub mod theme;
@@ -30,7 +31,7 @@ use app::{App, Msg};
 use keymap::Keymap;
 use theme::ThemeName;
 
-pub use runtime::{Runtime, Services, format_info};
+pub use runtime::{ReplayChanges, Runtime, Services, format_info};
 
 /// `[tui]` of the config file (plain data; parsed with the rest of the file).
 pub use crate::config::TuiConfig;

@@ -21,6 +21,19 @@ use crate::store::Store;
 use super::app::{self, App, Effect, ExploreRequest, Explored, Msg};
 use super::images::{load_grounding, load_images};
 
+/// How a replay's changes (`ask`'s flags, as an `eval` arm takes them) turn the
+/// workbench's composition into the replay's: the face parses them (and builds another
+/// model when they name one); the error is one line.
+pub type ReplayChanges = Arc<
+    dyn Fn(
+            String,
+            Composer,
+        )
+            -> crate::engine::chat::BoxFuture<'static, Result<(Composer, AskOptions), String>>
+        + Send
+        + Sync,
+>;
+
 /// What the effects need: the store, the model, the configuration and the image picker.
 #[derive(Clone)]
 pub struct Services {
@@ -37,6 +50,8 @@ pub struct Services {
     pub sandbox_worker: Option<std::path::PathBuf>,
     /// How the requests' tokens are counted (default: by the model's name).
     pub counter: Option<crate::engine::tokens::SharedCounter>,
+    /// How a replay's changes are read (none: replays are refused in one line).
+    pub replay_changes: Option<ReplayChanges>,
 }
 
 impl Services {
@@ -58,6 +73,7 @@ impl Services {
             picker: Picker::halfblocks(),
             sandbox_worker: None,
             counter: None,
+            replay_changes: None,
         }
     }
 
@@ -333,6 +349,9 @@ fn execute(
                 let _ = tx.send(Msg::MarkSaved(result.map(|()| review)));
             });
         }
+        effect @ (Effect::Replay { .. } | Effect::SaveReplay { .. }) => {
+            super::replays::execute(effect, app, services, msg_tx)
+        }
         Effect::LoadImages {
             generation,
             target,
@@ -406,6 +425,12 @@ async fn explore(store: Option<Arc<Store>>, request: ExploreRequest, vision: boo
             },
             chunk_id,
         },
+        ExploreRequest::WarmFilter => {
+            if let Some(s) = store {
+                explore::warm_filter(&s).await;
+            }
+            Explored::FilterWarmed
+        }
     }
 }
 

@@ -161,6 +161,57 @@ pub fn eligible_entries<'a>(
     Ok(entries)
 }
 
+/// A capsule entry read back from a capsule's text: the cited chunk and its source line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapsuleEntryRef {
+    pub chunk_id: String,
+    /// What follows `Source: ` (`"<title>" (<uri>)`, `"<title>"` or the uri).
+    pub source: String,
+}
+
+impl CapsuleEntryRef {
+    /// The document as the source names it: the title without its quotes, else the uri.
+    pub fn document(&self) -> String {
+        match self
+            .source
+            .strip_prefix('"')
+            .and_then(|r| r.split_once('"'))
+        {
+            Some((title, _)) => title.to_string(),
+            None => self.source.clone(),
+        }
+    }
+}
+
+/// The entries of a capsule text as [`build_capsule`] writes it (the inverse of
+/// [`CapsuleEntry::render_into`]), in capsule order: every piece after an
+/// [`ENTRY_SEPARATOR`] whose first line is `[<chunk_id>] Source: <source>`. The header
+/// and the group labels (`[Cited evidence group k]`, no `Source:`) are not entries; a
+/// chunk cited by two capabilities is listed once.
+pub fn capsule_entry_refs(text: &str) -> Vec<CapsuleEntryRef> {
+    let mut out: Vec<CapsuleEntryRef> = Vec::new();
+    for piece in text.split(ENTRY_SEPARATOR).skip(1) {
+        let first = piece.lines().next().unwrap_or_default();
+        let Some((id, source)) = first
+            .strip_prefix('[')
+            .and_then(|rest| rest.split_once("] Source: "))
+        else {
+            continue;
+        };
+        if id.is_empty() || id.contains(char::is_whitespace) || id.contains(']') {
+            continue;
+        }
+        if out.iter().any(|e| e.chunk_id == id) {
+            continue;
+        }
+        out.push(CapsuleEntryRef {
+            chunk_id: id.to_string(),
+            source: source.to_string(),
+        });
+    }
+    out
+}
+
 /// A cited picture to re-attach, with the label that must travel with it (§8.5).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetainedPicture {

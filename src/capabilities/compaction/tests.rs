@@ -426,6 +426,15 @@ fn scenario_60_capsule_groups_and_order() {
         ]
     );
 
+    // Read back (the inspector selects these): every entry once, in capsule order,
+    // group labels and the header left out.
+    let refs = capsule_entry_refs(text);
+    let ids: Vec<&str> = refs.iter().map(|r| r.chunk_id.as_str()).collect();
+    assert_eq!(ids, ["new", "reused", "old"]);
+    assert_eq!(refs[0].source, "\"Doc\" (test://doc)");
+    assert_eq!(refs[0].document(), "Doc");
+    assert!(capsule_entry_refs("no capsule here").is_empty());
+
     let rag = cited_state("rag", StateKind::Rag, &[("r1", 4)]);
     let analysis = cited_state("analysis", StateKind::Analysis, &[("a1", 6)]);
     let views = [

@@ -20,7 +20,7 @@ pub use record::{
     CapabilityEvidenceRecord, Citation, CitationDeclaration, CitationRef, EvidenceOccurrence,
     EvidenceState, Execution, StateKind,
 };
-pub use settle::{awaits_the_model, settle_for_run};
+pub use settle::{as_a_new_question_sees_it, awaits_the_model, settle_for_run};
 pub use status::{
     CitationStatus, VIOLATIONS_KEY, citation_status, citation_status_for, current_question,
     ensure_policy_state, record_violation, violations,

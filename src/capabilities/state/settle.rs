@@ -62,3 +62,40 @@ pub fn settle_for_run(
     }
     Ok((state, state_carried))
 }
+
+/// The state as a new question's run sees it once settled: the per-question fields
+/// (`citations`, `searches`, `executions`) of every evidence state whose question is
+/// answered are emptied, since [`settle_for_run`] clears them before the run reads them;
+/// everything else is kept as it is, key order included. A host records this as the
+/// state a question started from, so recording it costs what the question added to the
+/// lasting record, not the previous question's search results again.
+pub fn as_a_new_question_sees_it(
+    state: &serde_json::Map<String, Value>,
+) -> serde_json::Map<String, Value> {
+    let mut out = state.clone();
+    for kind in [StateKind::Rag, StateKind::Analysis] {
+        let Some(Value::Object(ns)) = out.get_mut(kind.namespace()) else {
+            continue;
+        };
+        let in_progress = ns
+            .get("evidence")
+            .and_then(|e| e.get("in_progress"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if in_progress {
+            continue;
+        }
+        for (key, empty) in [
+            ("citations", Value::Array(Vec::new())),
+            ("searches", Value::Object(Default::default())),
+            ("executions", Value::Array(Vec::new())),
+        ] {
+            if let Some(v) = ns.get_mut(key)
+                && !v.is_null()
+            {
+                *v = empty;
+            }
+        }
+    }
+    out
+}

@@ -624,3 +624,34 @@ fn citation_from_result() {
     let v = serde_json::to_value(&citation).unwrap();
     assert!(v.get("collection").is_none());
 }
+
+#[test]
+fn a_new_question_sees_answered_questions_without_their_per_question_fields() {
+    let state = json!({
+        "rag": {"citation_index": {"c1": {}}, "citations": ["c1"], "searches": {"q": []},
+                "evidence": {"in_progress": false, "question": 0}},
+        "analysis": {"citations": ["c2"], "searches": {"q": []}, "executions": [],
+                     "evidence": {"in_progress": true, "question": 4}},
+        "citation_policy": {"violations": [0]}
+    });
+    let seen = as_a_new_question_sees_it(state.as_object().unwrap());
+    assert_eq!(
+        Value::Object(seen.clone()),
+        json!({
+            "rag": {"citation_index": {"c1": {}}, "citations": [], "searches": {},
+                    "evidence": {"in_progress": false, "question": 0}},
+            // A question in progress is continued: nothing is cleared.
+            "analysis": state["analysis"].clone(),
+            "citation_policy": {"violations": [0]}
+        })
+    );
+    // What settlement makes of it is what it makes of the state as committed.
+    for kind in [StateKind::Rag, StateKind::Analysis] {
+        let a = settle_for_run(kind, state.get(kind.namespace()), 6, false);
+        let b = settle_for_run(kind, seen.get(kind.namespace()), 6, false);
+        assert_eq!(
+            a.map(|(s, c)| (s.to_value(), c)),
+            b.map(|(s, c)| (s.to_value(), c))
+        );
+    }
+}

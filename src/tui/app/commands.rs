@@ -14,6 +14,9 @@ use super::{App, Effect, Pane, PathPurpose, Popup};
 
 impl App {
     pub(super) fn on_key(&mut self, key: KeyEvent) -> Vec<Effect> {
+        if self.replay.is_some() {
+            return self.on_replay_key(key);
+        }
         if self.grounding.view.is_some() {
             return self.on_grounding_key(key);
         }
@@ -176,6 +179,7 @@ impl App {
                 vec![Effect::LoadDocuments]
             }
             Action::Explorer => self.toggle_explorer(),
+            Action::Replay => self.open_replay(),
             Action::DatabaseInfo => {
                 self.popup = Some(Popup::Info(None));
                 vec![Effect::LoadDbInfo]

@@ -45,6 +45,9 @@ pub struct Explorer {
     pub in_chunks: bool,
     /// A chunk to highlight once its document's details arrive (after a search).
     pub pending_chunk: Option<String>,
+    /// The store was asked to read the documents' rows the filter box matches in memory
+    /// (once, when the first batch arrived), so that the first key typed finds them read.
+    pub filter_warmed: bool,
     pub view: ExplorerView,
     /// The collection browsed when several are open (`C` moves to the next); `None`: the
     /// one database.
@@ -107,6 +110,9 @@ pub enum ExploreRequest {
         total: usize,
         score: f64,
     },
+    /// Read the documents' rows the title filter matches (nothing comes back but
+    /// [`Explored::FilterWarmed`]).
+    WarmFilter,
 }
 
 /// Their results.
@@ -129,6 +135,7 @@ pub enum Explored {
         chunk_id: String,
         result: Result<AgentContext, String>,
     },
+    FilterWarmed,
 }
 
 impl Explorer {
@@ -250,6 +257,7 @@ impl App {
             .and_then(|c| names.iter().position(|n| n == c))
             .map_or(0, |i| (i + 1) % names.len());
         ex.collection = Some(names[at].clone());
+        ex.filter_warmed = false;
         ex.detail_for = None;
         ex.detail = None;
         ex.chunk = 0;
@@ -277,11 +285,16 @@ impl App {
                     return Vec::new();
                 }
                 ex.docs_loading = false;
+                let mut warm = None;
                 match result {
                     Ok(batch) => {
                         ex.docs_done = batch.len() < DOCUMENT_BATCH;
                         ex.docs.extend(batch);
                         ex.docs_error = None;
+                        if !ex.filter_warmed && ex.filter.is_empty() {
+                            ex.filter_warmed = true;
+                            warm = Some(Effect::Explore(ExploreRequest::WarmFilter));
+                        }
                     }
                     Err(e) => {
                         ex.docs_done = true;
@@ -289,11 +302,12 @@ impl App {
                     }
                 }
                 if ex.pending_chunk.is_some() {
-                    return Vec::new();
+                    return warm.into_iter().collect();
                 }
                 ex.detail_of_highlight()
                     .into_iter()
                     .chain(ex.more())
+                    .chain(warm)
                     .collect()
             }
             Explored::Document { id, result } => {
@@ -344,6 +358,10 @@ impl App {
                 {
                     *context = Some(result);
                 }
+                Vec::new()
+            }
+            Explored::FilterWarmed => {
+                self.dirty = false;
                 Vec::new()
             }
         }

@@ -1,6 +1,7 @@
 //! The visual grounding view: one piece of evidence (a chunk) with its items outlined on
 //! the page rasters, page by page through the pages that have boxes. `V` opens it for
-//! the selected citation (conversation), ledger chunk or page image; `←`/`→` page; `Esc`,
+//! the selected citation (conversation), ledger chunk, capsule entry (inspector) or page
+//! image; `←`/`→` page; `Esc`,
 //! `q` or `V` close. The pages are drawn and encoded off the UI task
 //! (`Effect::LoadGrounding`, answered by `Msg::GroundingReady`).
 
@@ -119,6 +120,10 @@ impl App {
                     document: c.document.clone().unwrap_or_default(),
                 })
             }
+            Pane::Inspector => self.selected_capsule_entry().map(|e| GroundingTarget {
+                document: e.document(),
+                chunk_id: e.chunk_id,
+            }),
             Pane::Images => self.images.target.as_ref().map(|t| GroundingTarget {
                 chunk_id: t.chunk_id.clone(),
                 document: t.document.clone(),
@@ -131,11 +136,19 @@ impl App {
     pub(super) fn visual_grounding(&mut self) -> Vec<Effect> {
         match self.selected_evidence() {
             Some(target) => self.open_grounding(target),
+            None if self.focus == Pane::Inspector => {
+                self.notice = Some(format!(
+                    "visual grounding: select a capsule entry first ({} / {} in the inspector)",
+                    self.keymap.hint(Action::NextCapsuleEntry),
+                    self.keymap.hint(Action::PrevCapsuleEntry)
+                ));
+                Vec::new()
+            }
             None => {
-                self.notice = Some(
-                    "visual grounding: select a citation (conversation ←/→), a ledger chunk or a page image first"
-                        .into(),
-                );
+                self.notice = Some(format!(
+                    "visual grounding: select a citation (conversation ←/→), a ledger chunk, a capsule entry (inspector {}) or a page image first",
+                    self.keymap.hint(Action::NextCapsuleEntry)
+                ));
                 Vec::new()
             }
         }

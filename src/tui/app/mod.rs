@@ -23,6 +23,7 @@ mod msg;
 mod navigation;
 pub mod paths;
 mod popups;
+mod replay;
 mod review;
 
 use std::path::PathBuf;
@@ -33,7 +34,7 @@ use ratatui_textarea::TextArea;
 use crate::engine::events::RequestSnapshot;
 use crate::engine::messages::BinaryContent;
 use crate::host::ask::AskOptions;
-use crate::host::inspect::InspectedRequest;
+use crate::host::inspect::{CapsuleEntryRef, InspectedRequest};
 use crate::host::transcript::{ToolKind, ToolStep, Transcript, tool_kind};
 use crate::session::Session;
 
@@ -56,6 +57,7 @@ pub use navigation::{
 };
 pub use paths::attach_image;
 pub use popups::{PathPurpose, Popup};
+pub use replay::{REPLAY_TOGGLES, ReplayState, toggle_flag};
 pub use review::{MARK_KEYS, ReviewState};
 
 /// The panes, in `Tab` order.
@@ -108,7 +110,7 @@ pub struct HostInfo {
 
 /// Inspector lines for (request index, width, diff mode, full instructions, theme).
 pub type InspectorCache = (
-    (usize, u16, bool, bool, ThemeName),
+    (usize, u16, bool, bool, ThemeName, Option<usize>),
     std::rc::Rc<Vec<ratatui::text::Line<'static>>>,
 );
 
@@ -168,10 +170,16 @@ pub struct App {
     pub wrap_cache: std::cell::RefCell<Option<WrapCache>>,
     /// The inspector's lines for (request, width, diff, theme); snapshots never change.
     pub inspector_cache: std::cell::RefCell<Option<InspectorCache>>,
+    /// The capsule entries of a request (its index), read once from what it sent.
+    pub capsule_cache: std::cell::RefCell<Option<(usize, std::rc::Rc<Vec<CapsuleEntryRef>>)>>,
     /// Questions cannot be asked and the session is never saved (reviewing).
     pub read_only: bool,
     /// The experiment under review (`groundwork open DIR`).
     pub review: Option<ReviewState>,
+    /// A counterfactual replay being chosen, running or shown.
+    pub replay: Option<ReplayState>,
+    /// The id of the latest replay started (a late result of an earlier one is dropped).
+    replay_seq: u64,
 }
 
 impl App {
@@ -217,8 +225,11 @@ impl App {
                 .unwrap_or_default(),
             wrap_cache: std::cell::RefCell::new(None),
             inspector_cache: std::cell::RefCell::new(None),
+            capsule_cache: std::cell::RefCell::new(None),
             read_only: false,
             review: None,
+            replay: None,
+            replay_seq: 0,
         };
         app.rebuild();
         app
@@ -252,6 +263,7 @@ impl App {
             .map(|_| std::cell::OnceCell::new())
             .collect();
         *self.inspector_cache.borrow_mut() = None;
+        *self.capsule_cache.borrow_mut() = None;
         self.history = self
             .transcript
             .turns
@@ -326,6 +338,31 @@ impl App {
         }
     }
 
+    /// The capsule entries of the request the inspector shows (empty without a capsule).
+    pub fn capsule_entries(&self) -> std::rc::Rc<Vec<CapsuleEntryRef>> {
+        let Some(i) = self.selected_request() else {
+            return std::rc::Rc::default();
+        };
+        if let Some((k, e)) = self.capsule_cache.borrow().as_ref()
+            && *k == i
+        {
+            return e.clone();
+        }
+        let entries = std::rc::Rc::new(
+            self.request_at(i)
+                .map(|(_, s)| crate::host::inspect::capsule_entries(s))
+                .unwrap_or_default(),
+        );
+        *self.capsule_cache.borrow_mut() = Some((i, entries.clone()));
+        entries
+    }
+
+    /// The selected capsule entry of the inspector's request, if any.
+    pub fn selected_capsule_entry(&self) -> Option<CapsuleEntryRef> {
+        let k = self.inspector.entry?;
+        self.capsule_entries().get(k).cloned()
+    }
+
     /// Token figures summed over the session's requests and the running question's.
     pub fn token_totals(&self) -> crate::engine::tokens::TokenTotals {
         let mut t = crate::engine::tokens::TokenTotals::default();
@@ -357,7 +394,7 @@ impl App {
 
     /// Whether something animates (the spinner of a running question).
     pub fn animating(&self) -> bool {
-        self.running()
+        self.running() || self.replay_running()
     }
 
     /// One message in, the effects to carry out out.
@@ -389,8 +426,16 @@ impl App {
                 self.dirty = false;
                 Vec::new()
             }
+            // The replay's screens are driven by keys alone.
+            Msg::Mouse(_) if self.replay.is_some() => {
+                self.dirty = false;
+                Vec::new()
+            }
             Msg::Mouse(m) => self.on_mouse(m),
             Msg::Paste(text) => {
+                if self.paste_into_replay(&text) {
+                    return Vec::new();
+                }
                 if self.focus == Pane::Input && self.popup.is_none() && self.explorer.is_none() {
                     self.input.insert_str(text);
                 }
@@ -472,6 +517,14 @@ impl App {
                 Vec::new()
             }
             Msg::MarkSaved(_) => Vec::new(),
+            Msg::Replayed { id, result } => {
+                self.replayed(id, result);
+                Vec::new()
+            }
+            Msg::ReplaySaved(result) => {
+                self.replay_saved(result);
+                Vec::new()
+            }
         }
     }
 

@@ -71,6 +71,13 @@ pub enum Msg {
     },
     /// A review mark was saved in the experiment's folder (and its report rewritten).
     MarkSaved(Result<crate::eval::results::Review, String>),
+    /// A replay started by [`Effect::Replay`] ended: both runs compared, or why not.
+    Replayed {
+        id: u64,
+        result: Result<Box<crate::host::replay::Replayed>, String>,
+    },
+    /// A replay was saved beside the session (where), or why not.
+    ReplaySaved(Result<PathBuf, String>),
     /// Something the loop did (saved, exported), for the status line.
     Notice(String),
     /// Something the loop failed to do.
@@ -133,6 +140,21 @@ pub enum Effect {
     SaveMark {
         dir: PathBuf,
         review: crate::eval::results::Review,
+    },
+    /// Run question `question` (1-based) of the session again with `flags` (an arm's
+    /// flags) from the committed state it started from (`Msg::Replayed`).
+    Replay {
+        id: u64,
+        question: usize,
+        flags: String,
+        cancel: CancelToken,
+    },
+    /// Save a replay's session in a new file beside `original` (`Msg::ReplaySaved`).
+    SaveReplay {
+        original: PathBuf,
+        question: usize,
+        changes: String,
+        session: Box<Session>,
     },
     Quit,
 }

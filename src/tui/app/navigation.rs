@@ -51,6 +51,8 @@ pub struct InspectorView {
     /// Show the instructions in full.
     pub instructions: bool,
     pub scroll: usize,
+    /// The selected entry of the request's capsule (index into its entries).
+    pub entry: Option<usize>,
 }
 
 #[derive(Debug, Default)]
@@ -78,10 +80,7 @@ impl App {
     pub(super) fn on_nav(&mut self, action: Action) -> Vec<Effect> {
         match self.focus {
             Pane::Conversation => self.nav_conversation(action),
-            Pane::Inspector => {
-                self.nav_inspector(action);
-                Vec::new()
-            }
+            Pane::Inspector => self.nav_inspector(action),
             Pane::Ledger => self.nav_ledger(action),
             Pane::Images => {
                 let n = self.images.items.len();
@@ -192,21 +191,40 @@ impl App {
         self.step_citation(true)
     }
 
-    fn nav_inspector(&mut self, action: Action) {
+    fn nav_inspector(&mut self, action: Action) -> Vec<Effect> {
         let n = self.request_count();
         let cur = self.selected_request().unwrap_or(0);
         match action {
             Action::PrevRequest | Action::Left => {
                 self.inspector.selected = Some(cur.saturating_sub(1));
                 self.inspector.scroll = 0;
+                self.inspector.entry = None;
             }
             Action::NextRequest | Action::Right => {
                 self.inspector.selected = if cur + 1 >= n { None } else { Some(cur + 1) };
                 self.inspector.scroll = 0;
+                self.inspector.entry = None;
             }
+            Action::NextCapsuleEntry | Action::PrevCapsuleEntry => {
+                return self.step_capsule_entry(action == Action::NextCapsuleEntry);
+            }
+            Action::Select if self.inspector.entry.is_some() => {
+                // The selected capsule entry's chunk, every field, as the ledger shows it.
+                let Some(e) = self.selected_capsule_entry() else {
+                    return Vec::new();
+                };
+                self.popup = Some(Popup::ChunkDetail {
+                    chunk_id: e.chunk_id.clone(),
+                    text: None,
+                    scroll: 0,
+                });
+                return vec![Effect::LoadChunk(e.chunk_id)];
+            }
+            Action::Back => self.inspector.entry = None,
             Action::ToggleDiff | Action::Select => {
                 self.inspector.diff = !self.inspector.diff;
                 self.inspector.scroll = 0;
+                self.scroll_to_entry();
             }
             Action::ToggleInstructions => {
                 self.inspector.instructions = !self.inspector.instructions;
@@ -223,6 +241,59 @@ impl App {
             Action::Top => self.inspector.scroll = 0,
             Action::Bottom => self.inspector.scroll = usize::MAX / 2,
             _ => {}
+        }
+        Vec::new()
+    }
+
+    /// `c` / `C`: the next or previous entry of the request's capsule; the inspector
+    /// scrolls to it and the images pane shows its evidence.
+    fn step_capsule_entry(&mut self, forward: bool) -> Vec<Effect> {
+        let entries = self.capsule_entries();
+        if entries.is_empty() {
+            self.notice = Some("this request sent no capsule of cited evidence".into());
+            return Vec::new();
+        }
+        let last = entries.len() - 1;
+        let next = match (self.inspector.entry, forward) {
+            (None, true) => 0,
+            (None, false) => last,
+            (Some(k), true) => (k + 1).min(last),
+            (Some(k), false) => k.saturating_sub(1),
+        };
+        self.inspector.entry = Some(next);
+        self.notice = None;
+        self.scroll_to_entry();
+        let chunk_id = entries[next].chunk_id.clone();
+        let cited = self
+            .transcript
+            .turns
+            .iter()
+            .flat_map(|t| t.citations.iter())
+            .find(|c| c.chunk_id == chunk_id);
+        match cited {
+            Some(c) => {
+                let target = ImageTarget {
+                    chunk_id: c.chunk_id.clone(),
+                    document_id: c.document_id.clone(),
+                    document: c.source.clone(),
+                    pages: c.pages.clone(),
+                    picture_refs: c.picture_refs.clone(),
+                };
+                self.set_image_target(target)
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Scrolls the inspector so that the selected capsule entry's first line is near the
+    /// top (one line above it shown).
+    fn scroll_to_entry(&mut self) {
+        if self.inspector.entry.is_none() {
+            return;
+        }
+        let width = self.areas.inspector.width.saturating_sub(2).max(1);
+        if let Some(at) = crate::tui::view::inspector::selected_entry_line(self, width) {
+            self.inspector.scroll = at.saturating_sub(1);
         }
     }
 

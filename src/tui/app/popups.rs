@@ -88,6 +88,7 @@ impl App {
             Action::TogglePolicy,
             Action::AttachImage,
             Action::ToggleTheme,
+            Action::Replay,
             Action::ViolationsOnly,
             Action::ToggleDiff,
             Action::Help,

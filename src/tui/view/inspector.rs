@@ -12,6 +12,7 @@ use crate::engine::events::RequestSnapshot;
 use crate::engine::tokens::{TokenReport, signed, thousands};
 use crate::host::inspect::{PartMark, align, unified_diff};
 use crate::tui::app::{App, Pane};
+use crate::tui::keymap::Action;
 use crate::tui::theme::Theme;
 use crate::tui::wrap::{truncate, wrap_line};
 
@@ -29,10 +30,37 @@ fn mark_style(t: &Theme, m: PartMark) -> Style {
     }
 }
 
-/// A part's text as wrapped lines of `width`, cut after `max` lines.
-fn part_lines(t: &Theme, text: &str, width: u16, max: usize, capsule: bool) -> Vec<Line<'static>> {
+/// Marks the selected capsule entry's first line (`selected_entry_line` finds it).
+const ENTRY_MARK: &str = "▶";
+
+/// Whether `raw` is the first line of the capsule entry of chunk `id`.
+fn is_entry_line(raw: &str, id: Option<&str>) -> bool {
+    id.is_some_and(|id| {
+        raw.strip_prefix('[')
+            .and_then(|r| r.strip_prefix(id))
+            .is_some_and(|r| r.starts_with("] Source: "))
+    })
+}
+
+/// A part's text as wrapped lines of `width`, cut after `max` lines. In a capsule, the
+/// first line of the entry of chunk `selected` is marked.
+fn part_lines(
+    t: &Theme,
+    text: &str,
+    width: u16,
+    max: usize,
+    capsule: bool,
+    selected: Option<&str>,
+) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     for raw in text.lines() {
+        if capsule && is_entry_line(raw, selected) {
+            out.extend(wrap_line(
+                &Line::from(Span::styled(format!("{ENTRY_MARK}{raw}"), t.selected)),
+                width,
+            ));
+            continue;
+        }
         // In a capsule, chunk-id headers and group labels stand out.
         let style = if capsule
             && (raw.starts_with('[') || raw.starts_with("##") || raw.starts_with("Group"))
@@ -200,6 +228,7 @@ fn header(
 
 fn side_by_side(app: &App, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>> {
     let t = &app.theme;
+    let selected = app.selected_capsule_entry().map(|e| e.chunk_id);
     let col = (width.saturating_sub(3) / 2).max(8);
     let mut out = vec![Line::from(vec![
         Span::styled(
@@ -264,6 +293,7 @@ fn side_by_side(app: &App, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>
                         col,
                         max.min(if capsule { PART_LINES } else { max }),
                         false,
+                        None,
                     ));
                     v
                 })
@@ -273,7 +303,7 @@ fn side_by_side(app: &App, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>
                 .as_ref()
                 .map(|x| {
                     let mut v = vec![badge("sent")];
-                    v.extend(part_lines(t, x, col, max, capsule));
+                    v.extend(part_lines(t, x, col, max, capsule, selected.as_deref()));
                     v
                 })
                 .unwrap_or_default();
@@ -307,9 +337,19 @@ fn side_by_side(app: &App, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>
 
 fn diff_lines(app: &App, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>> {
     let t = &app.theme;
+    let selected = app.selected_capsule_entry().map(|e| e.chunk_id);
     unified_diff(s)
         .lines()
         .flat_map(|l| {
+            // A sent line `+    [<id>] Source: ...` opens the selected capsule entry.
+            if let Some(rest) = l.strip_prefix("+    ")
+                && is_entry_line(rest, selected.as_deref())
+            {
+                return wrap_line(
+                    &Line::from(Span::styled(format!("{ENTRY_MARK}{l}"), t.selected)),
+                    width,
+                );
+            }
             let style = if l.starts_with("+++") || l.starts_with("---") {
                 t.title
             } else if l.starts_with('+') {
@@ -360,6 +400,7 @@ pub fn cached_lines(app: &App, width: u16) -> std::rc::Rc<Vec<Line<'static>>> {
         app.inspector.diff,
         app.inspector.instructions,
         app.theme.name,
+        app.inspector.entry,
     );
     if let Some((k, l)) = app.inspector_cache.borrow().as_ref()
         && *k == key
@@ -369,6 +410,18 @@ pub fn cached_lines(app: &App, width: u16) -> std::rc::Rc<Vec<Line<'static>>> {
     let l = std::rc::Rc::new(lines(app, width));
     *app.inspector_cache.borrow_mut() = Some((key, l.clone()));
     l
+}
+
+/// The index, among the inspector's lines at `width`, of the selected capsule entry's
+/// first line.
+pub fn selected_entry_line(app: &App, width: u16) -> Option<usize> {
+    app.inspector.entry?;
+    let t = &app.theme;
+    cached_lines(app, width).iter().position(|l| {
+        l.spans
+            .iter()
+            .any(|s| s.style == t.selected && s.content.starts_with(ENTRY_MARK))
+    })
 }
 
 pub fn render(app: &App, frame: &mut Frame, area: Rect) {
@@ -382,13 +435,46 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     } else {
         "side by side"
     };
+    let k = |a| app.keymap.hint(a);
     let hint = format!(
         "{mode} · {}/{} requests · {} toggles",
-        app.keymap.hint(crate::tui::keymap::Action::PrevRequest),
-        app.keymap.hint(crate::tui::keymap::Action::NextRequest),
-        app.keymap.hint(crate::tui::keymap::Action::ToggleDiff)
+        k(Action::PrevRequest),
+        k(Action::NextRequest),
+        k(Action::ToggleDiff)
     );
-    let block = pane_block(app, Pane::Inspector, title(app, Pane::Inspector, hint));
+    let mut block = pane_block(app, Pane::Inspector, title(app, Pane::Inspector, hint));
+    // The footer: the capsule's entries, and what the keys do with the selected one.
+    let entries = app.capsule_entries();
+    let footer = match app.inspector.entry {
+        Some(e) if e < entries.len() => Some(format!(
+            " capsule entry {}/{} · {} grounding · {} chunk · {}/{} entries · {} unselect ",
+            e + 1,
+            entries.len(),
+            k(Action::VisualGrounding),
+            k(Action::Select),
+            k(Action::NextCapsuleEntry),
+            k(Action::PrevCapsuleEntry),
+            k(Action::Back)
+        )),
+        _ if !entries.is_empty() => Some(format!(
+            " capsule: {} {} · {}/{} select one ",
+            entries.len(),
+            if entries.len() == 1 {
+                "entry"
+            } else {
+                "entries"
+            },
+            k(Action::NextCapsuleEntry),
+            k(Action::PrevCapsuleEntry)
+        )),
+        _ => None,
+    };
+    if let Some(f) = footer {
+        block = block.title_bottom(Line::styled(
+            truncate(&f, area.width.saturating_sub(2) as usize),
+            app.theme.dim,
+        ));
+    }
     frame.render_widget(Paragraph::new(visible).block(block), area);
 }
 

@@ -9,6 +9,7 @@ pub mod images;
 pub mod inspector;
 pub mod ledger;
 pub mod popups;
+pub mod replay;
 pub mod review;
 pub mod status;
 
@@ -72,6 +73,11 @@ pub fn layout(app: &App, area: Rect) -> (Rect, Areas, Rect, Option<Rect>) {
 
 /// Draws the whole app. Call `layout` first and store its areas in the app.
 pub fn render(app: &App, frame: &mut Frame) {
+    if replay::full_screen(app) {
+        replay::render(app, frame);
+        app.theme.paint_base(frame.buffer_mut());
+        return;
+    }
     if app.review.as_ref().is_some_and(|r| r.showing_table) {
         review::render(app, frame);
         return;
@@ -79,6 +85,7 @@ pub fn render(app: &App, frame: &mut Frame) {
     if let Some(ex) = &app.explorer {
         explorer::render(app, ex, frame);
         popups::render(app, frame);
+        replay::render(app, frame);
         if app.grounding.view.is_some() {
             grounding::render(app, frame, frame.area());
         }
@@ -102,6 +109,7 @@ pub fn render(app: &App, frame: &mut Frame) {
     status::input(app, frame, areas.input);
     status::status_bar(app, frame, status_area);
     popups::render(app, frame);
+    replay::render(app, frame);
     review::note(app, frame);
     if app.grounding.view.is_some() {
         grounding::render(app, frame, frame.area());
