@@ -5,7 +5,7 @@
 //! hashembed test model), with compaction and the policy on, as a user runs it. The long
 //! session is built by asking its questions one by one through the same binary and is
 //! kept under the target directory for later runs. Each measured `ask` starts from the
-//! same saved session (the file copied back, its journal removed). Prints the ratio of
+//! same saved session (the file and its journal copied back). Prints the ratio of
 //! the two means.
 //!
 //! `cargo bench --bench ask`
@@ -165,6 +165,8 @@ fn ask(c: &mut Criterion) {
     let mut means = Vec::new();
     for (label, from, q) in [("1", &short, 1), (n.to_string().as_str(), &long, n)] {
         let pristine = std::fs::read(from).unwrap();
+        // A long session's latest questions are in its journal until the next fold.
+        let journal = std::fs::read(groundwork::session::journal_path(from)).ok();
         let mut total = Duration::ZERO;
         let mut count = 0u32;
         g.bench_function(
@@ -173,7 +175,13 @@ fn ask(c: &mut Criterion) {
                 bench.iter_batched(
                     || {
                         std::fs::write(&scratch, &pristine).unwrap();
-                        let _ = std::fs::remove_file(groundwork::session::journal_path(&scratch));
+                        let scratch_journal = groundwork::session::journal_path(&scratch);
+                        match &journal {
+                            Some(j) => std::fs::write(&scratch_journal, j).unwrap(),
+                            None => {
+                                let _ = std::fs::remove_file(&scratch_journal);
+                            }
+                        }
                     },
                     |()| {
                         let t = Instant::now();

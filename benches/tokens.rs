@@ -34,7 +34,7 @@ fn conversation(pairs: usize) -> Vec<ModelMessage> {
                 format!("call-{i}"),
             ))])
         };
-        out.push(ModelMessage::Request(req));
+        out.push(ModelMessage::from(req));
         let resp = if i % 2 == 0 {
             ModelResponse::new(vec![ModelResponsePart::ToolCall(ToolCallPart::new(
                 "rag_search",
@@ -47,7 +47,7 @@ fn conversation(pairs: usize) -> Vec<ModelMessage> {
                 "An answer grounded in the cited chunks, a paragraph long. ".repeat(4)
             )))])
         };
-        out.push(ModelMessage::Response(resp));
+        out.push(ModelMessage::from(resp));
     }
     out
 }

@@ -21,19 +21,18 @@ fn session(questions: usize, with_tools: bool) -> Session {
     let mut s = Session::new("bench");
     for q in 0..questions {
         s.messages
-            .push(ModelMessage::Request(ModelRequest::user(format!(
+            .push(ModelMessage::from(ModelRequest::user(format!(
                 "Question {q}: how did the battery banks behave during the outage in week {q}?"
             ))));
         if with_tools {
-            s.messages
-                .push(ModelMessage::Response(ModelResponse::new(vec![
-                    ModelResponsePart::ToolCall(ToolCallPart::new(
-                        "rag_search",
-                        json!({"query": format!("battery outage week {q}")}).to_string(),
-                        format!("call_{q}_0"),
-                    )),
-                ])));
-            s.messages.push(ModelMessage::Request(ModelRequest::new(vec![
+            s.messages.push(ModelMessage::from(ModelResponse::new(vec![
+                ModelResponsePart::ToolCall(ToolCallPart::new(
+                    "rag_search",
+                    json!({"query": format!("battery outage week {q}")}).to_string(),
+                    format!("call_{q}_0"),
+                )),
+            ])));
+            s.messages.push(ModelMessage::from(ModelRequest::new(vec![
                 ModelRequestPart::ToolReturn(ToolReturnPart::new(
                     "rag_search",
                     json!(format!("[chunk-{q}] [rank 1 of 1]\nSource: \"Field report\"\nContent:\nThe banks held.")),
@@ -41,7 +40,7 @@ fn session(questions: usize, with_tools: bool) -> Session {
                 )),
             ])));
         }
-        s.messages.push(ModelMessage::Response(ModelResponse::new(vec![
+        s.messages.push(ModelMessage::from(ModelResponse::new(vec![
             ModelResponsePart::Text(TextPart::new(format!(
                 "During week {q} the **two banks** carried the critical loads for *four hours*.\n\n\
                  - state of charge stayed above 20 %\n- the inverter switched in 40 ms\n\n\

@@ -329,7 +329,7 @@ async fn wrap_model_request_changes_the_wire_not_the_history() {
             TestCap::new("compactor", &t)
                 .rewrite(|mut msgs| {
                     for m in &mut msgs {
-                        if let ModelMessage::Request(r) = m {
+                        if let Some(r) = m.as_request_mut() {
                             for p in &mut r.parts {
                                 if let ModelRequestPart::UserPrompt(u) = p {
                                     u.content = UserContentValue::Text("[compacted]".into());

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use groundwork::engine::agent::RunInput;
 use groundwork::engine::cancel::CancelToken;
-use groundwork::engine::messages::{ModelMessage, ModelRequestPart, UserContentValue};
+use groundwork::engine::messages::{ModelRequestPart, UserContentValue};
 use groundwork::session::Session;
 use serde_json::{Value, json};
 use support::caps::{TestCap, Trace};
@@ -48,7 +48,7 @@ async fn a_recorded_session_shows_raw_beside_sent() {
                 .tool("lookup")
                 .rewrite(|mut msgs| {
                     for m in &mut msgs {
-                        if let ModelMessage::Request(r) = m {
+                        if let Some(r) = m.as_request_mut() {
                             for p in &mut r.parts {
                                 if let ModelRequestPart::UserPrompt(u) = p {
                                     u.content = UserContentValue::Text("[squeezed]".into());

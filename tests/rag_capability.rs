@@ -1264,8 +1264,8 @@ async fn scenario_2_host_sees_the_settled_state_before_the_first_request() {
     stored.evidence.question = Some(0);
     let state = Map::from_iter([("rag".to_string(), stored.to_value())]);
     let history = vec![
-        ModelMessage::Request(groundwork::engine::messages::ModelRequest::user("hi")),
-        ModelMessage::Response(groundwork::engine::messages::ModelResponse::new(vec![
+        ModelMessage::from(groundwork::engine::messages::ModelRequest::user("hi")),
+        ModelMessage::from(groundwork::engine::messages::ModelResponse::new(vec![
             groundwork::engine::messages::ModelResponsePart::Text(
                 groundwork::engine::messages::TextPart::new("hello"),
             ),

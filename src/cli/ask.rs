@@ -128,6 +128,7 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     }
     out.flush()?;
     drop(out);
+    conversation.close_for_exit();
     match saved {
         Err(e) => {
             eprintln!(

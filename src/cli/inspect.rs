@@ -10,8 +10,16 @@ use super::args::InspectArgs;
 
 pub(super) fn inspect(a: InspectArgs) -> Result<ExitCode> {
     let session = crate::session::Session::load(&a.session)?;
+    let shown = show(&a, &session);
+    // The process ends here: freeing a long session's every string and JSON value one by
+    // one would cost more than reading it did.
+    std::mem::forget(session);
+    shown
+}
+
+fn show(a: &InspectArgs, session: &crate::session::Session) -> Result<ExitCode> {
     // Only what is shown is rebuilt: one request, or the overview's figures.
-    let reqs = crate::host::inspect::SessionRequests::of(&session);
+    let reqs = crate::host::inspect::SessionRequests::of(session);
     let selected: Vec<_> = match a.request {
         Some(n) => {
             let Some(r) = reqs.get(n) else {

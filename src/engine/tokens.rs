@@ -235,7 +235,7 @@ pub fn message_tokens(message: &ModelMessage, count: &dyn Fn(&str) -> usize) -> 
                         })
                         .sum(),
                 },
-                ModelRequestPart::ToolReturn(t) => count(&t.content_text()),
+                ModelRequestPart::ToolReturn(t) => count(&t.content_str()),
                 ModelRequestPart::RetryPrompt(rp) => count(&rp.content.text()),
                 ModelRequestPart::Other(_) => 0,
             })

@@ -187,6 +187,15 @@ impl Conversation {
         &self.session
     }
 
+    /// Ends a conversation whose process is about to exit: the lock is released, and the
+    /// session is left to the exit rather than freed one string and JSON value at a time
+    /// (for a long session that costs more than reading it did).
+    pub fn close_for_exit(self) {
+        let Conversation { session, lock, .. } = self;
+        drop(lock);
+        std::mem::forget(session);
+    }
+
     /// The file it is saved to.
     pub fn path(&self) -> &Path {
         &self.path
@@ -374,7 +383,7 @@ mod tests {
     fn a_question_followed_through_its_events_commits_with_its_timing() {
         let mut s = Session::new("m");
         let started = std::time::Instant::now();
-        let messages = vec![ModelMessage::Request(
+        let messages = vec![ModelMessage::from(
             crate::engine::messages::ModelRequest::user("q"),
         )];
         commit_finished(&mut s, "r".into(), messages, Map::new(), [], started, 2);

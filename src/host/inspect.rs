@@ -6,11 +6,16 @@
 //! history (one per request message that the model answered), and their sent side is marked
 //! as not recorded.
 
+use std::borrow::Cow;
+
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::engine::events::RequestSnapshot;
-use crate::engine::messages::{ModelMessage, ModelRequestPart};
+use crate::engine::messages::{
+    ModelMessage, ModelRequestPart, ModelResponsePart, RetryContent, ToolArgs, UserContent,
+    UserContentValue,
+};
 use crate::engine::tokens::{TokenReport, signed};
 use crate::session::Session;
 
@@ -213,66 +218,154 @@ impl From<&InspectedRequest> for OverviewRow {
 /// A one-line description of every part of a message, e.g.
 /// `request: user-prompt "What is…" | tool-return rag_search (812 chars)`.
 pub fn describe_message(m: &ModelMessage) -> Vec<String> {
-    let v = serde_json::to_value(m).unwrap_or(Value::Null);
-    let parts = v
-        .get("parts")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    parts.iter().map(describe_part).collect()
-}
-
-fn short(s: &str, n: usize) -> String {
-    let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one_line.chars().count() <= n {
-        one_line
-    } else {
-        format!("{}…", one_line.chars().take(n).collect::<String>())
+    // Read from the typed parts, as their JSON would read (nothing is serialized but an
+    // unusual content value): a request of a long session holds every tool result.
+    match m {
+        ModelMessage::Request(r) => r.parts.iter().map(describe_request_part).collect(),
+        ModelMessage::Response(r) => r.parts.iter().map(describe_response_part).collect(),
     }
 }
 
-fn content_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Array(items) => items
-            .iter()
-            .map(|i| match i {
-                Value::String(s) => s.clone(),
-                Value::Object(o) => format!(
-                    "[{}]",
-                    o.get("media_type")
-                        .and_then(Value::as_str)
-                        .unwrap_or("item")
+fn describe_request_part(p: &ModelRequestPart) -> String {
+    match p {
+        ModelRequestPart::SystemPrompt(s) => describe("system-prompt", &s.content, ""),
+        ModelRequestPart::UserPrompt(u) => {
+            let content: Cow<'_, str> = match &u.content {
+                UserContentValue::Text(s) => Cow::Borrowed(s),
+                UserContentValue::Items(items) => Cow::Owned(
+                    items
+                        .iter()
+                        .map(|i| match i {
+                            UserContent::Text(s) => Cow::Borrowed(s.as_str()),
+                            UserContent::Binary(b) => Cow::Owned(format!("[{}]", b.media_type)),
+                            UserContent::Other(o) => Cow::Owned(format!(
+                                "[{}]",
+                                o.get("media_type")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or("item")
+                            )),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" "),
                 ),
-                other => other.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
-        Value::Null => String::new(),
-        other => other.to_string(),
+            };
+            describe("user-prompt", &content, "")
+        }
+        ModelRequestPart::ToolReturn(t) => {
+            describe("tool-return", &content_text(&t.content), &t.tool_name)
+        }
+        ModelRequestPart::RetryPrompt(r) => {
+            let content = match &r.content {
+                RetryContent::Text(s) => Cow::Borrowed(s.as_str()),
+                RetryContent::Errors(errors) => Cow::Owned(items_text(errors)),
+            };
+            describe(
+                "retry-prompt",
+                &content,
+                r.tool_name.as_deref().unwrap_or(""),
+            )
+        }
+        ModelRequestPart::Other(m) => describe_part(&Value::Object(m.clone())),
     }
+}
+
+fn describe_response_part(p: &ModelResponsePart) -> String {
+    match p {
+        ModelResponsePart::Text(t) => describe("text", &t.content, ""),
+        ModelResponsePart::ToolCall(c) => {
+            let args = match &c.args {
+                Some(ToolArgs::Json(s)) => Cow::Borrowed(s.as_str()),
+                Some(ToolArgs::Object(m)) => Cow::Owned(Value::Object(m.clone()).to_string()),
+                None => Cow::Borrowed("null"),
+            };
+            format!("tool-call {} {}", c.tool_name, short(&args, 48))
+        }
+        ModelResponsePart::Thinking(t) => describe("thinking", &t.content, ""),
+        ModelResponsePart::Other(m) => describe_part(&Value::Object(m.clone())),
+    }
+}
+
+/// One part's line from its kind, content text and tool name.
+fn describe(kind: &str, content: &str, tool: &str) -> String {
+    match kind {
+        "tool-return" => format!(
+            "tool-return {tool} ({} chars) {}",
+            content.chars().count(),
+            short(content, 48)
+        ),
+        "retry-prompt" => format!("retry-prompt {tool} {}", short(content, 48)),
+        _ => format!("{kind} {}", short(content, 60)),
+    }
+}
+
+/// The first `n` characters of `s` with its whitespace squeezed to single spaces, `…`
+/// when cut (reading only as far as that).
+fn short(s: &str, n: usize) -> String {
+    let mut out = String::new();
+    let mut count = 0;
+    'words: for (i, word) in s.split_whitespace().enumerate() {
+        if i > 0 {
+            out.push(' ');
+            count += 1;
+            if count > n {
+                break;
+            }
+        }
+        for ch in word.chars() {
+            out.push(ch);
+            count += 1;
+            if count > n {
+                break 'words;
+            }
+        }
+    }
+    if count <= n {
+        out
+    } else {
+        let cut: String = out.chars().take(n).collect();
+        format!("{cut}…")
+    }
+}
+
+fn content_text(v: &Value) -> Cow<'_, str> {
+    match v {
+        Value::String(s) => Cow::Borrowed(s),
+        Value::Array(items) => Cow::Owned(items_text(items)),
+        Value::Null => Cow::Borrowed(""),
+        other => Cow::Owned(other.to_string()),
+    }
+}
+
+/// List content as text: strings as they are, objects by their media type.
+fn items_text(items: &[Value]) -> String {
+    items
+        .iter()
+        .map(|i| match i {
+            Value::String(s) => s.clone(),
+            Value::Object(o) => format!(
+                "[{}]",
+                o.get("media_type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("item")
+            ),
+            other => other.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn describe_part(p: &Value) -> String {
     let kind = p.get("part_kind").and_then(Value::as_str).unwrap_or("?");
     let content = p.get("content").map(content_text).unwrap_or_default();
     let tool = p.get("tool_name").and_then(Value::as_str).unwrap_or("");
-    match kind {
-        "tool-return" => format!(
-            "tool-return {tool} ({} chars) {}",
-            content.chars().count(),
-            short(&content, 48)
-        ),
-        "tool-call" => {
-            let args = p.get("args").map(|a| match a {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            });
-            format!("tool-call {tool} {}", short(&args.unwrap_or_default(), 48))
-        }
-        "retry-prompt" => format!("retry-prompt {tool} {}", short(&content, 48)),
-        _ => format!("{kind} {}", short(&content, 60)),
+    if kind == "tool-call" {
+        let args = p.get("args").map(|a| match a {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        });
+        return format!("tool-call {tool} {}", short(&args.unwrap_or_default(), 48));
     }
+    describe(kind, &content, tool)
 }
 
 /// The session overview: one line per request.
@@ -524,10 +617,13 @@ pub fn part_texts(m: &ModelMessage) -> Vec<(String, String)> {
                         })
                         .collect::<Vec<_>>()
                         .join("\n"),
-                    Some(other) => content_text(other),
+                    Some(other) => content_text(other).into_owned(),
                     None => String::new(),
                 },
-                _ => p.get("content").map(content_text).unwrap_or_default(),
+                _ => p
+                    .get("content")
+                    .map(|c| content_text(c).into_owned())
+                    .unwrap_or_default(),
             };
             (label, text)
         })

@@ -473,7 +473,7 @@ mod tests {
         let e = prepare(&s, 1).err().unwrap();
         assert_eq!(e.0, "the session has 0 question(s); there is no question 1");
         let mut s = Session::new("m");
-        s.messages.push(ModelMessage::Request(
+        s.messages.push(ModelMessage::from(
             crate::engine::messages::ModelRequest::user("q?"),
         ));
         let e = prepare(&s, 1).err().unwrap();

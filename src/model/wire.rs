@@ -264,14 +264,14 @@ mod tests {
         resp.model_name = Some("m".into());
         let image = BinaryContent::from_bytes(b"png", "image/png");
         let messages = vec![
-            ModelMessage::Request(ModelRequest::new(vec![ModelRequestPart::UserPrompt(
+            ModelMessage::from(ModelRequest::new(vec![ModelRequestPart::UserPrompt(
                 UserPromptPart::new(vec![
                     UserContent::Text("look".into()),
                     UserContent::Binary(image),
                 ]),
             )])),
-            ModelMessage::Response(resp),
-            ModelMessage::Request(ModelRequest::new(vec![
+            ModelMessage::from(resp),
+            ModelMessage::from(ModelRequest::new(vec![
                 ModelRequestPart::ToolReturn(ToolReturnPart::new("search", json!("found"), "c1")),
                 ModelRequestPart::RetryPrompt(RetryPromptPart::for_tool("search", "c2", "bad")),
             ])),
@@ -336,7 +336,7 @@ mod tests {
         assert_eq!(wire_arguments(&call("")), "{}");
         let mut resp = ModelResponse::new(vec![ModelResponsePart::ToolCall(call(r#"{"q": "cut"#))]);
         resp.finish_reason = Some("length".into());
-        let messages = vec![ModelMessage::Response(resp)];
+        let messages = vec![ModelMessage::from(resp)];
         let body = build_request_body(
             &ModelConfig::default(),
             ModelRequestParams {

@@ -4,12 +4,14 @@
 //! Monty 0.0.23 reads the process's live allocator bytes from
 //! [`monty_types::LIVE_MEMORY`] to enforce `ResourceLimits::max_memory`. The binary
 //! installs [`WorkerAlloc`] as its `#[global_allocator]`; until [`arm`] is called (the
-//! worker does so first thing) it forwards to the system allocator after one relaxed
+//! worker does so first thing) it forwards to mimalloc after one relaxed
 //! load, so the workbench itself is neither counted nor capped. Once armed it counts
 //! every allocation and refuses any that would take the live total past the hard cap
 //! (the process then aborts, which the host reports as a lost session).
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
+
+use mimalloc::MiMalloc as Inner;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use monty_types::{BASELINE_MEMORY, LIVE_MEMORY};
@@ -17,7 +19,7 @@ use monty_types::{BASELINE_MEMORY, LIVE_MEMORY};
 static ARMED: AtomicBool = AtomicBool::new(false);
 static HARD_CAP: AtomicUsize = AtomicUsize::new(usize::MAX);
 
-/// The system allocator plus live-byte counting once armed.
+/// mimalloc plus live-byte counting once armed.
 pub struct WorkerAlloc;
 
 /// Starts counting (from zero) and refuses allocations beyond `hard_cap` live bytes.
@@ -54,7 +56,7 @@ fn sub(size: usize) {
     });
 }
 
-// SAFETY: every call forwards to `System` with the caller's layout; the counting
+// SAFETY: every call forwards to mimalloc with the caller's layout; the counting
 // touches only atomics and never allocates.
 unsafe impl GlobalAlloc for WorkerAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
@@ -62,7 +64,7 @@ unsafe impl GlobalAlloc for WorkerAlloc {
             return std::ptr::null_mut();
         }
         // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
+        unsafe { Inner.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
@@ -70,7 +72,7 @@ unsafe impl GlobalAlloc for WorkerAlloc {
             return std::ptr::null_mut();
         }
         // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
+        unsafe { Inner.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -78,7 +80,7 @@ unsafe impl GlobalAlloc for WorkerAlloc {
             sub(layout.size());
         }
         // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { Inner.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -92,7 +94,7 @@ unsafe impl GlobalAlloc for WorkerAlloc {
             }
         }
         // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        unsafe { Inner.realloc(ptr, layout, new_size) }
     }
 }
 

@@ -120,23 +120,68 @@ impl<'de> Deserialize<'de> for SessionFile {
     }
 }
 
-#[derive(Deserialize)]
+/// Groundwork's section as read, key by key like [`SessionFile`] (`#[serde(flatten)]`
+/// would buffer every request and text of a long session before reading them).
 pub(super) struct GroundworkFile {
-    #[serde(default)]
     model: Option<String>,
     created_at: DateTime<Utc>,
-    #[serde(default)]
     requests: Vec<StoredRequest>,
-    #[serde(default)]
     tables: Tables,
-    #[serde(default)]
     timings: Vec<RunTiming>,
-    #[serde(default)]
     scripted_demo: bool,
-    #[serde(default)]
     labels: Map<String, Value>,
-    #[serde(flatten)]
     pub(super) extra: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for GroundworkFile {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = GroundworkFile;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("Groundwork's section of a session")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<GroundworkFile, A::Error> {
+                let mut model = None;
+                let mut created_at = None;
+                let mut requests = Vec::new();
+                let mut tables = Tables::default();
+                let mut timings = Vec::new();
+                let mut scripted_demo = false;
+                let mut labels = Map::new();
+                let mut extra = Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "model" => model = map.next_value()?,
+                        "created_at" => created_at = Some(map.next_value()?),
+                        "requests" => requests = map.next_value()?,
+                        "tables" => tables = map.next_value()?,
+                        "timings" => timings = map.next_value()?,
+                        "scripted_demo" => scripted_demo = map.next_value()?,
+                        "labels" => labels = map.next_value()?,
+                        _ => {
+                            extra.insert(key, map.next_value()?);
+                        }
+                    }
+                }
+                Ok(GroundworkFile {
+                    model,
+                    created_at: created_at
+                        .ok_or_else(|| serde::de::Error::missing_field("created_at"))?,
+                    requests,
+                    tables,
+                    timings,
+                    scripted_demo,
+                    labels,
+                    extra,
+                })
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 impl From<SessionFile> for Session {

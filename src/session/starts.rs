@@ -126,7 +126,7 @@ mod tests {
     fn commit(s: &mut Session, state: Value) {
         let start = s.run_start(s.state.clone());
         let mut messages = s.messages.clone();
-        messages.push(ModelMessage::Request(ModelRequest::user("q")));
+        messages.push(ModelMessage::from(ModelRequest::user("q")));
         s.commit(messages, state.as_object().unwrap().clone(), []);
         s.groundwork.timings.push(RunTiming {
             run_id: format!("r{}", s.groundwork.timings.len()),

@@ -385,27 +385,27 @@ pub fn text_output(result: &RunResult) -> String {
 // ----- stored messages ------------------------------------------------------------------
 
 pub fn prompt(text: &str) -> ModelMessage {
-    ModelMessage::Request(ModelRequest::user(text))
+    ModelMessage::from(ModelRequest::user(text))
 }
 
 pub fn prompt_items(items: Vec<UserContent>) -> ModelMessage {
-    ModelMessage::Request(ModelRequest::user(items))
+    ModelMessage::from(ModelRequest::user(items))
 }
 
 pub fn call(tool: &str, args: Value, id: &str) -> ModelMessage {
-    ModelMessage::Response(ModelResponse::new(vec![ModelResponsePart::ToolCall(
+    ModelMessage::from(ModelResponse::new(vec![ModelResponsePart::ToolCall(
         ToolCallPart::new(tool, args.to_string(), id),
     )]))
 }
 
 pub fn tool_return(tool: &str, id: &str, content: &str) -> ModelMessage {
-    ModelMessage::Request(ModelRequest::new(vec![ModelRequestPart::ToolReturn(
+    ModelMessage::from(ModelRequest::new(vec![ModelRequestPart::ToolReturn(
         ToolReturnPart::new(tool, json!(content), id),
     )]))
 }
 
 pub fn answer(text: &str) -> ModelMessage {
-    ModelMessage::Response(ModelResponse::new(vec![ModelResponsePart::Text(
+    ModelMessage::from(ModelResponse::new(vec![ModelResponsePart::Text(
         TextPart::new(text),
     )]))
 }

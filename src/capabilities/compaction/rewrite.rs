@@ -5,7 +5,7 @@
 use super::capsule::EvidenceView;
 use super::{CompactionError, RETRIEVED_IMAGE_TAG, receipt};
 use crate::engine::messages::{
-    ModelMessage, ModelRequestPart, UserContent, UserContentValue, UserPromptPart,
+    ModelMessage, ModelRequestPart, UserContent, UserContentValue, UserPromptKind, UserPromptPart,
 };
 
 /// Whether a request part is a return of one of `owned`.
@@ -79,6 +79,18 @@ fn our_picture_at(items: &[UserContent], index: usize) -> bool {
         && matches!(items.get(index + 1), Some(UserContent::Binary(b)) if b.is_image())
 }
 
+/// Whether a part is user content holding one of our (tagged label, image) pairs.
+/// An empty content list counts too: such a part is dropped like one stripping empties.
+fn has_our_picture(part: &ModelRequestPart) -> bool {
+    let ModelRequestPart::UserPrompt(prompt) = part else {
+        return false;
+    };
+    let UserContentValue::Items(items) = &prompt.content else {
+        return false;
+    };
+    items.is_empty() || (0..items.len()).any(|at| our_picture_at(items, at))
+}
+
 /// Whether stripping our pictures leaves nothing of this part.
 fn strips_to_nothing(part: &ModelRequestPart) -> bool {
     let ModelRequestPart::UserPrompt(prompt) = part else {
@@ -119,47 +131,54 @@ pub fn compact_history_owned<S: AsRef<str>>(
             continue;
         };
         let adds_images = carrier.is_some_and(|(at, _)| at == index) && !capsule_images.is_empty();
-        if !adds_images && request.parts.iter().all(strips_to_nothing) {
-            // A request with no parts is not a message: keep the original.
+        let touched = adds_images
+            || request
+                .parts
+                .iter()
+                .any(|p| owned_return(p, owned_tool_names) || has_our_picture(p));
+        if !touched || (!adds_images && request.parts.iter().all(strips_to_nothing)) {
+            // Nothing to rewrite (the message stays shared), or a request stripping would
+            // leave with no parts, which is not a message: keep the original.
             continue;
         }
-        for (position, part) in request.parts.iter_mut().enumerate() {
-            let owned = owned_return(part, owned_tool_names);
+        // The rewritten request is built from the parts it keeps: the evidence a receipt
+        // replaces is never copied.
+        let mut parts = Vec::with_capacity(request.parts.len() + 1);
+        for (position, part) in request.parts.iter().enumerate() {
             match part {
-                ModelRequestPart::ToolReturn(r) if owned => {
+                ModelRequestPart::ToolReturn(r) if owned_return(part, owned_tool_names) => {
                     let body = if carrier == Some((index, position)) && !capsule_text.is_empty() {
                         capsule_text
                     } else {
                         receipt()
                     };
-                    r.content = serde_json::Value::String(body.to_string());
+                    parts.push(ModelRequestPart::ToolReturn(
+                        r.with_content(serde_json::Value::String(body.to_string())),
+                    ));
                 }
-                ModelRequestPart::UserPrompt(prompt) => {
-                    if let UserContentValue::Items(items) = &mut prompt.content {
-                        let mut at = 0;
-                        while at < items.len() {
-                            if our_picture_at(items, at) {
-                                items.drain(at..at + 2);
-                            } else {
-                                at += 1;
-                            }
-                        }
+                ModelRequestPart::UserPrompt(prompt) if has_our_picture(part) => {
+                    let UserContentValue::Items(items) = &prompt.content else {
+                        unreachable!("only list content holds pictures");
+                    };
+                    let kept = strip_our_pictures(items);
+                    if !kept.is_empty() {
+                        parts.push(ModelRequestPart::UserPrompt(UserPromptPart {
+                            content: UserContentValue::Items(kept),
+                            timestamp: prompt.timestamp.clone(),
+                            part_kind: UserPromptKind,
+                            extra: prompt.extra.clone(),
+                        }));
                     }
                 }
-                _ => {}
+                other => parts.push(other.clone()),
             }
         }
-        request.parts.retain(|p| {
-            !matches!(p, ModelRequestPart::UserPrompt(u)
-                if matches!(&u.content, UserContentValue::Items(items) if items.is_empty()))
-        });
         if adds_images {
-            request
-                .parts
-                .push(ModelRequestPart::UserPrompt(UserPromptPart::new(
-                    capsule_images.to_vec(),
-                )));
+            parts.push(ModelRequestPart::UserPrompt(UserPromptPart::new(
+                capsule_images.to_vec(),
+            )));
         }
+        *message = ModelMessage::from(request.with_parts(parts));
     }
     messages
 }

@@ -14,11 +14,11 @@ const RAG_TOOLS: &[&str] = &["rag_search"];
 const ANALYSIS_TOOLS: &[&str] = &["analysis_search", "analysis_execute_code"];
 
 fn prompt(text: &str) -> ModelMessage {
-    ModelMessage::Request(ModelRequest::user(text))
+    ModelMessage::from(ModelRequest::user(text))
 }
 
 fn calls(names: &[(&str, &str)]) -> ModelMessage {
-    ModelMessage::Response(ModelResponse::new(
+    ModelMessage::from(ModelResponse::new(
         names
             .iter()
             .map(|(tool, id)| ModelResponsePart::ToolCall(ToolCallPart::new(*tool, "{}", *id)))
@@ -31,11 +31,11 @@ fn ret(tool: &str, id: &str, content: &str) -> ModelRequestPart {
 }
 
 fn request(parts: Vec<ModelRequestPart>) -> ModelMessage {
-    ModelMessage::Request(ModelRequest::new(parts))
+    ModelMessage::from(ModelRequest::new(parts))
 }
 
 fn text(content: &str) -> ModelMessage {
-    ModelMessage::Response(ModelResponse::new(vec![ModelResponsePart::Text(
+    ModelMessage::from(ModelResponse::new(vec![ModelResponsePart::Text(
         TextPart::new(content),
     )]))
 }
@@ -233,11 +233,11 @@ fn scenario_56_only_our_tagged_pairs_are_stripped() {
     let lone = vec![tagged_label(), UserContent::Text("and more".into())];
     let ours_only = vec![tagged_label(), image(PNG)];
     let messages = vec![
-        ModelMessage::Request(ModelRequest::user(ours_only.clone())),
+        ModelMessage::from(ModelRequest::user(ours_only.clone())),
         text("ok"),
-        ModelMessage::Request(ModelRequest::user(user_items.clone())),
+        ModelMessage::from(ModelRequest::user(user_items.clone())),
         text("ok"),
-        ModelMessage::Request(ModelRequest::user(lone.clone())),
+        ModelMessage::from(ModelRequest::user(lone.clone())),
         text("ok"),
         prompt("now"),
     ];

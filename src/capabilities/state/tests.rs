@@ -36,23 +36,23 @@ fn result(chunk: &str) -> SearchResult {
 }
 
 fn prompt(text: &str) -> ModelMessage {
-    ModelMessage::Request(ModelRequest::user(text))
+    ModelMessage::from(ModelRequest::user(text))
 }
 
 fn call(tool: &str, id: &str) -> ModelMessage {
-    ModelMessage::Response(ModelResponse::new(vec![ModelResponsePart::ToolCall(
+    ModelMessage::from(ModelResponse::new(vec![ModelResponsePart::ToolCall(
         ToolCallPart::new(tool, "{}", id),
     )]))
 }
 
 fn tool_return(tool: &str, id: &str, content: &str) -> ModelMessage {
-    ModelMessage::Request(ModelRequest::new(vec![ModelRequestPart::ToolReturn(
+    ModelMessage::from(ModelRequest::new(vec![ModelRequestPart::ToolReturn(
         ToolReturnPart::new(tool, json!(content), id),
     )]))
 }
 
 fn text(content: &str) -> ModelMessage {
-    ModelMessage::Response(ModelResponse::new(vec![ModelResponsePart::Text(
+    ModelMessage::from(ModelResponse::new(vec![ModelResponsePart::Text(
         TextPart::new(content),
     )]))
 }
@@ -313,7 +313,7 @@ fn awaits_the_model_cases() {
         call("t", "c"),
         tool_return("t", "c", "x")
     ]));
-    let retry = ModelMessage::Request(ModelRequest::new(vec![ModelRequestPart::RetryPrompt(
+    let retry = ModelMessage::from(ModelRequest::new(vec![ModelRequestPart::RetryPrompt(
         RetryPromptPart::for_tool("t", "c", "again"),
     )]));
     assert!(awaits_the_model(&[prompt("q"), call("t", "c"), retry]));

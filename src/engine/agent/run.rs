@@ -215,7 +215,7 @@ impl Agent {
                     }
                     if let Decision::Send(parts) = decision {
                         let request = self.stamp(ModelRequest::new(parts), ctx);
-                        ctx.messages.push(ModelMessage::Request(request));
+                        ctx.messages.push(ModelMessage::from(request));
                     }
                     let (response, tools) = self.model_step(ctx, lp).await?;
                     offered = tools;
@@ -227,7 +227,7 @@ impl Agent {
                 }
                 Decision::Finish { output, closing } => {
                     if !closing.is_empty() {
-                        ctx.messages.push(ModelMessage::Request(
+                        ctx.messages.push(ModelMessage::from(
                             self.stamp(ModelRequest::new(closing), ctx),
                         ));
                     }
@@ -308,7 +308,11 @@ impl Agent {
             }
         }
         let instructions = self.build_instructions(ctx, additions);
-        if let Some(ModelMessage::Request(r)) = ctx.messages.last_mut() {
+        if let Some(r) = ctx
+            .messages
+            .last_mut()
+            .and_then(ModelMessage::as_request_mut)
+        {
             r.instructions = Some(instructions.clone());
         }
         // c. wrap_model_request chain
@@ -403,7 +407,7 @@ impl Agent {
                 tokens: tokens.clone(),
             });
         }
-        ctx.messages.push(ModelMessage::Response(response.clone()));
+        ctx.messages.push(ModelMessage::from(response.clone()));
 
         // e. after_model_request, reverse order
         for &i in active.iter().rev() {

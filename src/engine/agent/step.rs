@@ -408,9 +408,7 @@ mod tests {
 
     #[test]
     fn a_prompt_starts_with_a_new_request() {
-        let history = vec![ModelMessage::Request(ModelRequest::new(vec![prompt(
-            "old",
-        )]))];
+        let history = vec![ModelMessage::from(ModelRequest::new(vec![prompt("old")]))];
         let parts = vec![prompt("q")];
         assert_eq!(
             StepState::start(parts.clone(), &history),
@@ -420,7 +418,7 @@ mod tests {
 
     #[test]
     fn a_promptless_run_on_a_trailing_request_sends_the_history() {
-        let history = vec![ModelMessage::Request(ModelRequest::new(vec![prompt("q")]))];
+        let history = vec![ModelMessage::from(ModelRequest::new(vec![prompt("q")]))];
         assert_eq!(
             StepState::start(Vec::new(), &history),
             Decision::SendHistory
@@ -429,7 +427,7 @@ mod tests {
 
     #[test]
     fn a_promptless_run_after_a_response_sends_an_empty_request() {
-        let history = vec![ModelMessage::Response(response(vec![text("a")]))];
+        let history = vec![ModelMessage::from(response(vec![text("a")]))];
         assert_eq!(
             StepState::start(Vec::new(), &history),
             Decision::Send(Vec::new())

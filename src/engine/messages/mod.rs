@@ -15,6 +15,8 @@
 //! response side (text, thinking, tool calls, usage) in `response`; this file holds the
 //! message envelope, the discriminator tags and timestamps.
 
+use std::sync::Arc;
+
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -141,15 +143,40 @@ fn success() -> String {
 }
 
 /// One message in a conversation.
-// Both variants are several hundred bytes; boxing one would complicate every match
-// and every constructor for no measurable gain in a list of messages.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Each message is shared behind an [`Arc`]: a history is copied for every request's
+/// snapshot (raw and sent), for the run's result and for the commit, and with shared
+/// messages each copy costs a pointer per message instead of every string and JSON value
+/// again. A message that is changed is copied then (`Arc::make_mut`), the others stay
+/// shared; equality looks at the pointers first.
+#[derive(Debug, Clone)]
 pub enum ModelMessage {
     /// Sent to the model.
-    Request(ModelRequest),
+    Request(Arc<ModelRequest>),
     /// Produced by the model.
-    Response(ModelResponse),
+    Response(Arc<ModelResponse>),
+}
+
+impl PartialEq for ModelMessage {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (ModelMessage::Request(a), ModelMessage::Request(b)) => Arc::ptr_eq(a, b) || a == b,
+            (ModelMessage::Response(a), ModelMessage::Response(b)) => Arc::ptr_eq(a, b) || a == b,
+            _ => false,
+        }
+    }
+}
+
+impl From<ModelRequest> for ModelMessage {
+    fn from(r: ModelRequest) -> Self {
+        ModelMessage::Request(Arc::new(r))
+    }
+}
+
+impl From<ModelResponse> for ModelMessage {
+    fn from(r: ModelResponse) -> Self {
+        ModelMessage::Response(Arc::new(r))
+    }
 }
 
 impl ModelMessage {
@@ -168,6 +195,22 @@ impl ModelMessage {
             ModelMessage::Request(_) => None,
         }
     }
+
+    /// The request to change, if this is one (copied first when it is shared).
+    pub fn as_request_mut(&mut self) -> Option<&mut ModelRequest> {
+        match self {
+            ModelMessage::Request(r) => Some(Arc::make_mut(r)),
+            ModelMessage::Response(_) => None,
+        }
+    }
+
+    /// The response to change, if this is one (copied first when it is shared).
+    pub fn as_response_mut(&mut self) -> Option<&mut ModelResponse> {
+        match self {
+            ModelMessage::Response(r) => Some(Arc::make_mut(r)),
+            ModelMessage::Request(_) => None,
+        }
+    }
 }
 
 impl Serialize for ModelMessage {
@@ -183,11 +226,11 @@ impl<'de> Deserialize<'de> for ModelMessage {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let map = Map::<String, Value>::deserialize(deserializer)?;
         match map.get("kind").and_then(Value::as_str) {
-            Some(RequestKind::VALUE) => serde_json::from_value(Value::Object(map))
-                .map(ModelMessage::Request)
+            Some(RequestKind::VALUE) => ModelRequest::from_map(map)
+                .map(ModelMessage::from)
                 .map_err(D::Error::custom),
             Some(ResponseKind::VALUE) => serde_json::from_value(Value::Object(map))
-                .map(ModelMessage::Response)
+                .map(|r: ModelResponse| ModelMessage::from(r))
                 .map_err(D::Error::custom),
             Some(other) => Err(D::Error::custom(format!(
                 "unknown message kind {other:?} (expected \"request\" or \"response\")"

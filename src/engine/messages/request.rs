@@ -54,6 +54,21 @@ impl ModelRequest {
         }
     }
 
+    /// This request with other `parts` (everything else copied, the old parts not).
+    pub fn with_parts(&self, parts: Vec<ModelRequestPart>) -> Self {
+        ModelRequest {
+            parts,
+            timestamp: self.timestamp.clone(),
+            instructions: self.instructions.clone(),
+            kind: RequestKind,
+            run_id: self.run_id.clone(),
+            conversation_id: self.conversation_id.clone(),
+            metadata: self.metadata.clone(),
+            state: self.state.clone(),
+            extra: self.extra.clone(),
+        }
+    }
+
     /// A request with a single user prompt.
     pub fn user(content: impl Into<UserContentValue>) -> Self {
         ModelRequest::new(vec![ModelRequestPart::UserPrompt(UserPromptPart::new(
@@ -92,31 +107,105 @@ impl Serialize for ModelRequestPart {
 impl<'de> Deserialize<'de> for ModelRequestPart {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let map = Map::<String, Value>::deserialize(deserializer)?;
-        let kind = map
-            .get("part_kind")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let value = Value::Object(map);
-        let part = match kind.as_deref() {
-            Some(SystemPromptKind::VALUE) => ModelRequestPart::SystemPrompt(
-                serde_json::from_value(value).map_err(D::Error::custom)?,
-            ),
-            Some(UserPromptKind::VALUE) => ModelRequestPart::UserPrompt(
-                serde_json::from_value(value).map_err(D::Error::custom)?,
-            ),
-            Some(ToolReturnKind::VALUE) => ModelRequestPart::ToolReturn(
-                serde_json::from_value(value).map_err(D::Error::custom)?,
-            ),
-            Some(RetryPromptKind::VALUE) => ModelRequestPart::RetryPrompt(
-                serde_json::from_value(value).map_err(D::Error::custom)?,
-            ),
-            Some(_) => match value {
-                Value::Object(m) => ModelRequestPart::Other(m),
-                _ => unreachable!("built from a map"),
-            },
-            None => return Err(D::Error::custom("request part has no \"part_kind\"")),
+        ModelRequestPart::from_map(map).map_err(D::Error::custom)
+    }
+}
+
+impl ModelRequestPart {
+    /// Reads a part from its JSON object. A tool return (where a long history's bulk is)
+    /// is read by moving its values out of the object; the other parts go through their
+    /// derived readers.
+    fn from_map(map: Map<String, Value>) -> serde_json::Result<Self> {
+        let kind = map.get("part_kind").and_then(Value::as_str);
+        Ok(match kind {
+            Some(ToolReturnKind::VALUE) => {
+                ModelRequestPart::ToolReturn(ToolReturnPart::from_map(map)?)
+            }
+            Some(SystemPromptKind::VALUE) => {
+                ModelRequestPart::SystemPrompt(serde_json::from_value(Value::Object(map))?)
+            }
+            Some(UserPromptKind::VALUE) => {
+                ModelRequestPart::UserPrompt(serde_json::from_value(Value::Object(map))?)
+            }
+            Some(RetryPromptKind::VALUE) => {
+                ModelRequestPart::RetryPrompt(serde_json::from_value(Value::Object(map))?)
+            }
+            Some(_) => ModelRequestPart::Other(map),
+            None => {
+                return Err(serde_json::Error::custom(
+                    "request part has no \"part_kind\"",
+                ));
+            }
+        })
+    }
+}
+
+/// Takes `key` out of `map` and reads it as `T`; `None` when it is absent. The keys left
+/// keep their order (they become the value's `extra`).
+fn take<T: serde::de::DeserializeOwned>(
+    map: &mut Map<String, Value>,
+    key: &'static str,
+) -> serde_json::Result<Option<T>> {
+    match map.shift_remove(key) {
+        Some(v) => serde_json::from_value(v).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// [`take`] for a field the derived reader requires.
+fn required<T: serde::de::DeserializeOwned>(
+    map: &mut Map<String, Value>,
+    key: &'static str,
+) -> serde_json::Result<T> {
+    take(map, key)?.ok_or_else(|| serde_json::Error::missing_field(key))
+}
+
+impl ModelRequest {
+    /// Reads a request from its JSON object as the derived reader would, moving the
+    /// values out of the object (a long history is read once, not rebuilt per layer).
+    pub(super) fn from_map(mut map: Map<String, Value>) -> serde_json::Result<Self> {
+        let parts = match map.shift_remove("parts") {
+            Some(Value::Array(items)) => items
+                .into_iter()
+                .map(|item| match item {
+                    Value::Object(m) => ModelRequestPart::from_map(m),
+                    other => Err(serde_json::Error::custom(format!(
+                        "invalid type: {}, expected a request part object",
+                        kind_of(&other)
+                    ))),
+                })
+                .collect::<serde_json::Result<Vec<_>>>()?,
+            Some(other) => {
+                return Err(serde_json::Error::custom(format!(
+                    "invalid type: {}, expected a list of parts",
+                    kind_of(&other)
+                )));
+            }
+            None => return Err(serde_json::Error::missing_field("parts")),
         };
-        Ok(part)
+        Ok(ModelRequest {
+            parts,
+            timestamp: take::<Option<Timestamp>>(&mut map, "timestamp")?.flatten(),
+            instructions: take::<Option<String>>(&mut map, "instructions")?.flatten(),
+            kind: take::<RequestKind>(&mut map, "kind")?.unwrap_or_default(),
+            run_id: take::<Option<String>>(&mut map, "run_id")?.flatten(),
+            conversation_id: take::<Option<String>>(&mut map, "conversation_id")?.flatten(),
+            metadata: take::<Option<Value>>(&mut map, "metadata")?.flatten(),
+            state: take(&mut map, "state")?.unwrap_or_else(complete),
+            extra: map,
+        })
+    }
+}
+
+/// A JSON value's kind, for errors.
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
     }
 }
 
@@ -332,6 +421,39 @@ pub struct ToolReturnPart {
 }
 
 impl ToolReturnPart {
+    /// Reads a tool return from its JSON object as the derived reader would, the content
+    /// moved rather than copied.
+    fn from_map(mut map: Map<String, Value>) -> serde_json::Result<Self> {
+        Ok(ToolReturnPart {
+            tool_name: required(&mut map, "tool_name")?,
+            content: map
+                .shift_remove("content")
+                .ok_or_else(|| serde_json::Error::missing_field("content"))?,
+            tool_call_id: required(&mut map, "tool_call_id")?,
+            tool_kind: take::<Option<String>>(&mut map, "tool_kind")?.flatten(),
+            metadata: take::<Option<Value>>(&mut map, "metadata")?.flatten(),
+            timestamp: take(&mut map, "timestamp")?.unwrap_or_default(),
+            outcome: take(&mut map, "outcome")?.unwrap_or_else(success),
+            part_kind: take::<ToolReturnKind>(&mut map, "part_kind")?.unwrap_or_default(),
+            extra: map,
+        })
+    }
+
+    /// This return with other `content` (everything else copied, the old content not).
+    pub fn with_content(&self, content: Value) -> Self {
+        ToolReturnPart {
+            tool_name: self.tool_name.clone(),
+            content,
+            tool_call_id: self.tool_call_id.clone(),
+            tool_kind: self.tool_kind.clone(),
+            metadata: self.metadata.clone(),
+            timestamp: self.timestamp.clone(),
+            outcome: self.outcome.clone(),
+            part_kind: ToolReturnKind,
+            extra: self.extra.clone(),
+        }
+    }
+
     /// A successful return stamped now.
     pub fn new(
         tool_name: impl Into<String>,
@@ -358,9 +480,14 @@ impl ToolReturnPart {
 
     /// The content as the model sees it: strings as-is, anything else as JSON.
     pub fn content_text(&self) -> String {
+        self.content_str().into_owned()
+    }
+
+    /// [`ToolReturnPart::content_text`] without copying a string content.
+    pub fn content_str(&self) -> std::borrow::Cow<'_, str> {
         match &self.content {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
+            Value::String(s) => std::borrow::Cow::Borrowed(s),
+            other => std::borrow::Cow::Owned(other.to_string()),
         }
     }
 }
