@@ -49,6 +49,9 @@ impl Edit {
         sent: &ModelMessage,
         tables: &mut Tables,
     ) -> Option<Edit> {
+        if let Some(edit) = Edit::of_parts(index, base, sent, tables) {
+            return edit;
+        }
         let (Ok(Value::Object(b)), Ok(Value::Object(s))) =
             (serde_json::to_value(base), serde_json::to_value(sent))
         else {
@@ -90,8 +93,85 @@ impl Edit {
         .then_some(edit)
     }
 
+    /// [`Edit::of`] for the common case, read from the typed messages: a request whose
+    /// fields are all the stored one's and whose parts differ (receipts, the capsule,
+    /// stripped pictures). Nothing of the stored message is copied or serialized but the
+    /// new parts. `None` when the case does not apply; `Some(None)` when it applies and
+    /// the edit is not smaller.
+    fn of_parts(
+        index: usize,
+        base: &ModelMessage,
+        sent: &ModelMessage,
+        tables: &mut Tables,
+    ) -> Option<Option<Edit>> {
+        let (ModelMessage::Request(b), ModelMessage::Request(s)) = (base, sent) else {
+            return None;
+        };
+        let same_fields = b.timestamp == s.timestamp
+            && b.instructions == s.instructions
+            && b.run_id == s.run_id
+            && b.conversation_id == s.conversation_id
+            && b.metadata == s.metadata
+            && b.state == s.state
+            && b.extra == s.extra;
+        if !same_fields {
+            return None;
+        }
+        let mut parts = Vec::with_capacity(s.parts.len());
+        for p in &s.parts {
+            parts.push(match b.parts.iter().position(|q| q == p) {
+                Some(k) => PartSrc::Same(k),
+                None => {
+                    let v = serde_json::to_value(p).ok()?;
+                    match v.get("content") {
+                        Some(Value::String(text)) if text.len() >= SHARED_TEXT => {
+                            let at = tables.texts.index_of(text);
+                            let mut rest = v;
+                            rest["content"] = Value::Null;
+                            PartSrc::Text(at, rest)
+                        }
+                        _ => PartSrc::New(v),
+                    }
+                }
+            });
+        }
+        let edit = Edit {
+            base: index,
+            parts,
+            set: serde_json::Map::new(),
+            unset: Vec::new(),
+        };
+        Some(
+            (edit.apply(base, tables).as_ref() == Some(sent)
+                && serde_json::to_vec(&edit).ok()?.len() < serde_json::to_vec(sent).ok()?.len())
+            .then_some(edit),
+        )
+    }
+
     /// The message, given the stored one it replaced.
     pub(super) fn apply(&self, base: &ModelMessage, tables: &Tables) -> Option<ModelMessage> {
+        // A request whose fields are all kept: built from the typed parts (the stored
+        // message is not serialized to be read back).
+        if let ModelMessage::Request(b) = base
+            && self.set.is_empty()
+            && self.unset.is_empty()
+        {
+            let parts = self
+                .parts
+                .iter()
+                .map(|p| match p {
+                    PartSrc::Same(k) => b.parts.get(*k).cloned(),
+                    PartSrc::New(v) => serde_json::from_value(v.clone()).ok(),
+                    PartSrc::Text(t, rest) => {
+                        let mut p = rest.clone();
+                        p["content"] =
+                            Value::String(tables.texts.get(*t).unwrap_or_default().to_string());
+                        serde_json::from_value(p).ok()
+                    }
+                })
+                .collect::<Option<Vec<_>>>()?;
+            return Some(ModelMessage::from(b.with_parts(parts)));
+        }
         let Ok(Value::Object(b)) = serde_json::to_value(base) else {
             return None;
         };
