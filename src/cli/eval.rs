@@ -161,14 +161,7 @@ pub(super) async fn eval(ctx: &CmdContext, global: &GlobalArgs, a: EvalArgs) -> 
     };
 
     let cancel = CancelToken::new();
-    let on_ctrl_c = {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                cancel.cancel();
-            }
-        })
-    };
+    let on_ctrl_c = super::cancel_on_ctrl_c(&cancel);
     let plan = eval::Plan {
         entries,
         arms: plan_arms,

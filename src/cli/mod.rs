@@ -96,3 +96,14 @@ fn command_name(c: &Command) -> &'static str {
         Command::Open(_) => "open",
     }
 }
+
+/// Cancels `cancel` on Ctrl-C (a headless run ends cleanly, the question in flight not
+/// recorded); abort the task when the run is over.
+fn cancel_on_ctrl_c(cancel: &crate::engine::cancel::CancelToken) -> tokio::task::JoinHandle<()> {
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    })
+}

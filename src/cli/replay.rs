@@ -32,14 +32,7 @@ pub(super) async fn replay(
     let (composer, _) = arm_composer(ctx, global, "replay", &settings, &store).await?;
     let agent = composer.agent(&options)?;
     let cancel = CancelToken::new();
-    let on_ctrl_c = {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                cancel.cancel();
-            }
-        })
-    };
+    let on_ctrl_c = super::cancel_on_ctrl_c(&cancel);
     let outcome = prepared.start(agent, None, None, cancel).outcome().await;
     on_ctrl_c.abort();
     let replayed = prepared.finish(outcome, &a.arm)?;

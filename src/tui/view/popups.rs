@@ -8,7 +8,8 @@ use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
 use crate::tui::app::{App, PathPurpose, Popup};
 use crate::tui::wrap::truncate;
 
-fn centered(area: Rect, w: u16, h: u16) -> Rect {
+/// A `w`×`h` rectangle in the middle of `area` (smaller when `area` is).
+pub(super) fn centered(area: Rect, w: u16, h: u16) -> Rect {
     let [r] = Layout::horizontal([Constraint::Length(w.min(area.width))])
         .flex(Flex::Center)
         .areas(area);

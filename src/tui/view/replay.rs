@@ -3,7 +3,7 @@
 //! scrollable diff of what was sent.
 
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Flex, Layout, Rect};
+use ratatui::layout::{Constraint, Layout};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
@@ -13,16 +13,7 @@ use crate::tui::app::{App, REPLAY_TOGGLES, ReplayState};
 use crate::tui::wrap::truncate;
 
 use super::SPINNER;
-
-fn centered(area: Rect, w: u16, h: u16) -> Rect {
-    let [r] = Layout::horizontal([Constraint::Length(w.min(area.width))])
-        .flex(Flex::Center)
-        .areas(area);
-    let [r] = Layout::vertical([Constraint::Length(h.min(area.height))])
-        .flex(Flex::Center)
-        .areas(r);
-    r
-}
+use super::popups::centered;
 
 fn block<'a>(app: &App, title: String, footer: &'a str) -> Block<'a> {
     Block::default()
