@@ -278,7 +278,7 @@ fn describe_response_part(p: &ModelResponsePart) -> String {
                 Some(ToolArgs::Object(m)) => Cow::Owned(Value::Object(m.clone()).to_string()),
                 None => Cow::Borrowed("null"),
             };
-            format!("tool-call {} {}", c.tool_name, short(&args, 48))
+            describe("tool-call", &args, &c.tool_name)
         }
         ModelResponsePart::Thinking(t) => describe("thinking", &t.content, ""),
         ModelResponsePart::Other(m) => describe_part(&Value::Object(m.clone())),
@@ -293,6 +293,7 @@ fn describe(kind: &str, content: &str, tool: &str) -> String {
             content.chars().count(),
             short(content, 48)
         ),
+        "tool-call" => format!("tool-call {tool} {}", short(content, 48)),
         "retry-prompt" => format!("retry-prompt {tool} {}", short(content, 48)),
         _ => format!("{kind} {}", short(content, 60)),
     }
@@ -359,11 +360,12 @@ fn describe_part(p: &Value) -> String {
     let content = p.get("content").map(content_text).unwrap_or_default();
     let tool = p.get("tool_name").and_then(Value::as_str).unwrap_or("");
     if kind == "tool-call" {
-        let args = p.get("args").map(|a| match a {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        });
-        return format!("tool-call {tool} {}", short(&args.unwrap_or_default(), 48));
+        let args = match p.get("args") {
+            Some(Value::String(s)) => Cow::Borrowed(s.as_str()),
+            Some(other) => Cow::Owned(other.to_string()),
+            None => Cow::Borrowed(""),
+        };
+        return describe(kind, &args, tool);
     }
     describe(kind, &content, tool)
 }

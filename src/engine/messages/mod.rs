@@ -203,14 +203,6 @@ impl ModelMessage {
             ModelMessage::Response(_) => None,
         }
     }
-
-    /// The response to change, if this is one (copied first when it is shared).
-    pub fn as_response_mut(&mut self) -> Option<&mut ModelResponse> {
-        match self {
-            ModelMessage::Response(r) => Some(Arc::make_mut(r)),
-            ModelMessage::Request(_) => None,
-        }
-    }
 }
 
 impl Serialize for ModelMessage {

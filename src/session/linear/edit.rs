@@ -40,6 +40,28 @@ pub enum PartSrc {
 /// Contents at least this long are kept once, in the text table.
 const SHARED_TEXT: usize = 256;
 
+impl PartSrc {
+    /// A part of the sent message the stored one does not have: its long content goes
+    /// to the text table.
+    fn new_part(mut p: Value, tables: &mut Tables) -> PartSrc {
+        match p.get("content") {
+            Some(Value::String(text)) if text.len() >= SHARED_TEXT => {
+                let at = tables.texts.index_of(text);
+                p["content"] = Value::Null;
+                PartSrc::Text(at, p)
+            }
+            _ => PartSrc::New(p),
+        }
+    }
+}
+
+/// The part `rest` with text `t` of the table as its content.
+fn text_part(t: usize, rest: &Value, tables: &Tables) -> Value {
+    let mut p = rest.clone();
+    p["content"] = Value::String(tables.texts.get(t).unwrap_or_default().to_string());
+    p
+}
+
 impl Edit {
     /// `sent` as a change to `base` (message `index` of the raw history), if that is
     /// smaller than writing it out.
@@ -65,14 +87,7 @@ impl Edit {
             .iter()
             .map(|p| match base_parts.iter().position(|q| q == p) {
                 Some(k) => PartSrc::Same(k),
-                None => match p.get("content") {
-                    Some(Value::String(text)) if text.len() >= SHARED_TEXT => {
-                        let mut rest = p.clone();
-                        rest["content"] = Value::Null;
-                        PartSrc::Text(tables.texts.index_of(text), rest)
-                    }
-                    _ => PartSrc::New(p.clone()),
-                },
+                None => PartSrc::new_part(p.clone(), tables),
             })
             .collect();
         let set = s
@@ -81,16 +96,21 @@ impl Edit {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let unset = b.keys().filter(|k| !s.contains_key(*k)).cloned().collect();
-        let edit = Edit {
+        Edit {
             base: index,
             parts,
             set,
             unset,
-        };
-        // Only when it is the same message again and smaller.
-        (edit.apply(base, tables).as_ref() == Some(sent)
-            && serde_json::to_vec(&edit).ok()?.len() < serde_json::to_vec(sent).ok()?.len())
-        .then_some(edit)
+        }
+        .if_smaller(base, sent, tables)
+    }
+
+    /// The edit, if it gives `sent` again from `base` and is smaller than `sent` written
+    /// out.
+    fn if_smaller(self, base: &ModelMessage, sent: &ModelMessage, tables: &Tables) -> Option<Edit> {
+        (self.apply(base, tables).as_ref() == Some(sent)
+            && serde_json::to_vec(&self).ok()?.len() < serde_json::to_vec(sent).ok()?.len())
+        .then_some(self)
     }
 
     /// [`Edit::of`] for the common case, read from the typed messages: a request whose
@@ -121,18 +141,7 @@ impl Edit {
         for p in &s.parts {
             parts.push(match b.parts.iter().position(|q| q == p) {
                 Some(k) => PartSrc::Same(k),
-                None => {
-                    let v = serde_json::to_value(p).ok()?;
-                    match v.get("content") {
-                        Some(Value::String(text)) if text.len() >= SHARED_TEXT => {
-                            let at = tables.texts.index_of(text);
-                            let mut rest = v;
-                            rest["content"] = Value::Null;
-                            PartSrc::Text(at, rest)
-                        }
-                        _ => PartSrc::New(v),
-                    }
-                }
+                None => PartSrc::new_part(serde_json::to_value(p).ok()?, tables),
             });
         }
         let edit = Edit {
@@ -141,11 +150,7 @@ impl Edit {
             set: serde_json::Map::new(),
             unset: Vec::new(),
         };
-        Some(
-            (edit.apply(base, tables).as_ref() == Some(sent)
-                && serde_json::to_vec(&edit).ok()?.len() < serde_json::to_vec(sent).ok()?.len())
-            .then_some(edit),
-        )
+        Some(edit.if_smaller(base, sent, tables))
     }
 
     /// The message, given the stored one it replaced.
@@ -163,10 +168,7 @@ impl Edit {
                     PartSrc::Same(k) => b.parts.get(*k).cloned(),
                     PartSrc::New(v) => serde_json::from_value(v.clone()).ok(),
                     PartSrc::Text(t, rest) => {
-                        let mut p = rest.clone();
-                        p["content"] =
-                            Value::String(tables.texts.get(*t).unwrap_or_default().to_string());
-                        serde_json::from_value(p).ok()
+                        serde_json::from_value(text_part(*t, rest, tables)).ok()
                     }
                 })
                 .collect::<Option<Vec<_>>>()?;
@@ -183,12 +185,7 @@ impl Edit {
             .map(|p| match p {
                 PartSrc::Same(k) => base_parts.get(*k).cloned().unwrap_or(Value::Null),
                 PartSrc::New(v) => v.clone(),
-                PartSrc::Text(t, rest) => {
-                    let mut p = rest.clone();
-                    p["content"] =
-                        Value::String(tables.texts.get(*t).unwrap_or_default().to_string());
-                    p
-                }
+                PartSrc::Text(t, rest) => text_part(*t, rest, tables),
             })
             .collect();
         // Keys in the order the message has them.
