@@ -839,11 +839,12 @@ async fn tmux_open_the_explorer_search_and_open_a_chunk() {
         s.contains("Agent context") && s.contains("tokens") && s.contains("[rank 1 of 1]")
     })
     .await;
-    // Esc: the chunk, the lists, the documents list, the panes.
-    tmux.send(&["Escape"]);
-    tmux.send(&["Escape"]);
-    tmux.send(&["Escape"]);
-    tmux.send(&["Escape"]);
+    // Esc: the chunk, the lists, the documents list, the panes. One at a time: two ESC
+    // bytes read together are one Alt-Esc to the terminal reader, and a step is lost.
+    for _ in 0..4 {
+        tmux.send(&["Escape"]);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
     tmux.wait_for("the panes again", 30, |s| {
         s.contains("Question") && !s.contains("Knowledge base")
     })
