@@ -322,6 +322,12 @@ impl ScriptedServer {
             .await
             .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
+        // Each write goes out at once, as real servers send their stream: with Nagle's
+        // algorithm on, a streamed reply on a reused connection waits ~40 ms for the
+        // client's delayed acknowledgement before its next chunk.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
