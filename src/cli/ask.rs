@@ -40,6 +40,17 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
         crate::engine::discover::ModelChoice::Configured(c) => c,
     };
     let model_name = model_config.model.clone();
+    let path = match &global.session {
+        Some(p) => p.clone(),
+        None => crate::session::new_session_path(&paths::data_dir(&ctx.env).join("sessions")),
+    };
+    // One writer from loading to committing: a second `ask` on this session is refused.
+    // A long session is read on another thread while the knowledge base is opened and
+    // the agent built (for a 500-question session both take about 20 ms).
+    let opening = {
+        let (path, model_name) = (path.clone(), model_name.clone());
+        tokio::task::spawn_blocking(move || Conversation::open_locked(path, model_name))
+    };
     let model: std::sync::Arc<dyn crate::engine::chat::ChatModel> =
         std::sync::Arc::new(crate::model::OpenAiModel::new(model_config)?);
     let app = a.flags.overrides().apply(ctx.config.app.clone());
@@ -49,12 +60,9 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
         .await?
         .with_counter(Some(counter))
         .agent(&options)?;
-    let path = match &global.session {
-        Some(p) => p.clone(),
-        None => crate::session::new_session_path(&paths::data_dir(&ctx.env).join("sessions")),
-    };
-    // One writer from loading to committing: a second `ask` on this session is refused.
-    let mut conversation = Conversation::open_locked(path.clone(), model_name)?;
+    let mut conversation = opening
+        .await
+        .map_err(|e| anyhow::anyhow!("reading the session stopped: {e}"))??;
     let outcome = conversation
         .ask(
             &agent,
