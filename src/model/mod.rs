@@ -57,6 +57,7 @@ use error::{
     HttpFailure, MAX_RETRY_AFTER, TransportFailure, classify_reqwest, json_error_code,
     json_error_message,
 };
+use serde_json::value::RawValue;
 use stream::StreamAccumulator;
 use transport::{PROBE, Probe, Transport};
 use wire::{ChatChunk, ChatCompletion, build_request_body};
@@ -229,7 +230,7 @@ impl OpenAiModel {
     /// One attempt under the idle timeout, with its own probe.
     async fn attempt(
         &self,
-        body: &Value,
+        body: &RawValue,
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
         emitted: &mut bool,
     ) -> Result<ModelResponse, ModelError> {
@@ -256,7 +257,7 @@ impl OpenAiModel {
     /// Send, read (streaming or not), convert.
     async fn send(
         &self,
-        body: &Value,
+        body: &RawValue,
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
         emitted: &mut bool,
         probe: &Probe,
@@ -346,7 +347,7 @@ impl OpenAiModel {
     /// Attempts until one succeeds or the failure allows no more (see the module docs).
     async fn with_retries(
         &self,
-        body: &Value,
+        body: &RawValue,
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
         let mut retries = 0u32;
@@ -431,7 +432,9 @@ impl ChatModel for OpenAiModel {
         cancel: &'a CancelToken,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(async move {
-            let body = build_request_body(&self.config, params);
+            // Written once, sent as is by every attempt.
+            let body = serde_json::value::to_raw_value(&build_request_body(&self.config, params))
+                .map_err(|e| ModelError::Setup(format!("cannot write the request: {e}")))?;
             let total = async {
                 match self.config.total_timeout_secs {
                     Some(secs) => tokio::time::sleep(Duration::from_secs(secs)).await,

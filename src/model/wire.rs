@@ -8,10 +8,12 @@
 //! responses assistant messages with their tool calls (arguments see
 //! [`wire_arguments`]). Thinking parts are never sent.
 
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::ser::{SerializeMap, SerializeSeq, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use crate::config::ModelConfig;
+use crate::engine::capability::ToolDef;
 use crate::engine::chat::ModelRequestParams;
 use crate::engine::messages::{
     ModelMessage, ModelRequestPart, ModelResponse, ToolArgs, ToolCallPart, UserContent,
@@ -20,124 +22,256 @@ use crate::engine::messages::{
 use crate::engine::prompts;
 
 /// The chat-completions JSON body for `params`: `model`, `messages`, `tools` when any,
-/// `max_tokens` when configured, and `stream` with usage when streaming.
-pub(super) fn build_request_body(config: &ModelConfig, params: ModelRequestParams<'_>) -> Value {
-    let mut messages = Vec::new();
-    if !params.instructions.trim().is_empty() {
-        messages.push(json!({"role": "system", "content": params.instructions}));
+/// `max_tokens` when configured, and `stream` with usage when streaming. It borrows the
+/// messages and is written straight from them (a long history is not copied into a JSON
+/// tree first).
+pub(super) fn build_request_body<'a>(
+    config: &'a ModelConfig,
+    params: ModelRequestParams<'a>,
+) -> RequestBody<'a> {
+    RequestBody { config, params }
+}
+
+/// See [`build_request_body`].
+pub(super) struct RequestBody<'a> {
+    config: &'a ModelConfig,
+    params: ModelRequestParams<'a>,
+}
+
+impl Serialize for RequestBody<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (config, params) = (self.config, &self.params);
+        let mut body = s.serialize_map(None)?;
+        body.serialize_entry("model", &config.model)?;
+        body.serialize_entry("messages", &WireMessages(params))?;
+        if !params.tools.is_empty() {
+            let tools: Vec<_> = params.tools.iter().map(WireTool).collect();
+            body.serialize_entry("tools", &tools)?;
+        }
+        if let Some(n) = config.max_tokens {
+            body.serialize_entry("max_tokens", &n)?;
+        }
+        if config.stream {
+            body.serialize_entry("stream", &true)?;
+            body.serialize_entry("stream_options", &json!({"include_usage": true}))?;
+        }
+        body.end()
     }
-    for message in params.messages {
-        match message {
-            ModelMessage::Request(request) => {
-                for part in &request.parts {
-                    if let Some(m) = request_part_to_wire(part) {
-                        messages.push(m);
+}
+
+struct WireTool<'a>(&'a ToolDef);
+
+impl Serialize for WireTool<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Function<'a>(&'a ToolDef);
+        impl Serialize for Function<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(3))?;
+                m.serialize_entry("name", &self.0.name)?;
+                m.serialize_entry("description", &self.0.description)?;
+                m.serialize_entry("parameters", &self.0.parameters)?;
+                m.end()
+            }
+        }
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("type", "function")?;
+        m.serialize_entry("function", &Function(self.0))?;
+        m.end()
+    }
+}
+
+/// The instructions as a leading system message, then every part and response.
+struct WireMessages<'p, 'a>(&'p ModelRequestParams<'a>);
+
+impl Serialize for WireMessages<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let params = self.0;
+        let mut seq = s.serialize_seq(None)?;
+        if !params.instructions.trim().is_empty() {
+            seq.serialize_element(&Role("system", params.instructions))?;
+        }
+        for message in params.messages {
+            match message {
+                ModelMessage::Request(request) => {
+                    for part in &request.parts {
+                        match part {
+                            ModelRequestPart::Other(m) => {
+                                tracing::debug!(part_kind = ?m.get("part_kind"), "request part not sent: unknown kind");
+                            }
+                            part => seq.serialize_element(&WirePart(part))?,
+                        }
+                    }
+                }
+                ModelMessage::Response(response) => {
+                    seq.serialize_element(&WireResponse(response))?
+                }
+            }
+        }
+        seq.end()
+    }
+}
+
+/// `{"role": role, "content": content}`.
+struct Role<'a, C: Serialize + ?Sized>(&'static str, &'a C);
+
+impl<C: Serialize + ?Sized> Serialize for Role<'_, C> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("role", self.0)?;
+        m.serialize_entry("content", self.1)?;
+        m.end()
+    }
+}
+
+/// `{"role": "tool", "tool_call_id": id, "content": content}`.
+fn tool_message<S: Serializer>(s: S, id: &str, content: &str) -> Result<S::Ok, S::Error> {
+    let mut m = s.serialize_map(Some(3))?;
+    m.serialize_entry("role", "tool")?;
+    m.serialize_entry("tool_call_id", id)?;
+    m.serialize_entry("content", content)?;
+    m.end()
+}
+
+/// A request part other than an unknown kind.
+struct WirePart<'a>(&'a ModelRequestPart);
+
+impl Serialize for WirePart<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            ModelRequestPart::SystemPrompt(p) => Role("system", &p.content).serialize(s),
+            ModelRequestPart::UserPrompt(p) => {
+                Role("user", &WireUserContent(&p.content)).serialize(s)
+            }
+            ModelRequestPart::ToolReturn(p) => tool_message(s, &p.tool_call_id, &p.content_str()),
+            ModelRequestPart::RetryPrompt(p) => {
+                let text =
+                    prompts::fill(prompts::retry_suffix(), &[("content", &p.content.text())]);
+                match &p.tool_name {
+                    Some(_) => tool_message(s, &p.tool_call_id, &text),
+                    None => Role("user", &text).serialize(s),
+                }
+            }
+            ModelRequestPart::Other(_) => s.serialize_none(),
+        }
+    }
+}
+
+/// A user prompt's content: its text, or its items (images as `data:` URLs).
+struct WireUserContent<'a>(&'a UserContentValue);
+
+/// `{"type": "text", "text": text}`.
+struct TextItem<'a>(&'a str);
+
+impl Serialize for TextItem<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("type", "text")?;
+        m.serialize_entry("text", self.0)?;
+        m.end()
+    }
+}
+
+/// `{"type": "image_url", "image_url": {"url": url}}`.
+struct ImageItem<'a, U: Serialize + ?Sized>(&'a U);
+
+impl<U: Serialize + ?Sized> Serialize for ImageItem<'_, U> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Url<'a, U: Serialize + ?Sized>(&'a U);
+        impl<U: Serialize + ?Sized> Serialize for Url<'_, U> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("url", self.0)?;
+                m.end()
+            }
+        }
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("type", "image_url")?;
+        m.serialize_entry("image_url", &Url(self.0))?;
+        m.end()
+    }
+}
+
+impl Serialize for WireUserContent<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let items = match self.0 {
+            UserContentValue::Text(t) => return s.serialize_str(t),
+            UserContentValue::Items(items) => items,
+        };
+        let mut seq = s.serialize_seq(None)?;
+        for item in items {
+            match item {
+                UserContent::Text(t) => seq.serialize_element(&TextItem(t))?,
+                UserContent::Binary(b) if b.is_image() => {
+                    seq.serialize_element(&ImageItem(&b.data_url()))?
+                }
+                UserContent::Binary(b) => {
+                    tracing::debug!(media_type = %b.media_type, "binary item not sent: not an image");
+                }
+                UserContent::Other(m) => {
+                    if let (Some("image-url"), Some(url)) =
+                        (m.get("kind").and_then(Value::as_str), m.get("url"))
+                    {
+                        seq.serialize_element(&ImageItem(url))?;
                     }
                 }
             }
-            ModelMessage::Response(response) => messages.push(response_to_wire(response)),
         }
-    }
-    let mut body = Map::new();
-    body.insert("model".into(), json!(config.model));
-    body.insert("messages".into(), Value::Array(messages));
-    if !params.tools.is_empty() {
-        let tools: Vec<Value> = params
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters,
-                }})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-    }
-    if let Some(n) = config.max_tokens {
-        body.insert("max_tokens".into(), json!(n));
-    }
-    if config.stream {
-        body.insert("stream".into(), json!(true));
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-    }
-    Value::Object(body)
-}
-
-fn request_part_to_wire(part: &ModelRequestPart) -> Option<Value> {
-    match part {
-        ModelRequestPart::SystemPrompt(p) => Some(json!({"role": "system", "content": p.content})),
-        ModelRequestPart::UserPrompt(p) => {
-            Some(json!({"role": "user", "content": user_content_to_wire(&p.content)}))
-        }
-        ModelRequestPart::ToolReturn(p) => Some(json!({
-            "role": "tool", "tool_call_id": p.tool_call_id, "content": p.content_text(),
-        })),
-        ModelRequestPart::RetryPrompt(p) => {
-            let text = prompts::fill(prompts::retry_suffix(), &[("content", &p.content.text())]);
-            Some(match &p.tool_name {
-                Some(_) => json!({"role": "tool", "tool_call_id": p.tool_call_id, "content": text}),
-                None => json!({"role": "user", "content": text}),
-            })
-        }
-        ModelRequestPart::Other(m) => {
-            tracing::debug!(part_kind = ?m.get("part_kind"), "request part not sent: unknown kind");
-            None
-        }
+        seq.end()
     }
 }
 
-fn user_content_to_wire(content: &UserContentValue) -> Value {
-    match content {
-        UserContentValue::Text(s) => json!(s),
-        UserContentValue::Items(items) => {
-            let parts: Vec<Value> = items
-                .iter()
-                .filter_map(|item| match item {
-                    UserContent::Text(s) => Some(json!({"type": "text", "text": s})),
-                    UserContent::Binary(b) if b.is_image() => {
-                        Some(json!({"type": "image_url", "image_url": {"url": b.data_url()}}))
-                    }
-                    UserContent::Binary(b) => {
-                        tracing::debug!(media_type = %b.media_type, "binary item not sent: not an image");
-                        None
-                    }
-                    UserContent::Other(m) => match (m.get("kind").and_then(Value::as_str), m.get("url")) {
-                        (Some("image-url"), Some(url)) => {
-                            Some(json!({"type": "image_url", "image_url": {"url": url}}))
-                        }
-                        _ => None,
-                    },
-                })
-                .collect();
-            Value::Array(parts)
+/// `{"id": id, "type": "function", "function": {"name": name, "arguments": text}}`.
+struct WireCall<'a>(&'a ToolCallPart);
+
+impl Serialize for WireCall<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Function<'a>(&'a ToolCallPart);
+        impl Serialize for Function<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(2))?;
+                m.serialize_entry("name", &self.0.tool_name)?;
+                m.serialize_entry("arguments", &wire_arguments(self.0))?;
+                m.end()
+            }
         }
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("id", &self.0.tool_call_id)?;
+        m.serialize_entry("type", "function")?;
+        m.serialize_entry("function", &Function(self.0))?;
+        m.end()
     }
 }
 
-fn response_to_wire(response: &ModelResponse) -> Value {
-    let text = response.text();
-    let calls: Vec<Value> = response
-        .tool_calls()
-        .map(|c| {
-            json!({"id": c.tool_call_id, "type": "function", "function": {
-                "name": c.tool_name, "arguments": wire_arguments(c),
-            }})
-        })
-        .collect();
-    let mut m = Map::new();
-    m.insert("role".into(), json!("assistant"));
-    m.insert(
-        "content".into(),
-        if text.is_empty() && !calls.is_empty() {
-            Value::Null
+/// A response as an assistant message with its tool calls (thinking is never sent).
+struct WireResponse<'a>(&'a ModelResponse);
+
+impl Serialize for WireResponse<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Calls<'a>(&'a ModelResponse);
+        impl Serialize for Calls<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut seq = s.serialize_seq(None)?;
+                for c in self.0.tool_calls() {
+                    seq.serialize_element(&WireCall(c))?;
+                }
+                seq.end()
+            }
+        }
+        let response = self.0;
+        let text = response.text();
+        let has_calls = response.tool_calls().next().is_some();
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("role", "assistant")?;
+        if text.is_empty() && has_calls {
+            m.serialize_entry("content", &Value::Null)?;
         } else {
-            json!(text)
-        },
-    );
-    if !calls.is_empty() {
-        m.insert("tool_calls".into(), Value::Array(calls));
+            m.serialize_entry("content", &text)?;
+        }
+        if has_calls {
+            m.serialize_entry("tool_calls", &Calls(response))?;
+        }
+        m.end()
     }
-    Value::Object(m)
 }
 
 /// The arguments of a stored tool call as sent back to the server: the model's own
@@ -146,12 +280,41 @@ fn response_to_wire(response: &ModelResponse) -> Value {
 /// session, but servers refuse them in a request (llama.cpp answers HTTP 500 "Failed
 /// to parse tool call arguments as JSON"), and the model learns what went wrong from
 /// the retry prompt that answers the call.
-pub(super) fn wire_arguments(call: &ToolCallPart) -> String {
-    match (call.args_as_object(), &call.args) {
-        (Ok(_), Some(ToolArgs::Json(s))) if !s.trim().is_empty() => s.clone(),
-        (Ok(m), _) => Value::Object(m).to_string(),
-        (Err(_), _) => "{}".to_string(),
+pub(super) fn wire_arguments(call: &ToolCallPart) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    match &call.args {
+        Some(ToolArgs::Json(s)) if is_json_object(s) => Cow::Borrowed(s),
+        Some(ToolArgs::Object(m)) => Cow::Owned(serde_json::to_string(m).unwrap_or_default()),
+        _ => Cow::Borrowed("{}"),
     }
+}
+
+/// Whether `text` is one JSON object (read through, nothing kept).
+fn is_json_object(text: &str) -> bool {
+    struct Object;
+    impl<'de> Deserialize<'de> for Object {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = Object;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut m: A,
+                ) -> Result<Object, A::Error> {
+                    while m
+                        .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                        .is_some()
+                    {}
+                    Ok(Object)
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    serde_json::from_str::<Object>(text).is_ok()
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -254,6 +417,10 @@ mod tests {
         ToolReturnPart, UserContent, UserPromptPart,
     };
 
+    fn body_value(config: &ModelConfig, params: ModelRequestParams<'_>) -> Value {
+        serde_json::to_value(build_request_body(config, params)).unwrap()
+    }
+
     #[test]
     fn body_maps_every_part_kind() {
         let mut resp = ModelResponse::new(vec![
@@ -280,7 +447,7 @@ mod tests {
             model: "m".into(),
             ..ModelConfig::default()
         };
-        let body = build_request_body(
+        let body = body_value(
             &config,
             ModelRequestParams {
                 instructions: "be brief",
@@ -311,6 +478,61 @@ mod tests {
     }
 
     #[test]
+    fn the_body_is_written_in_wire_order() {
+        let messages = vec![
+            ModelMessage::from(ModelRequest::new(vec![ModelRequestPart::UserPrompt(
+                UserPromptPart::new(vec![
+                    UserContent::Text("look".into()),
+                    UserContent::Binary(BinaryContent::from_bytes(b"png", "image/png")),
+                ]),
+            )])),
+            ModelMessage::from(ModelResponse::new(vec![ModelResponsePart::ToolCall(
+                ToolCallPart::new("search", r#"{"q":"x"}"#, "c1"),
+            )])),
+            ModelMessage::from(ModelRequest::new(vec![ModelRequestPart::ToolReturn(
+                ToolReturnPart::new("search", json!({"hits": [1]}), "c1"),
+            )])),
+            ModelMessage::from(ModelResponse::new(vec![ModelResponsePart::Text(
+                TextPart::new("done \"quoted\""),
+            )])),
+        ];
+        let tools = vec![ToolDef {
+            name: "search".into(),
+            description: "Finds.".into(),
+            parameters: json!({"type": "object"}),
+            capability_id: None,
+            kind: Default::default(),
+        }];
+        let config = ModelConfig {
+            model: "m".into(),
+            max_tokens: Some(8),
+            ..ModelConfig::default()
+        };
+        let params = ModelRequestParams {
+            instructions: "be brief",
+            messages: &messages,
+            tools: &tools,
+        };
+        let text = serde_json::to_string(&build_request_body(&config, params)).unwrap();
+        assert_eq!(
+            text,
+            concat!(
+                r#"{"model":"m","messages":["#,
+                r#"{"role":"system","content":"be brief"},"#,
+                r#"{"role":"user","content":[{"type":"text","text":"look"},"#,
+                r#"{"type":"image_url","image_url":{"url":"data:image/png;base64,cG5n"}}]},"#,
+                r#"{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","#,
+                r#""function":{"name":"search","arguments":"{\"q\":\"x\"}"}}]},"#,
+                r#"{"role":"tool","tool_call_id":"c1","content":"{\"hits\":[1]}"},"#,
+                r#"{"role":"assistant","content":"done \"quoted\""}],"#,
+                r#""tools":[{"type":"function","function":{"name":"search","description":"Finds.","#,
+                r#""parameters":{"type":"object"}}}],"max_tokens":8,"#,
+                r#""stream":true,"stream_options":{"include_usage":true}}"#,
+            )
+        );
+    }
+
+    #[test]
     fn max_tokens_is_sent_when_set() {
         let config = ModelConfig {
             max_tokens: Some(64),
@@ -322,7 +544,7 @@ mod tests {
             messages: &[],
             tools: &[],
         };
-        let body = build_request_body(&config, params);
+        let body = body_value(&config, params);
         assert_eq!(body["max_tokens"], json!(64));
         assert!(body.get("stream").is_none());
     }
@@ -334,10 +556,12 @@ mod tests {
         assert_eq!(wire_arguments(&call(r#"{"q": "unterminated"#)), "{}");
         assert_eq!(wire_arguments(&call("[1, 2]")), "{}");
         assert_eq!(wire_arguments(&call("")), "{}");
+        assert_eq!(wire_arguments(&call(" {\"q\": 1}\n")), " {\"q\": 1}\n");
+        assert_eq!(wire_arguments(&call(r#"{"q": 1} {"#)), "{}");
         let mut resp = ModelResponse::new(vec![ModelResponsePart::ToolCall(call(r#"{"q": "cut"#))]);
         resp.finish_reason = Some("length".into());
         let messages = vec![ModelMessage::from(resp)];
-        let body = build_request_body(
+        let body = body_value(
             &ModelConfig::default(),
             ModelRequestParams {
                 instructions: "",
