@@ -39,6 +39,33 @@ impl TokenCounts {
     }
 }
 
+/// The estimates of one run's requests, remembered message by message: each request
+/// sends the history before it again. A message is known by its allocation, which the
+/// memory holds on to, so a message changed in place (copy on write) is a new one.
+#[derive(Debug, Default)]
+pub struct EstimateMemo(std::collections::HashMap<usize, (ModelMessage, usize)>);
+
+impl EstimateMemo {
+    /// [`TokenCounts::estimate`], estimating only the messages not seen before.
+    pub fn estimate(&mut self, instructions: &str, messages: &[ModelMessage]) -> TokenCounts {
+        let per_message: Vec<usize> = messages
+            .iter()
+            .map(|m| {
+                self.0
+                    .entry(m.identity())
+                    .or_insert_with(|| (m.clone(), estimate_message_tokens(m)))
+                    .1
+            })
+            .collect();
+        let instructions = estimate_tokens(instructions);
+        TokenCounts {
+            total: instructions + per_message.iter().sum::<usize>(),
+            instructions,
+            per_message,
+        }
+    }
+}
+
 /// Everything about one model request: what the history held (`raw`) and what was
 /// actually sent after `wrap_model_request` (`compacted`).
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -310,5 +337,30 @@ pub(crate) fn summarize(text: &str, max: usize) -> String {
         let mut s: String = text.chars().take(max).collect();
         s.push('…');
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::messages::{ModelRequest, ModelRequestPart, SystemPromptPart};
+
+    #[test]
+    fn remembered_estimates_follow_a_message_changed_in_place() {
+        let mut history = vec![ModelMessage::from(ModelRequest::user("short"))];
+        let mut memo = EstimateMemo::default();
+        let first = memo.estimate("", &history);
+        assert_eq!(first, TokenCounts::estimate("", &history));
+        // Changed in place (copy on write while the memory holds it): estimated again.
+        history[0]
+            .as_request_mut()
+            .unwrap()
+            .parts
+            .push(ModelRequestPart::SystemPrompt(SystemPromptPart::new(
+                "a much longer system prompt than the question before it",
+            )));
+        let second = memo.estimate("be brief", &history);
+        assert_eq!(second, TokenCounts::estimate("be brief", &history));
+        assert!(second.per_message[0] > first.per_message[0]);
     }
 }

@@ -63,7 +63,7 @@ impl<'a> SessionRequests<'a> {
             if !matches!(msgs.get(i + 1), Some(ModelMessage::Response(_))) {
                 continue;
             }
-            let instructions = req.instructions.clone().unwrap_or_default();
+            let instructions = req.instructions.as_deref().unwrap_or_default().to_string();
             let run_id = serde_json::to_value(req)
                 .ok()
                 .and_then(|v| v.get("run_id").and_then(Value::as_str).map(String::from))

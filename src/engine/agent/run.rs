@@ -12,10 +12,10 @@ use super::{
 use crate::engine::cancel::CancelToken;
 use crate::engine::capability::{ForRunContext, RunContext, RunSlot, ToolDef};
 use crate::engine::chat::{ModelRequestParams, StreamDelta};
-use crate::engine::events::{CoreEvent, EventSink, RequestSnapshot, RunUsage, TokenCounts};
+use crate::engine::events::{CoreEvent, EstimateMemo, EventSink, RequestSnapshot, RunUsage};
 use crate::engine::messages::{
     CAPABILITY_LOAD_TOOL_KIND, ModelMessage, ModelRequest, ModelRequestPart, ModelResponse,
-    ModelResponsePart, UserContentValue, UserPromptPart,
+    ModelResponsePart, SharedText, UserContentValue, UserPromptPart,
 };
 use crate::engine::tokens::{ESTIMATE_NAME, TokenReport};
 
@@ -24,6 +24,8 @@ pub(super) struct Loop<'e> {
     pub(super) events: &'e EventSink,
     pub(super) usage: RunUsage,
     pub(super) snapshots: Vec<RequestSnapshot>,
+    /// The per-message estimates of the run's requests so far.
+    pub(super) estimates: EstimateMemo,
     /// What the step decisions read and update.
     pub(super) step: StepState,
 }
@@ -109,6 +111,7 @@ impl Agent {
             events: &events,
             usage: RunUsage::default(),
             snapshots: Vec::new(),
+            estimates: EstimateMemo::default(),
             step: StepState::new(self.request_limit),
         };
         let outcome = self.drive(ctx, &mut lp, prompt, deferred_results).await;
@@ -313,7 +316,7 @@ impl Agent {
             .last_mut()
             .and_then(ModelMessage::as_request_mut)
         {
-            r.instructions = Some(instructions.clone());
+            r.instructions = Some(SharedText::interned(&instructions));
         }
         // c. wrap_model_request chain
         let mut outgoing = ctx.messages.clone();
@@ -326,8 +329,8 @@ impl Agent {
                 None => unreachable!("every slot is filled between hooks"),
             }
         }
-        let raw_tokens = TokenCounts::estimate(&instructions, &ctx.messages);
-        let compacted_tokens = TokenCounts::estimate(&instructions, &outgoing);
+        let raw_tokens = lp.estimates.estimate(&instructions, &ctx.messages);
+        let compacted_tokens = lp.estimates.estimate(&instructions, &outgoing);
         // The estimate's figures are those just made, with the tool schemas.
         let tokens = if self.counter.name() == ESTIMATE_NAME {
             TokenReport::estimated(

@@ -100,6 +100,7 @@ tag!(
 
 mod request;
 mod response;
+mod shared;
 
 pub use request::{
     BinaryContent, ModelRequest, ModelRequestPart, RetryContent, RetryPromptPart, SystemPromptPart,
@@ -108,6 +109,7 @@ pub use request::{
 pub use response::{
     ModelResponse, ModelResponsePart, RequestUsage, TextPart, ThinkingPart, ToolArgs, ToolCallPart,
 };
+pub use shared::SharedText;
 
 /// `tool_kind` pydantic-ai stamps on `load_capability` calls and returns.
 pub const CAPABILITY_LOAD_TOOL_KIND: &str = "capability-load";
@@ -181,6 +183,15 @@ impl From<ModelResponse> for ModelMessage {
 
 impl ModelMessage {
     /// The request, if this is one.
+    /// The message's allocation, shared by its copies: equal for two copies of one
+    /// message, different for messages that coexist apart.
+    pub fn identity(&self) -> usize {
+        match self {
+            ModelMessage::Request(a) => Arc::as_ptr(a) as *const () as usize,
+            ModelMessage::Response(a) => Arc::as_ptr(a) as *const () as usize,
+        }
+    }
+
     pub fn as_request(&self) -> Option<&ModelRequest> {
         match self {
             ModelMessage::Request(r) => Some(r),

@@ -17,7 +17,7 @@ pub struct ModelRequest {
     pub timestamp: Option<Timestamp>,
     /// The instructions sent with this request (not a part).
     #[serde(default)]
-    pub instructions: Option<String>,
+    pub instructions: Option<SharedText>,
     /// Always `"request"`.
     #[serde(default)]
     pub kind: RequestKind,
@@ -186,7 +186,7 @@ impl ModelRequest {
         Ok(ModelRequest {
             parts,
             timestamp: take::<Option<Timestamp>>(&mut map, "timestamp")?.flatten(),
-            instructions: take::<Option<String>>(&mut map, "instructions")?.flatten(),
+            instructions: take::<Option<SharedText>>(&mut map, "instructions")?.flatten(),
             kind: take::<RequestKind>(&mut map, "kind")?.unwrap_or_default(),
             run_id: take::<Option<String>>(&mut map, "run_id")?.flatten(),
             conversation_id: take::<Option<String>>(&mut map, "conversation_id")?.flatten(),
