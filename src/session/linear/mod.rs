@@ -250,6 +250,17 @@ pub(super) fn sent_message<'a>(
     }
 }
 
+/// The stored message a rewritten source was made from, when it is an edit of one.
+fn edit_base(requests: &[LinearRequest], src: Src) -> Option<usize> {
+    let Src::Sent { request, piece } = src else {
+        return None;
+    };
+    match requests.get(request)?.tail.get(piece)? {
+        Piece::Edit(e) => Some(e.base),
+        _ => None,
+    }
+}
+
 /// The sent list of request `n` (walking the changes from the first request).
 pub(super) fn sent_list(requests: &[LinearRequest], n: usize) -> SentList {
     let mut list = SentList::default();
@@ -300,6 +311,9 @@ pub struct Encoder {
     list: SentList,
     /// Token estimates of the committed messages, computed once per encoder.
     estimates: Option<Vec<usize>>,
+    /// The request this encoder encoded last: its sent list is `list`, message by
+    /// message, so a rewritten message need not be rebuilt from its edit to be compared.
+    last: Option<(Vec<ModelMessage>, Vec<ModelMessage>)>,
 }
 
 impl Encoder {
@@ -311,6 +325,7 @@ impl Encoder {
                 n => sent_list(requests, n - 1),
             },
             estimates: None,
+            last: None,
         }
     }
 
@@ -337,13 +352,26 @@ impl Encoder {
         // own history).
         let mut keep = 0;
         let mut cursor = 0;
+        let last = self.last.take();
         for src in self.list.each() {
             let Some(sent) = snap.compacted.get(keep) else {
                 break;
             };
+            // A rewritten message the request before sent, over the same stored message
+            // there and here, is that request's message again.
+            let as_last = |base: usize| {
+                let (raw, compacted) = last.as_ref()?;
+                let same_base = raw.get(base).is_some_and(|b| snap.raw.get(base) == Some(b));
+                same_base.then(|| compacted.get(keep) == Some(sent))
+            };
             let same = match src {
                 Src::Raw(j, _) => snap.raw.get(j) == Some(sent),
-                other => sent_message(requests, &snap.raw, tables, other).as_deref() == Some(sent),
+                other => match edit_base(requests, other).and_then(as_last) {
+                    Some(same) => same,
+                    None => {
+                        sent_message(requests, &snap.raw, tables, other).as_deref() == Some(sent)
+                    }
+                },
             };
             if !same {
                 break;
@@ -370,6 +398,7 @@ impl Encoder {
             tokens: snap.tokens.clone(),
         };
         self.list.apply(index, &r);
+        self.last = Some((snap.raw.clone(), snap.compacted.clone()));
         // The estimates are recomputed when read; kept only if the recorded ones differ.
         // The committed messages' estimates are shared by every request of the commit.
         let estimates = self
