@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::{RawValue, to_raw_value};
 
 use super::Tables;
 use crate::engine::messages::ModelMessage;
@@ -24,17 +25,29 @@ pub struct Edit {
     pub unset: Vec<String>,
 }
 
-/// One part of an edited message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One part of an edited message. New parts are kept as the JSON text they were
+/// written as, and read into a part only when the message is rebuilt.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PartSrc {
     /// The stored message's part at this index.
     Same(usize),
     /// A new part.
-    New(Value),
+    New(Box<RawValue>),
     /// A new part whose long `content` is text `.0` of the text table (a capsule is
     /// sent again with every request of a question, in a new part each time).
-    Text(usize, Value),
+    Text(usize, Box<RawValue>),
+}
+
+impl PartialEq for PartSrc {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (PartSrc::Same(a), PartSrc::Same(b)) => a == b,
+            (PartSrc::New(a), PartSrc::New(b)) => a.get() == b.get(),
+            (PartSrc::Text(t, a), PartSrc::Text(u, b)) => t == u && a.get() == b.get(),
+            _ => false,
+        }
+    }
 }
 
 /// Contents at least this long are kept once, in the text table.
@@ -43,22 +56,36 @@ const SHARED_TEXT: usize = 256;
 impl PartSrc {
     /// A part of the sent message the stored one does not have: its long content goes
     /// to the text table.
-    fn new_part(mut p: Value, tables: &mut Tables) -> PartSrc {
-        match p.get("content") {
+    fn new_part(mut p: Value, tables: &mut Tables) -> Option<PartSrc> {
+        Some(match p.get("content") {
             Some(Value::String(text)) if text.len() >= SHARED_TEXT => {
                 let at = tables.texts.index_of(text);
                 p["content"] = Value::Null;
-                PartSrc::Text(at, p)
+                PartSrc::Text(at, to_raw_value(&p).ok()?)
             }
-            _ => PartSrc::New(p),
+            _ => PartSrc::New(to_raw_value(&p).ok()?),
+        })
+    }
+
+    /// The part as JSON (for a message that is not read from typed parts).
+    fn value(&self, base_parts: &[Value], tables: &Tables) -> Value {
+        match self {
+            PartSrc::Same(k) => base_parts.get(*k).cloned().unwrap_or(Value::Null),
+            PartSrc::New(v) => serde_json::from_str(v.get()).unwrap_or(Value::Null),
+            PartSrc::Text(t, rest) => text_part(*t, rest, tables),
         }
     }
 }
 
 /// The part `rest` with text `t` of the table as its content.
-fn text_part(t: usize, rest: &Value, tables: &Tables) -> Value {
-    let mut p = rest.clone();
-    p["content"] = Value::String(tables.texts.get(t).unwrap_or_default().to_string());
+fn text_part(t: usize, rest: &RawValue, tables: &Tables) -> Value {
+    let mut p: Value = serde_json::from_str(rest.get()).unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut p {
+        m.insert(
+            "content".into(),
+            Value::String(tables.texts.get(t).unwrap_or_default().to_string()),
+        );
+    }
     p
 }
 
@@ -86,10 +113,10 @@ impl Edit {
             .and_then(Value::as_array)?
             .iter()
             .map(|p| match base_parts.iter().position(|q| q == p) {
-                Some(k) => PartSrc::Same(k),
+                Some(k) => Some(PartSrc::Same(k)),
                 None => PartSrc::new_part(p.clone(), tables),
             })
-            .collect();
+            .collect::<Option<Vec<_>>>()?;
         let set = s
             .iter()
             .filter(|(k, v)| k.as_str() != "parts" && b.get(*k) != Some(v))
@@ -141,7 +168,7 @@ impl Edit {
         for p in &s.parts {
             parts.push(match b.parts.iter().position(|q| q == p) {
                 Some(k) => PartSrc::Same(k),
-                None => PartSrc::new_part(serde_json::to_value(p).ok()?, tables),
+                None => PartSrc::new_part(serde_json::to_value(p).ok()?, tables)?,
             });
         }
         let edit = Edit {
@@ -166,7 +193,7 @@ impl Edit {
                 .iter()
                 .map(|p| match p {
                     PartSrc::Same(k) => b.parts.get(*k).cloned(),
-                    PartSrc::New(v) => serde_json::from_value(v.clone()).ok(),
+                    PartSrc::New(v) => serde_json::from_str(v.get()).ok(),
                     PartSrc::Text(t, rest) => {
                         serde_json::from_value(text_part(*t, rest, tables)).ok()
                     }
@@ -182,11 +209,7 @@ impl Edit {
         let parts: Vec<Value> = self
             .parts
             .iter()
-            .map(|p| match p {
-                PartSrc::Same(k) => base_parts.get(*k).cloned().unwrap_or(Value::Null),
-                PartSrc::New(v) => v.clone(),
-                PartSrc::Text(t, rest) => text_part(*t, rest, tables),
-            })
+            .map(|p| p.value(base_parts, tables))
             .collect();
         // Keys in the order the message has them.
         let mut out = serde_json::Map::new();

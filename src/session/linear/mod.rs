@@ -18,7 +18,6 @@
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
 
 use crate::engine::capability::ToolDef;
 use crate::engine::chat::{estimate_message_tokens, estimate_tokens};
@@ -114,15 +113,16 @@ impl Serialize for StoredRequest {
 
 impl<'de> Deserialize<'de> for StoredRequest {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = Value::deserialize(d)?;
-        if v.get("compacted").is_some() {
-            serde_json::from_value(v)
-                .map(|f| StoredRequest::Full(Box::new(f)))
-                .map_err(D::Error::custom)
-        } else {
-            serde_json::from_value(v)
-                .map(|l| StoredRequest::Linear(Box::new(l)))
-                .map_err(D::Error::custom)
+        // Read as text first and then as the form it is: the linear form, or a
+        // version-1 full copy (which has `compacted` and no `tail`); never as a JSON tree.
+        let raw = <Box<serde_json::value::RawValue>>::deserialize(d)?;
+        match serde_json::from_str::<LinearRequest>(raw.get()) {
+            Ok(l) => Ok(StoredRequest::Linear(Box::new(l))),
+            Err(linear) => match serde_json::from_str::<RequestSnapshot>(raw.get()) {
+                Ok(f) => Ok(StoredRequest::Full(Box::new(f))),
+                Err(full) if raw.get().contains("\"compacted\"") => Err(D::Error::custom(full)),
+                Err(_) => Err(D::Error::custom(linear)),
+            },
         }
     }
 }
