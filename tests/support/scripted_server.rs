@@ -270,6 +270,8 @@ struct Shared {
     model_id: String,
     served: Mutex<usize>,
     strict_tool_args: std::sync::atomic::AtomicBool,
+    /// Whether each chat request's body is kept for [`ScriptedServer::requests`].
+    keep_requests: std::sync::atomic::AtomicBool,
     responder: Mutex<Option<ResponderFn>>,
 }
 
@@ -311,6 +313,7 @@ impl ScriptedServer {
             model_id: "scripted-model".into(),
             served: Mutex::new(0),
             strict_tool_args: std::sync::atomic::AtomicBool::new(false),
+            keep_requests: std::sync::atomic::AtomicBool::new(true),
             responder: Mutex::new(None),
         });
         let app = Router::new()
@@ -346,6 +349,14 @@ impl ScriptedServer {
         self.shared
             .strict_tool_args
             .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Stops keeping the chat requests' bodies (a benchmark that sends thousands of long
+    /// histories reads none of them back; a real server keeps none either).
+    pub fn forget_requests(&self) {
+        self.shared
+            .keep_requests
+            .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Starts a server that answers every request with `respond(body)`.
@@ -443,18 +454,23 @@ async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     let wants_stream = body["stream"] == Value::Bool(true);
     let respond = shared.responder.lock().unwrap().clone();
     let responded = respond.map(|r| r(&body));
-    shared.requests.lock().unwrap().push(RecordedRequest {
-        body,
-        authorization: headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string),
-    });
-    if shared
+    let rejected = shared
         .strict_tool_args
         .load(std::sync::atomic::Ordering::SeqCst)
-        && has_invalid_tool_args(&shared.requests.lock().unwrap().last().unwrap().body)
+        && has_invalid_tool_args(&body);
+    if shared
+        .keep_requests
+        .load(std::sync::atomic::Ordering::SeqCst)
     {
+        shared.requests.lock().unwrap().push(RecordedRequest {
+            body,
+            authorization: headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
+        });
+    }
+    if rejected {
         return Response::builder()
             .status(500)
             .header(header::CONTENT_TYPE, "application/json")
