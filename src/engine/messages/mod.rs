@@ -182,7 +182,6 @@ impl From<ModelResponse> for ModelMessage {
 }
 
 impl ModelMessage {
-    /// The request, if this is one.
     /// The message's allocation, shared by its copies: equal for two copies of one
     /// message, different for messages that coexist apart.
     pub fn identity(&self) -> usize {
@@ -192,6 +191,7 @@ impl ModelMessage {
         }
     }
 
+    /// The request, if this is one.
     pub fn as_request(&self) -> Option<&ModelRequest> {
         match self {
             ModelMessage::Request(r) => Some(r),

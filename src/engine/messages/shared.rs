@@ -19,6 +19,7 @@ thread_local! {
 }
 
 impl SharedText {
+    /// The text.
     pub fn as_str(&self) -> &str {
         &self.0
     }
