@@ -29,8 +29,12 @@ pub struct TokenCounts {
 impl TokenCounts {
     /// Estimates `messages` sent with `instructions`.
     pub fn estimate(instructions: &str, messages: &[ModelMessage]) -> Self {
-        let per_message: Vec<usize> = messages.iter().map(estimate_message_tokens).collect();
-        let instructions = estimate_tokens(instructions);
+        let per_message = messages.iter().map(estimate_message_tokens).collect();
+        TokenCounts::of(estimate_tokens(instructions), per_message)
+    }
+
+    /// The counts of instructions of `instructions` tokens and messages of `per_message`.
+    pub fn of(instructions: usize, per_message: Vec<usize>) -> Self {
         TokenCounts {
             total: instructions + per_message.iter().sum::<usize>(),
             instructions,
@@ -57,12 +61,7 @@ impl EstimateMemo {
                     .1
             })
             .collect();
-        let instructions = estimate_tokens(instructions);
-        TokenCounts {
-            total: instructions + per_message.iter().sum::<usize>(),
-            instructions,
-            per_message,
-        }
+        TokenCounts::of(estimate_tokens(instructions), per_message)
     }
 }
 

@@ -11,7 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// An immutable text shared by its copies. Read from JSON, a text equal to the one read
 /// just before on the same thread is that one again (instructions repeat message after
 /// message), so a long history holds each distinct text once.
-#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct SharedText(Arc<str>);
 
 thread_local! {
@@ -19,11 +19,6 @@ thread_local! {
 }
 
 impl SharedText {
-    /// The text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
     /// `text`, sharing the text read (or interned) last on this thread when it is the
     /// same.
     pub fn interned(text: &str) -> Self {
@@ -48,39 +43,9 @@ impl Deref for SharedText {
     }
 }
 
-impl AsRef<str> for SharedText {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
 impl fmt::Debug for SharedText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&*self.0, f)
-    }
-}
-
-impl fmt::Display for SharedText {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl From<String> for SharedText {
-    fn from(s: String) -> Self {
-        SharedText(Arc::from(s))
-    }
-}
-
-impl From<&str> for SharedText {
-    fn from(s: &str) -> Self {
-        SharedText(Arc::from(s))
-    }
-}
-
-impl PartialEq<str> for SharedText {
-    fn eq(&self, other: &str) -> bool {
-        *self.0 == *other
     }
 }
 

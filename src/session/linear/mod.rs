@@ -423,13 +423,11 @@ impl Encoder {
             });
         }
         let instructions = estimate_tokens(&snap.instructions);
-        let counts = |per_message: Vec<usize>| TokenCounts {
-            total: instructions + per_message.iter().sum::<usize>(),
-            instructions,
-            per_message,
-        };
         let mut r = r;
-        let (raw_tokens, sent_tokens) = (counts(raw_per), counts(sent_per));
+        let (raw_tokens, sent_tokens) = (
+            TokenCounts::of(instructions, raw_per),
+            TokenCounts::of(instructions, sent_per),
+        );
         if raw_tokens != snap.raw_tokens {
             r.raw_tokens = Some(snap.raw_tokens.clone());
         }
