@@ -19,7 +19,6 @@ use std::sync::Arc;
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{Map, Value};
 
 /// Declares a zero-sized marker that serializes as one fixed string and only
 /// deserializes from it. Used for the `kind` / `part_kind` discriminators so they are
@@ -98,6 +97,7 @@ tag!(
     BinaryKind = "binary"
 );
 
+mod fields;
 mod request;
 mod response;
 mod shared;
@@ -227,13 +227,13 @@ impl Serialize for ModelMessage {
 
 impl<'de> Deserialize<'de> for ModelMessage {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let map = Map::<String, Value>::deserialize(deserializer)?;
-        match map.get("kind").and_then(Value::as_str) {
-            Some(RequestKind::VALUE) => ModelRequest::from_map(map)
+        let message = fields::MessageFields::deserialize(deserializer)?;
+        match message.rest.str("kind") {
+            Some(RequestKind::VALUE) => ModelRequest::from_fields(message)
                 .map(ModelMessage::from)
                 .map_err(D::Error::custom),
-            Some(ResponseKind::VALUE) => serde_json::from_value(Value::Object(map))
-                .map(|r: ModelResponse| ModelMessage::from(r))
+            Some(ResponseKind::VALUE) => ModelResponse::from_fields(message)
+                .map(ModelMessage::from)
                 .map_err(D::Error::custom),
             Some(other) => Err(D::Error::custom(format!(
                 "unknown message kind {other:?} (expected \"request\" or \"response\")"
@@ -242,6 +242,7 @@ impl<'de> Deserialize<'de> for ModelMessage {
         }
     }
 }
+
 /// Parses a JSON message list (pydantic-ai `ModelMessagesTypeAdapter.dump_json` output).
 pub fn messages_from_json(json: &str) -> serde_json::Result<Vec<ModelMessage>> {
     serde_json::from_str(json)
@@ -255,6 +256,7 @@ pub fn messages_to_json(messages: &[ModelMessage]) -> serde_json::Result<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     /// `data` is written with pydantic-ai's URL-safe alphabet; `data:` URLs get the
     /// standard one.
@@ -280,6 +282,87 @@ mod tests {
                 assert_eq!(r.extra["new_field"]["b"], Value::Bool(true));
             }
             ModelMessage::Response(_) => panic!("expected a request"),
+        }
+    }
+
+    /// Every part kind, unknown fields in their places, an unknown part kind with its
+    /// keys in their order, and a response carrying `instructions` (not one of its
+    /// fields): read field by field and written back, the text is the same.
+    #[test]
+    fn messages_read_field_by_field_are_written_back_unchanged() {
+        let json = concat!(
+            r#"[{"parts":[{"content":"sys","timestamp":"2026-01-01T00:00:00Z","dynamic_ref":null,"part_kind":"system-prompt"},"#,
+            r#"{"content":["look",{"data":"-_8=","media_type":"image/png","vendor_metadata":null,"kind":"binary","identifier":"abc"}],"timestamp":"2026-01-01T00:00:00Z","part_kind":"user-prompt","later":1},"#,
+            r#"{"tool_name":"t","content":{"rows":[1,2]},"tool_call_id":"c1","tool_kind":null,"metadata":{"k":"v"},"timestamp":"2026-01-01T00:00:00Z","outcome":"failed","part_kind":"tool-return"},"#,
+            r#"{"content":[{"type":"x","loc":["a"],"msg":"m","input":1}],"tool_name":"t","tool_call_id":"c2","timestamp":"2026-01-01T00:00:00Z","part_kind":"retry-prompt"},"#,
+            r#"{"zeta":1,"part_kind":"new-kind","alpha":{"b":2,"a":1}}],"#,
+            r#""timestamp":"2026-01-01T00:00:00Z","instructions":"Be brief.","kind":"request","run_id":"r","conversation_id":null,"metadata":null,"state":"complete","x_new":[1]},"#,
+            r#"{"parts":[{"content":"hm","id":null,"signature":"s","provider_name":null,"provider_details":null,"part_kind":"thinking"},"#,
+            r#"{"tool_name":"t","args":{"q":1},"tool_call_id":"c3","tool_kind":null,"id":"i","provider_name":null,"provider_details":{"a":1},"part_kind":"tool-call"},"#,
+            r#"{"content":"done","id":null,"provider_name":null,"provider_details":null,"part_kind":"text"}],"#,
+            r#""usage":{"input_tokens":3,"cache_write_tokens":0,"cache_read_tokens":0,"output_tokens":2,"input_audio_tokens":0,"cache_audio_read_tokens":0,"output_audio_tokens":0,"details":{}},"#,
+            r#""model_name":"m","timestamp":"2026-01-01T00:00:01Z","kind":"response","provider_name":"openai","provider_url":null,"provider_details":null,"#,
+            r#""provider_response_id":null,"finish_reason":"stop","run_id":"r","conversation_id":null,"metadata":null,"state":"complete","z":1,"instructions":"odd","y":2}]"#
+        );
+        let messages = messages_from_json(json).unwrap();
+        assert_eq!(messages_to_json(&messages).unwrap(), json);
+        let request = messages[0].as_request().unwrap();
+        assert!(matches!(request.parts[4], ModelRequestPart::Other(_)));
+        assert_eq!(request.instructions.as_deref(), Some("Be brief."));
+        assert!(matches!(
+            &request.parts[2],
+            ModelRequestPart::ToolReturn(t) if t.is_failed() && t.content["rows"][1] == 2
+        ));
+        let response = messages[1].as_response().unwrap();
+        assert_eq!(response.extra["instructions"], "odd");
+        assert_eq!(response.usage.input_tokens, 3);
+        // A part read on its own goes through the same reader.
+        let part: ModelResponsePart = serde_json::from_str(
+            r#"{"tool_name":"t","args":"{}","tool_call_id":"c","part_kind":"tool-call"}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(part, ModelResponsePart::ToolCall(c) if c.args == Some(ToolArgs::Json("{}".into())))
+        );
+    }
+
+    /// What the derived readers refused is refused, with their reasons.
+    #[test]
+    fn malformed_messages_are_refused_with_the_reason() {
+        for (json, reason) in [
+            (r#"[{"kind":"request"}]"#, "missing field `parts`"),
+            (r#"[{"parts":[]}]"#, r#"message has no "kind""#),
+            (
+                r#"[{"parts":[{"content":"x"}],"kind":"request"}]"#,
+                r#"request part has no "part_kind""#,
+            ),
+            (
+                r#"[{"parts":[{"content":"x"}],"kind":"response"}]"#,
+                r#"response part has no "part_kind""#,
+            ),
+            (
+                r#"[{"parts":[{"tool_name":5,"content":"x","tool_call_id":"c","part_kind":"tool-return"}],"kind":"request"}]"#,
+                "invalid type: integer `5`, expected a string",
+            ),
+            (
+                r#"[{"parts":[{"content":"x","part_kind":"tool-return","tool_call_id":"c"}],"kind":"request"}]"#,
+                "missing field `tool_name`",
+            ),
+            (
+                r#"[{"parts":[{"content":"x","timestamp":null,"part_kind":"user-prompt"}],"kind":"request"}]"#,
+                "invalid type: null, expected a string",
+            ),
+            (
+                r#"[{"parts":"x","kind":"request"}]"#,
+                "invalid type: string",
+            ),
+            (
+                r#"[{"parts":[],"usage":null,"kind":"response"}]"#,
+                "invalid type: null",
+            ),
+        ] {
+            let err = messages_from_json(json).expect_err(json).to_string();
+            assert!(err.contains(reason), "{json}: {err}");
         }
     }
 

@@ -5,6 +5,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use super::fields::{Fields, MessageFields};
 use super::*;
 
 /// A request to the model (pydantic-ai `ModelRequest`).
@@ -106,31 +107,28 @@ impl Serialize for ModelRequestPart {
 
 impl<'de> Deserialize<'de> for ModelRequestPart {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let map = Map::<String, Value>::deserialize(deserializer)?;
-        ModelRequestPart::from_map(map).map_err(D::Error::custom)
+        ModelRequestPart::from_fields(Fields::deserialize(deserializer)?).map_err(D::Error::custom)
     }
 }
 
 impl ModelRequestPart {
-    /// Reads a part from its JSON object. A tool return (where a long history's bulk is)
-    /// is read by moving its values out of the object; the other parts go through their
-    /// derived readers.
-    fn from_map(map: Map<String, Value>) -> serde_json::Result<Self> {
-        let kind = map.get("part_kind").and_then(Value::as_str);
-        Ok(match kind {
+    /// Reads a part from its fields. Tool returns and user prompts (a long history's
+    /// bulk) are taken field by field; the rarer kinds go through their derived readers.
+    pub(super) fn from_fields(fields: Fields) -> serde_json::Result<Self> {
+        Ok(match fields.str("part_kind") {
             Some(ToolReturnKind::VALUE) => {
-                ModelRequestPart::ToolReturn(ToolReturnPart::from_map(map)?)
-            }
-            Some(SystemPromptKind::VALUE) => {
-                ModelRequestPart::SystemPrompt(serde_json::from_value(Value::Object(map))?)
+                ModelRequestPart::ToolReturn(ToolReturnPart::from_fields(fields)?)
             }
             Some(UserPromptKind::VALUE) => {
-                ModelRequestPart::UserPrompt(serde_json::from_value(Value::Object(map))?)
+                ModelRequestPart::UserPrompt(UserPromptPart::from_fields(fields)?)
             }
-            Some(RetryPromptKind::VALUE) => {
-                ModelRequestPart::RetryPrompt(serde_json::from_value(Value::Object(map))?)
-            }
-            Some(_) => ModelRequestPart::Other(map),
+            Some(SystemPromptKind::VALUE) => ModelRequestPart::SystemPrompt(
+                serde_json::from_value(Value::Object(fields.into_map()))?,
+            ),
+            Some(RetryPromptKind::VALUE) => ModelRequestPart::RetryPrompt(serde_json::from_value(
+                Value::Object(fields.into_map()),
+            )?),
+            Some(_) => ModelRequestPart::Other(fields.into_map()),
             None => {
                 return Err(serde_json::Error::custom(
                     "request part has no \"part_kind\"",
@@ -140,72 +138,28 @@ impl ModelRequestPart {
     }
 }
 
-/// Takes `key` out of `map` and reads it as `T`; `None` when it is absent. The keys left
-/// keep their order (they become the value's `extra`).
-fn take<T: serde::de::DeserializeOwned>(
-    map: &mut Map<String, Value>,
-    key: &'static str,
-) -> serde_json::Result<Option<T>> {
-    match map.shift_remove(key) {
-        Some(v) => serde_json::from_value(v).map(Some),
-        None => Ok(None),
-    }
-}
-
-/// [`take`] for a field the derived reader requires.
-fn required<T: serde::de::DeserializeOwned>(
-    map: &mut Map<String, Value>,
-    key: &'static str,
-) -> serde_json::Result<T> {
-    take(map, key)?.ok_or_else(|| serde_json::Error::missing_field(key))
-}
-
 impl ModelRequest {
-    /// Reads a request from its JSON object as the derived reader would, moving the
-    /// values out of the object (a long history is read once, not rebuilt per layer).
-    pub(super) fn from_map(mut map: Map<String, Value>) -> serde_json::Result<Self> {
-        let parts = match map.shift_remove("parts") {
-            Some(Value::Array(items)) => items
-                .into_iter()
-                .map(|item| match item {
-                    Value::Object(m) => ModelRequestPart::from_map(m),
-                    other => Err(serde_json::Error::custom(format!(
-                        "invalid type: {}, expected a request part object",
-                        kind_of(&other)
-                    ))),
-                })
-                .collect::<serde_json::Result<Vec<_>>>()?,
-            Some(other) => {
-                return Err(serde_json::Error::custom(format!(
-                    "invalid type: {}, expected a list of parts",
-                    kind_of(&other)
-                )));
-            }
-            None => return Err(serde_json::Error::missing_field("parts")),
-        };
+    /// Reads a request from its fields as the derived reader would.
+    pub(super) fn from_fields(message: MessageFields) -> serde_json::Result<Self> {
+        let parts = message
+            .parts
+            .ok_or_else(|| serde_json::Error::missing_field("parts"))?
+            .into_iter()
+            .map(ModelRequestPart::from_fields)
+            .collect::<serde_json::Result<Vec<_>>>()?;
+        let instructions = message.instructions.flatten();
+        let mut f = message.rest;
         Ok(ModelRequest {
             parts,
-            timestamp: take::<Option<Timestamp>>(&mut map, "timestamp")?.flatten(),
-            instructions: take::<Option<SharedText>>(&mut map, "instructions")?.flatten(),
-            kind: take::<RequestKind>(&mut map, "kind")?.unwrap_or_default(),
-            run_id: take::<Option<String>>(&mut map, "run_id")?.flatten(),
-            conversation_id: take::<Option<String>>(&mut map, "conversation_id")?.flatten(),
-            metadata: take::<Option<Value>>(&mut map, "metadata")?.flatten(),
-            state: take(&mut map, "state")?.unwrap_or_else(complete),
-            extra: map,
+            timestamp: f.optional("timestamp")?,
+            instructions,
+            kind: f.take("kind")?.unwrap_or_default(),
+            run_id: f.optional("run_id")?,
+            conversation_id: f.optional("conversation_id")?,
+            metadata: f.optional("metadata")?,
+            state: f.take("state")?.unwrap_or_else(complete),
+            extra: f.into_map(),
         })
-    }
-}
-
-/// A JSON value's kind, for errors.
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
     }
 }
 
@@ -258,6 +212,16 @@ pub struct UserPromptPart {
 }
 
 impl UserPromptPart {
+    /// Reads a user prompt from its fields as the derived reader would.
+    fn from_fields(mut f: Fields) -> serde_json::Result<Self> {
+        Ok(UserPromptPart {
+            content: f.required("content")?,
+            timestamp: f.take("timestamp")?.unwrap_or_default(),
+            part_kind: f.take("part_kind")?.unwrap_or_default(),
+            extra: f.into_map(),
+        })
+    }
+
     /// A user prompt stamped now.
     pub fn new(content: impl Into<UserContentValue>) -> Self {
         UserPromptPart {
@@ -421,21 +385,18 @@ pub struct ToolReturnPart {
 }
 
 impl ToolReturnPart {
-    /// Reads a tool return from its JSON object as the derived reader would, the content
-    /// moved rather than copied.
-    fn from_map(mut map: Map<String, Value>) -> serde_json::Result<Self> {
+    /// Reads a tool return from its fields as the derived reader would.
+    fn from_fields(mut f: Fields) -> serde_json::Result<Self> {
         Ok(ToolReturnPart {
-            tool_name: required(&mut map, "tool_name")?,
-            content: map
-                .shift_remove("content")
-                .ok_or_else(|| serde_json::Error::missing_field("content"))?,
-            tool_call_id: required(&mut map, "tool_call_id")?,
-            tool_kind: take::<Option<String>>(&mut map, "tool_kind")?.flatten(),
-            metadata: take::<Option<Value>>(&mut map, "metadata")?.flatten(),
-            timestamp: take(&mut map, "timestamp")?.unwrap_or_default(),
-            outcome: take(&mut map, "outcome")?.unwrap_or_else(success),
-            part_kind: take::<ToolReturnKind>(&mut map, "part_kind")?.unwrap_or_default(),
-            extra: map,
+            tool_name: f.required("tool_name")?,
+            content: f.required("content")?,
+            tool_call_id: f.required("tool_call_id")?,
+            tool_kind: f.optional("tool_kind")?,
+            metadata: f.optional("metadata")?,
+            timestamp: f.take("timestamp")?.unwrap_or_default(),
+            outcome: f.take("outcome")?.unwrap_or_else(success),
+            part_kind: f.take("part_kind")?.unwrap_or_default(),
+            extra: f.into_map(),
         })
     }
 

@@ -5,6 +5,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use super::fields::{Fields, MessageFields};
 use super::*;
 
 /// A response from the model (pydantic-ai `ModelResponse`).
@@ -174,29 +175,80 @@ impl Serialize for ModelResponsePart {
 
 impl<'de> Deserialize<'de> for ModelResponsePart {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let map = Map::<String, Value>::deserialize(deserializer)?;
-        let kind = map
-            .get("part_kind")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let value = Value::Object(map);
-        let part = match kind.as_deref() {
-            Some(TextKind::VALUE) => {
-                ModelResponsePart::Text(serde_json::from_value(value).map_err(D::Error::custom)?)
+        ModelResponsePart::from_fields(Fields::deserialize(deserializer)?).map_err(D::Error::custom)
+    }
+}
+
+impl ModelResponsePart {
+    /// Reads a part from its fields as the derived readers would.
+    pub(super) fn from_fields(mut f: Fields) -> serde_json::Result<Self> {
+        Ok(match f.str("part_kind") {
+            Some(TextKind::VALUE) => ModelResponsePart::Text(TextPart {
+                content: f.required("content")?,
+                id: f.optional("id")?,
+                provider_name: f.optional("provider_name")?,
+                provider_details: f.optional("provider_details")?,
+                part_kind: f.take("part_kind")?.unwrap_or_default(),
+                extra: f.into_map(),
+            }),
+            Some(ToolCallKind::VALUE) => ModelResponsePart::ToolCall(ToolCallPart {
+                tool_name: f.required("tool_name")?,
+                args: f.optional("args")?,
+                tool_call_id: f.required("tool_call_id")?,
+                tool_kind: f.optional("tool_kind")?,
+                id: f.optional("id")?,
+                provider_name: f.optional("provider_name")?,
+                provider_details: f.optional("provider_details")?,
+                part_kind: f.take("part_kind")?.unwrap_or_default(),
+                extra: f.into_map(),
+            }),
+            Some(ThinkingKind::VALUE) => ModelResponsePart::Thinking(ThinkingPart {
+                content: f.required("content")?,
+                id: f.optional("id")?,
+                signature: f.optional("signature")?,
+                provider_name: f.optional("provider_name")?,
+                provider_details: f.optional("provider_details")?,
+                part_kind: f.take("part_kind")?.unwrap_or_default(),
+                extra: f.into_map(),
+            }),
+            Some(_) => ModelResponsePart::Other(f.into_map()),
+            None => {
+                return Err(serde_json::Error::custom(
+                    "response part has no \"part_kind\"",
+                ));
             }
-            Some(ToolCallKind::VALUE) => ModelResponsePart::ToolCall(
-                serde_json::from_value(value).map_err(D::Error::custom)?,
-            ),
-            Some(ThinkingKind::VALUE) => ModelResponsePart::Thinking(
-                serde_json::from_value(value).map_err(D::Error::custom)?,
-            ),
-            Some(_) => match value {
-                Value::Object(m) => ModelResponsePart::Other(m),
-                _ => unreachable!("built from a map"),
-            },
-            None => return Err(D::Error::custom("response part has no \"part_kind\"")),
-        };
-        Ok(part)
+        })
+    }
+}
+
+impl ModelResponse {
+    /// Reads a response from its fields as the derived reader would.
+    pub(super) fn from_fields(mut message: MessageFields) -> serde_json::Result<Self> {
+        let parts = message
+            .parts
+            .take()
+            .ok_or_else(|| serde_json::Error::missing_field("parts"))?
+            .into_iter()
+            .map(ModelResponsePart::from_fields)
+            .collect::<serde_json::Result<Vec<_>>>()?;
+        let mut f = message.rest_with_instructions();
+        Ok(ModelResponse {
+            parts,
+            usage: f.take("usage")?.unwrap_or_default(),
+            model_name: f.optional("model_name")?,
+            timestamp: f.take("timestamp")?.unwrap_or_default(),
+            kind: f.take("kind")?.unwrap_or_default(),
+            provider_name: f.optional("provider_name")?,
+            provider_url: f.optional("provider_url")?,
+            provider_details: f.optional("provider_details")?,
+            provider_response_id: f.optional("provider_response_id")?,
+            finish_reason: f.optional("finish_reason")?,
+            run_id: f.optional("run_id")?,
+            conversation_id: f.optional("conversation_id")?,
+            metadata: f.optional("metadata")?,
+            state: f.take("state")?.unwrap_or_else(complete),
+            extra: f.into_map(),
+        })
     }
 }
 

@@ -95,7 +95,7 @@ mod tests {
             serde_json::to_string(&texts[0]).unwrap(),
             r#""Answer from the base.""#
         );
-        // Read from a JSON value too (the message reader takes fields out of a map).
+        // Read from a JSON value too.
         let v: SharedText = serde_json::from_value(serde_json::json!("Other.")).unwrap();
         assert!(Arc::ptr_eq(&v.0, &texts[3].0));
     }
