@@ -16,7 +16,9 @@
 //! its [`CapsuleKey`]: the first request of a question builds it, every later request of
 //! the question (after a search, a code run, a retry) checks the key and reuses it. The
 //! "capsule kept" figure is that per-request path; haiku.rag rebuilds the capsule on
-//! every request, so its figure is the same 704 µs either way.
+//! every request, so its figure is the same 704 µs either way. The hook also keeps the
+//! run's rewrites ([`Rewrites`]), which a later request of the run takes as they are;
+//! every figure here starts without them, as a run's first request does.
 //!
 //! `cargo bench --bench compaction`
 
@@ -24,8 +26,8 @@ use std::path::Path;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use groundwork::capabilities::compaction::{
-    CapsuleKey, EvidenceView, build_capsule, compact_history, compact_history_owned, owned_tools,
-    question_in_progress, require_records,
+    CapsuleKey, EvidenceView, Rewrites, build_capsule, compact_history, compact_history_owned,
+    owned_tools, question_in_progress, require_records,
 };
 use groundwork::capabilities::state::{EvidenceState, StateKind};
 use groundwork::session::Session;
@@ -47,7 +49,14 @@ fn compaction(c: &mut Criterion) {
                     require_records(&views, &outgoing, boundary).unwrap();
                     let owned = owned_tools(&views);
                     let capsule = build_capsule(&views).unwrap();
-                    compact_history_owned(outgoing, boundary, &owned, &capsule.text, &[])
+                    compact_history_owned(
+                        outgoing,
+                        &mut Rewrites::default(),
+                        boundary,
+                        &owned,
+                        &capsule.text,
+                        &[],
+                    )
                 },
                 BatchSize::LargeInput,
             )
@@ -68,7 +77,14 @@ fn compaction(c: &mut Criterion) {
                     require_records(&views, &outgoing, boundary).unwrap();
                     let owned = owned_tools(&views);
                     assert!(kept.0.holds_for(&views));
-                    compact_history_owned(outgoing, boundary, &owned, &kept.1, &[])
+                    compact_history_owned(
+                        outgoing,
+                        &mut Rewrites::default(),
+                        boundary,
+                        &owned,
+                        &kept.1,
+                        &[],
+                    )
                 },
                 BatchSize::LargeInput,
             )
@@ -99,7 +115,16 @@ fn compaction(c: &mut Criterion) {
         |b| {
             b.iter_batched(
                 || messages.clone(),
-                |outgoing| compact_history_owned(outgoing, 350, &owned, &capsule.text, &[]),
+                |outgoing| {
+                    compact_history_owned(
+                        outgoing,
+                        &mut Rewrites::default(),
+                        350,
+                        &owned,
+                        &capsule.text,
+                        &[],
+                    )
+                },
                 BatchSize::LargeInput,
             )
         },

@@ -61,6 +61,7 @@ struct Built {
 #[derive(Debug, Default)]
 pub struct CompactorRun {
     cache: Option<Built>,
+    rewrites: super::Rewrites,
 }
 
 /// A picture to fetch: its owner's connection, document and ref.
@@ -170,6 +171,7 @@ impl CapabilityRun for CompactorRun {
             let built = self.cache.as_ref().expect("built above");
             Ok(compact_history_owned(
                 outgoing,
+                &mut self.rewrites,
                 boundary,
                 &owned,
                 &built.text,

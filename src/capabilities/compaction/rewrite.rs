@@ -66,6 +66,7 @@ pub fn compact_history<S: AsRef<str>>(
 ) -> Vec<ModelMessage> {
     compact_history_owned(
         messages.to_vec(),
+        &mut Rewrites::default(),
         boundary,
         owned_tool_names,
         capsule_text,
@@ -109,6 +110,19 @@ fn strips_to_nothing(part: &ModelRequestPart) -> bool {
     true
 }
 
+/// The rewrites of one run's requests, by the message each was made from. A message
+/// before the boundary that does not carry the capsule is rewritten the same way for
+/// every request (its receipts and stripped pictures depend on it and the owned tools
+/// only), so the run's later requests take the rewrite made for the first: the same
+/// message, which what follows knows by identity (the estimate's memory, the wire body's
+/// and the session encoder's comparisons). Holds the messages it was made from, so no
+/// other message takes their addresses, and only those of the latest request.
+#[derive(Debug, Default)]
+pub struct Rewrites {
+    owned: Vec<String>,
+    by_source: std::collections::HashMap<usize, (ModelMessage, ModelMessage)>,
+}
+
 /// Rewrites the outgoing `messages` for the wire (§8.3), in place: below `boundary`,
 /// every owned tool return becomes the receipt, except the carrier (the newest one),
 /// which gets the capsule when it is non-empty; our pictures are stripped from user
@@ -117,6 +131,7 @@ fn strips_to_nothing(part: &ModelRequestPart) -> bool {
 /// stripping would leave without parts is kept as it was.
 pub fn compact_history_owned<S: AsRef<str>>(
     mut messages: Vec<ModelMessage>,
+    rewrites: &mut Rewrites,
     boundary: usize,
     owned_tool_names: &[S],
     capsule_text: &str,
@@ -126,7 +141,21 @@ pub fn compact_history_owned<S: AsRef<str>>(
         return messages;
     }
     let carrier = find_carrier(&messages, boundary, owned_tool_names);
+    if !rewrites
+        .owned
+        .iter()
+        .map(String::as_str)
+        .eq(owned_tool_names.iter().map(AsRef::as_ref))
+    {
+        rewrites.owned = owned_tool_names
+            .iter()
+            .map(|s| s.as_ref().to_string())
+            .collect();
+        rewrites.by_source.clear();
+    }
+    let mut earlier = std::mem::take(&mut rewrites.by_source);
     for (index, message) in messages.iter_mut().enumerate().take(boundary) {
+        let identity = message.identity();
         let ModelMessage::Request(request) = message else {
             continue;
         };
@@ -139,6 +168,12 @@ pub fn compact_history_owned<S: AsRef<str>>(
         if !touched || (!adds_images && request.parts.iter().all(strips_to_nothing)) {
             // Nothing to rewrite (the message stays shared), or a request stripping would
             // leave with no parts, which is not a message: keep the original.
+            continue;
+        }
+        let same_every_time = !adds_images && carrier.is_none_or(|(at, _)| at != index);
+        if same_every_time && let Some(done) = earlier.remove(&identity) {
+            *message = done.1.clone();
+            rewrites.by_source.insert(identity, done);
             continue;
         }
         // The rewritten request is built from the parts it keeps: the evidence a receipt
@@ -178,7 +213,15 @@ pub fn compact_history_owned<S: AsRef<str>>(
                 capsule_images.to_vec(),
             )));
         }
-        *message = ModelMessage::from(request.with_parts(parts));
+        let rewritten = ModelMessage::from(request.with_parts(parts));
+        if same_every_time {
+            let source = std::mem::replace(message, rewritten.clone());
+            rewrites
+                .by_source
+                .insert(source.identity(), (source, rewritten));
+        } else {
+            *message = rewritten;
+        }
     }
     messages
 }
