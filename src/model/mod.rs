@@ -60,13 +60,15 @@ use error::{
 use serde_json::value::RawValue;
 use stream::StreamAccumulator;
 use transport::{PROBE, Probe, Transport};
-use wire::{ChatChunk, ChatCompletion, build_request_body};
+use wire::{ChatChunk, ChatCompletion, WireMemo};
 
 /// A client for an OpenAI-compatible chat-completions endpoint.
 #[derive(Clone)]
 pub struct OpenAiModel {
     client: Client<OpenAIConfig>,
     config: ModelConfig,
+    /// The latest request's messages as written (shared by the copies).
+    written: Arc<std::sync::Mutex<WireMemo>>,
 }
 
 impl std::fmt::Debug for OpenAiModel {
@@ -95,7 +97,11 @@ impl OpenAiModel {
             .with_api_base(config.base_url.trim_end_matches('/'))
             .with_api_key(config.api_key.as_ref().map_or("", |k| k.expose()));
         let client = Client::with_config(openai).with_http_service(Transport::new(http));
-        Ok(OpenAiModel { client, config })
+        Ok(OpenAiModel {
+            client,
+            config,
+            written: Arc::default(),
+        })
     }
 
     fn url(&self) -> String {
@@ -433,7 +439,11 @@ impl ChatModel for OpenAiModel {
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(async move {
             // Written once, sent as is by every attempt.
-            let body = serde_json::value::to_raw_value(&build_request_body(&self.config, params))
+            let body = self
+                .written
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .body(&self.config, params)
                 .map_err(|e| ModelError::Setup(format!("cannot write the request: {e}")))?;
             let total = async {
                 match self.config.total_timeout_secs {

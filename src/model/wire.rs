@@ -10,6 +10,7 @@
 
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::config::ModelConfig;
@@ -21,31 +22,96 @@ use crate::engine::messages::{
 };
 use crate::engine::prompts;
 
-/// The chat-completions JSON body for `params`: `model`, `messages`, `tools` when any,
-/// `max_tokens` when configured, and `stream` with usage when streaming. It borrows the
-/// messages and is written straight from them (a long history is not copied into a JSON
-/// tree first).
-pub(super) fn build_request_body<'a>(
-    config: &'a ModelConfig,
-    params: ModelRequestParams<'a>,
-) -> RequestBody<'a> {
-    RequestBody { config, params }
+/// The chat-completions JSON body for `params` (see [`WireMemo::body`]), its messages
+/// written afresh.
+#[cfg(test)]
+pub(super) fn build_request_body(
+    config: &ModelConfig,
+    params: ModelRequestParams<'_>,
+) -> serde_json::Result<Box<RawValue>> {
+    WireMemo::default().body(config, params)
 }
 
-/// See [`build_request_body`].
-pub(super) struct RequestBody<'a> {
+/// A message's wire messages (none, one, or one per part), each as JSON text.
+type Written = std::sync::Arc<[Box<RawValue>]>;
+
+/// The wire form of the messages of a model's latest request, by message. A request's
+/// history is mostly the one the request before sent (the same messages, compaction's
+/// rewrites included), so each of a run's later requests writes only what is new.
+/// Holds the messages it wrote, so no other message takes their addresses, and only
+/// those of the latest request.
+#[derive(Default)]
+pub(super) struct WireMemo {
+    by_message: std::collections::HashMap<usize, (ModelMessage, Written)>,
+}
+
+impl WireMemo {
+    /// The chat-completions JSON body for `params`: `model`, `messages`, `tools` when
+    /// any, `max_tokens` when configured, and `stream` with usage when streaming. Written
+    /// straight from the borrowed messages (a long history is not copied into a JSON tree
+    /// first), a message this memo holds from the request before taken as written then.
+    pub(super) fn body(
+        &mut self,
+        config: &ModelConfig,
+        params: ModelRequestParams<'_>,
+    ) -> serde_json::Result<Box<RawValue>> {
+        let mut earlier = std::mem::take(&mut self.by_message);
+        let mut written = Vec::with_capacity(params.messages.len());
+        for message in params.messages {
+            let identity = message.identity();
+            let entry = match earlier.remove(&identity) {
+                Some(entry) => entry,
+                None => (message.clone(), wire_messages(message)?.into()),
+            };
+            written.push(entry.1.clone());
+            self.by_message.insert(identity, entry);
+        }
+        serde_json::value::to_raw_value(&RequestBody {
+            config,
+            instructions: params.instructions,
+            messages: &written,
+            tools: params.tools,
+        })
+    }
+}
+
+/// A message's wire messages: one per request part (parts of an unknown kind are not
+/// sent), or the response's assistant message.
+fn wire_messages(message: &ModelMessage) -> serde_json::Result<Vec<Box<RawValue>>> {
+    use serde_json::value::to_raw_value;
+    match message {
+        ModelMessage::Request(request) => request
+            .parts
+            .iter()
+            .filter(|part| match part {
+                ModelRequestPart::Other(m) => {
+                    tracing::debug!(part_kind = ?m.get("part_kind"), "request part not sent: unknown kind");
+                    false
+                }
+                _ => true,
+            })
+            .map(|part| to_raw_value(&WirePart(part)))
+            .collect(),
+        ModelMessage::Response(response) => Ok(vec![to_raw_value(&WireResponse(response))?]),
+    }
+}
+
+/// See [`WireMemo::body`].
+struct RequestBody<'a> {
     config: &'a ModelConfig,
-    params: ModelRequestParams<'a>,
+    instructions: &'a str,
+    messages: &'a [Written],
+    tools: &'a [ToolDef],
 }
 
 impl Serialize for RequestBody<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let (config, params) = (self.config, &self.params);
+        let config = self.config;
         let mut body = s.serialize_map(None)?;
         body.serialize_entry("model", &config.model)?;
-        body.serialize_entry("messages", &WireMessages(params))?;
-        if !params.tools.is_empty() {
-            let tools: Vec<_> = params.tools.iter().map(WireTool).collect();
+        body.serialize_entry("messages", &WireMessages(self))?;
+        if !self.tools.is_empty() {
+            let tools: Vec<_> = self.tools.iter().map(WireTool).collect();
             body.serialize_entry("tools", &tools)?;
         }
         if let Some(n) = config.max_tokens {
@@ -80,31 +146,19 @@ impl Serialize for WireTool<'_> {
     }
 }
 
-/// The instructions as a leading system message, then every part and response.
-struct WireMessages<'p, 'a>(&'p ModelRequestParams<'a>);
+/// The instructions as a leading system message, then every message's wire messages.
+struct WireMessages<'p, 'a>(&'p RequestBody<'a>);
 
 impl Serialize for WireMessages<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let params = self.0;
+        let body = self.0;
         let mut seq = s.serialize_seq(None)?;
-        if !params.instructions.trim().is_empty() {
-            seq.serialize_element(&Role("system", params.instructions))?;
+        if !body.instructions.trim().is_empty() {
+            seq.serialize_element(&Role("system", body.instructions))?;
         }
-        for message in params.messages {
-            match message {
-                ModelMessage::Request(request) => {
-                    for part in &request.parts {
-                        match part {
-                            ModelRequestPart::Other(m) => {
-                                tracing::debug!(part_kind = ?m.get("part_kind"), "request part not sent: unknown kind");
-                            }
-                            part => seq.serialize_element(&WirePart(part))?,
-                        }
-                    }
-                }
-                ModelMessage::Response(response) => {
-                    seq.serialize_element(&WireResponse(response))?
-                }
+        for written in body.messages {
+            for one in written.iter() {
+                seq.serialize_element(one)?;
             }
         }
         seq.end()
@@ -418,7 +472,7 @@ mod tests {
     };
 
     fn body_value(config: &ModelConfig, params: ModelRequestParams<'_>) -> Value {
-        serde_json::to_value(build_request_body(config, params)).unwrap()
+        serde_json::from_str(build_request_body(config, params).unwrap().get()).unwrap()
     }
 
     #[test]
@@ -477,6 +531,48 @@ mod tests {
         assert!(body.get("max_tokens").is_none());
     }
 
+    /// A later request takes the messages the one before wrote and writes the others:
+    /// its body is the one written afresh, and only the latest request's messages are
+    /// kept.
+    #[test]
+    fn a_later_request_writes_only_its_new_messages() {
+        let config = ModelConfig::default();
+        let question = ModelMessage::from(ModelRequest::user("first"));
+        let call = ModelMessage::from(ModelResponse::new(vec![ModelResponsePart::ToolCall(
+            ToolCallPart::new("search", r#"{"q":"x"}"#, "c1"),
+        )]));
+        let mut history = vec![question.clone(), call];
+        let mut memo = WireMemo::default();
+        fn params(messages: &[ModelMessage]) -> ModelRequestParams<'_> {
+            ModelRequestParams {
+                instructions: "be brief",
+                messages,
+                tools: &[],
+            }
+        }
+        let first = memo.body(&config, params(&history)).unwrap();
+        assert_eq!(
+            first.get(),
+            build_request_body(&config, params(&history)).unwrap().get()
+        );
+        history.push(ModelMessage::from(ModelRequest::new(vec![
+            ModelRequestPart::ToolReturn(ToolReturnPart::new("search", json!("hits"), "c1")),
+        ])));
+        // The question changed in place (a new message with other content).
+        history[0] = ModelMessage::from(ModelRequest::user("first, reworded"));
+        let second = memo.body(&config, params(&history)).unwrap();
+        assert_eq!(
+            second.get(),
+            build_request_body(&config, params(&history)).unwrap().get()
+        );
+        assert!(
+            second.get().contains("first, reworded")
+                && second.get().contains(r#""content":"hits""#)
+        );
+        assert_eq!(memo.by_message.len(), 3);
+        assert!(!memo.by_message.contains_key(&question.identity()));
+    }
+
     #[test]
     fn the_body_is_written_in_wire_order() {
         let messages = vec![
@@ -513,7 +609,10 @@ mod tests {
             messages: &messages,
             tools: &tools,
         };
-        let text = serde_json::to_string(&build_request_body(&config, params)).unwrap();
+        let text = build_request_body(&config, params)
+            .unwrap()
+            .get()
+            .to_string();
         assert_eq!(
             text,
             concat!(
