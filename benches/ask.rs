@@ -132,7 +132,7 @@ fn ask(c: &mut Criterion) {
             ScriptedServer::start(Vec::new()).await,
         )
     });
-    // The bench reads no request back: the server parses each body and keeps none.
+    // The bench reads no request back: the server reads each body through and keeps none.
     server.forget_requests();
     let mut b = Bench {
         home: home.path().to_path_buf(),

@@ -352,7 +352,9 @@ impl ScriptedServer {
     }
 
     /// Stops keeping the chat requests' bodies (a benchmark that sends thousands of long
-    /// histories reads none of them back; a real server keeps none either).
+    /// histories reads none of them back; a real server keeps none either). Without a
+    /// responder or the tool-argument check, a body is then only read through for its
+    /// `stream` flag, not built as a JSON tree.
     pub fn forget_requests(&self) {
         self.shared
             .keep_requests
@@ -450,18 +452,29 @@ async fn embeddings(State(shared): State<Arc<Shared>>, body: Bytes) -> Response 
 }
 
 async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let wants_stream = body["stream"] == Value::Bool(true);
     let respond = shared.responder.lock().unwrap().clone();
-    let responded = respond.map(|r| r(&body));
-    let rejected = shared
-        .strict_tool_args
-        .load(std::sync::atomic::Ordering::SeqCst)
-        && has_invalid_tool_args(&body);
-    if shared
+    let keep = shared
         .keep_requests
-        .load(std::sync::atomic::Ordering::SeqCst)
-    {
+        .load(std::sync::atomic::Ordering::SeqCst);
+    let strict = shared
+        .strict_tool_args
+        .load(std::sync::atomic::Ordering::SeqCst);
+    // A body nothing reads back is read through (its JSON checked) for `stream` alone,
+    // without building it as a tree, as a server that only answers would.
+    let body: Value = if keep || strict || respond.is_some() {
+        serde_json::from_slice(&body).unwrap_or(Value::Null)
+    } else {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            #[serde(default)]
+            stream: bool,
+        }
+        serde_json::from_slice::<Head>(&body).map_or(Value::Null, |h| json!({"stream": h.stream}))
+    };
+    let wants_stream = body["stream"] == Value::Bool(true);
+    let responded = respond.map(|r| r(&body));
+    let rejected = strict && has_invalid_tool_args(&body);
+    if keep {
         shared.requests.lock().unwrap().push(RecordedRequest {
             body,
             authorization: headers
