@@ -186,6 +186,33 @@ const NAMES: &[&str] = &[
     "vendor_metadata",
 ];
 
+/// The longest name in [`NAMES`] plus one.
+const NAME_LENGTHS: usize = 24;
+
+/// `name` as the static string of the same name in [`NAMES`], if it is one. A long
+/// history has tens of thousands of field names: they are told apart by their length and
+/// first byte before any comparison of the whole (a binary search over the sorted names
+/// compared whole strings five or six times a name).
+fn known(name: &str) -> Option<&'static str> {
+    static BY_LENGTH: std::sync::OnceLock<[Vec<&'static str>; NAME_LENGTHS]> =
+        std::sync::OnceLock::new();
+    let table = BY_LENGTH.get_or_init(|| {
+        let mut table: [Vec<&'static str>; NAME_LENGTHS] = Default::default();
+        for name in NAMES {
+            if let Some(slot) = table.get_mut(name.len()) {
+                slot.push(name);
+            }
+        }
+        table
+    });
+    let first = *name.as_bytes().first()?;
+    table
+        .get(name.len())?
+        .iter()
+        .copied()
+        .find(|n| n.as_bytes().first() == Some(&first) && *n == name)
+}
+
 /// Reads a field name.
 struct KeySeed;
 
@@ -202,15 +229,15 @@ impl Visitor<'_> for KeySeed {
         f.write_str("a field name")
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
-        Ok(match NAMES.binary_search(&v) {
-            Ok(i) => Cow::Borrowed(NAMES[i]),
-            Err(_) => Cow::Owned(v.to_string()),
+        Ok(match known(v) {
+            Some(name) => Cow::Borrowed(name),
+            None => Cow::Owned(v.to_string()),
         })
     }
     fn visit_string<E: de::Error>(self, v: String) -> Result<Key, E> {
-        Ok(match NAMES.binary_search(&v.as_str()) {
-            Ok(i) => Cow::Borrowed(NAMES[i]),
-            Err(_) => Cow::Owned(v),
+        Ok(match known(&v) {
+            Some(name) => Cow::Borrowed(name),
+            None => Cow::Owned(v),
         })
     }
 }
@@ -314,8 +341,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_are_sorted_for_the_search() {
-        assert!(NAMES.windows(2).all(|w| w[0] < w[1]));
+    fn every_name_is_known_as_itself_and_no_other_text_is() {
+        assert!(NAMES.iter().all(|n| n.len() < NAME_LENGTHS));
+        for name in NAMES {
+            assert_eq!(known(name), Some(*name));
+            assert_eq!(known(&name.to_string()), Some(*name));
+        }
+        for other in [
+            "",
+            "x",
+            "Args",
+            "args ",
+            "part_kinds",
+            "kinds",
+            "tool_nam",
+            "zzzz",
+        ] {
+            assert_eq!(known(other), None, "{other:?}");
+        }
+        // An unknown name is kept as read.
+        let f: Fields = serde_json::from_str(r#"{"args": 1, "argz": 2}"#).unwrap();
+        assert!(matches!(&f.0[0].0, Cow::Borrowed("args")));
+        assert!(matches!(&f.0[1].0, Cow::Owned(n) if n == "argz"));
     }
 
     #[test]
