@@ -66,13 +66,36 @@ impl WireMemo {
             written.push(entry.1.clone());
             self.by_message.insert(identity, entry);
         }
-        serde_json::value::to_raw_value(&RequestBody {
+        to_raw_exact(&RequestBody {
             config,
             instructions: params.instructions,
             messages: &written,
             tools: params.tools,
         })
     }
+}
+
+/// `value` as JSON text held in exactly its length. A long history's body (hundreds of
+/// kB) is measured first and then written once: grown by doubling and copied to its
+/// length, as `to_raw_value` does, it took three times its size in fresh memory, and a
+/// short-lived process pays for every fresh page.
+fn to_raw_exact<T: Serialize>(value: &T) -> serde_json::Result<Box<RawValue>> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value)?;
+    let mut text = Vec::with_capacity(count.0);
+    serde_json::to_writer(&mut text, value)?;
+    let text = String::from_utf8(text).map_err(serde::ser::Error::custom)?;
+    RawValue::from_string(text)
 }
 
 /// A message's wire messages: one per request part (parts of an unknown kind are not
@@ -571,6 +594,17 @@ mod tests {
         );
         assert_eq!(memo.by_message.len(), 3);
         assert!(!memo.by_message.contains_key(&question.identity()));
+    }
+
+    #[test]
+    fn a_body_measured_first_is_the_text_written_at_once() {
+        let value = json!({"a": "é \"q\" \n", "b": [1, 2.5, null], "c": {"d": true}});
+        let exact = to_raw_exact(&value).unwrap();
+        assert_eq!(
+            exact.get(),
+            serde_json::value::to_raw_value(&value).unwrap().get()
+        );
+        assert_eq!(serde_json::from_str::<Value>(exact.get()).unwrap(), value);
     }
 
     #[test]
