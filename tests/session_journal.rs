@@ -147,6 +147,45 @@ fn saves_append_to_the_journal_fold_it_now_and_then_and_read_back_exactly() {
 }
 
 #[test]
+fn a_long_session_read_with_its_journal_on_two_threads_reads_back_exactly() {
+    // Over a MiB: the file's section and the journal are read beside the history.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.json");
+    let mut s = session_of(1000);
+    s.save_with(&path, EAGER).unwrap();
+    assert!(std::fs::metadata(&path).unwrap().len() > 1 << 20);
+    for n in 1000..1004 {
+        add_question(&mut s, n);
+        s.save_with(&path, EAGER).unwrap();
+        assert!(journal_path(&path).exists(), "question {n} is appended");
+        assert_eq!(Session::load(&path).unwrap(), s, "question {n} reads back");
+    }
+    let committed = s.clone();
+    // A torn last record, as a kill halfway through an append leaves it.
+    add_question(&mut s, 1004);
+    let whole = std::fs::read(journal_path(&path)).unwrap();
+    s.save_with(&path, EAGER).unwrap();
+    let longer = std::fs::read(journal_path(&path)).unwrap();
+    std::fs::write(journal_path(&path), &longer[..whole.len() + 10]).unwrap();
+    let read = Session::load(&path).unwrap();
+    assert_eq!(read, committed, "the previous question, whole");
+    assert_eq!(questions_in(&read), 1004);
+    // A record broken before the last is refused, naming the journal and the record.
+    let mut broken = whole.clone();
+    let second = broken.iter().position(|b| *b == b'\n').unwrap() + 1;
+    broken[second] = b'#';
+    std::fs::write(journal_path(&path), &broken).unwrap();
+    let err = Session::load(&path).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!(
+            "corrupt session journal {} (record 1): ",
+            journal_path(&path).display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
 fn the_default_policy_rewrites_short_sessions_whole() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.json");

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::linear::{self, StoredRequest, Tables};
+use super::linear::{self, LinearRequest, StoredRequest, Tables};
 use super::{GroundworkMeta, RunTiming, SESSION_FORMAT_VERSION, Session, journal};
 use crate::engine::messages::ModelMessage;
 use chrono::{DateTime, Utc};
@@ -74,28 +74,92 @@ pub(super) struct MetaOut<'a> {
 
 /// A session file as read, before version-1 requests are converted. Read key by key
 /// (not through `#[serde(flatten)]`, which would buffer the whole history first).
-pub(super) struct SessionFile {
+/// Groundwork's section is read as `G`: whole, or as its text (to be read on another
+/// thread, [`SessionFile::parse`]).
+pub(super) struct SessionFile<G = Option<GroundworkFile>> {
     messages: Vec<ModelMessage>,
     state: Map<String, Value>,
-    pub(super) groundwork: Option<GroundworkFile>,
+    pub(super) groundwork: G,
     extra: Map<String, Value>,
 }
 
-impl<'de> Deserialize<'de> for SessionFile {
+/// A session file of at least this many bytes has Groundwork's section (and the journal
+/// beside it) read on a thread of its own while the history is read.
+pub(super) const PARALLEL_FROM: usize = 1 << 20;
+
+/// How a session file written by Groundwork goes on from its state to its section.
+const SECTION_START: &str = r#"},"groundwork":{"#;
+
+impl SessionFile {
+    /// Reads a session file's text. A long one (written by Groundwork: `messages`,
+    /// `state`, then `groundwork`) has its section read on a second thread from where its
+    /// text seems to start, while this thread reads the history and passes over the
+    /// section. The second thread's result is used only when it read exactly the bytes
+    /// this one found to be the section; otherwise the section is read here. Errors are
+    /// those of reading the whole text in one go.
+    pub(super) fn parse(text: &str) -> serde_json::Result<SessionFile> {
+        let guess = if text.len() >= PARALLEL_FROM {
+            text.rfind(SECTION_START)
+                .map(|at| at + SECTION_START.len() - 1)
+        } else {
+            None
+        };
+        let Some(guess) = guess else {
+            return serde_json::from_str(text);
+        };
+        let read = std::thread::scope(|scope| {
+            let section = std::thread::Builder::new().spawn_scoped(scope, move || {
+                let mut values = serde_json::Deserializer::from_str(&text[guess..])
+                    .into_iter::<GroundworkFile>();
+                let read = values.next();
+                read.map(|r| (r, values.byte_offset()))
+            });
+            let head =
+                serde_json::from_str::<SessionFile<Option<&serde_json::value::RawValue>>>(text);
+            let section = section.ok().and_then(|s| s.join().ok()).flatten();
+            let head = head.ok()?;
+            let groundwork = match head.groundwork {
+                None => None,
+                Some(raw) => {
+                    let at = (raw.get().as_ptr() as usize).checked_sub(text.as_ptr() as usize);
+                    match section {
+                        Some((Ok(g), used)) if at == Some(guess) && used == raw.get().len() => {
+                            Some(g)
+                        }
+                        _ => Some(serde_json::from_str::<GroundworkFile>(raw.get()).ok()?),
+                    }
+                }
+            };
+            Some(SessionFile {
+                messages: head.messages,
+                state: head.state,
+                groundwork,
+                extra: head.extra,
+            })
+        });
+        match read {
+            Some(file) => Ok(file),
+            // The error as reading the text in one go reports it (its line and column).
+            None => serde_json::from_str(text),
+        }
+    }
+}
+
+impl<'de, G: Deserialize<'de> + Default> Deserialize<'de> for SessionFile<G> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = SessionFile;
+        struct V<G>(std::marker::PhantomData<G>);
+        impl<'de, G: Deserialize<'de> + Default> serde::de::Visitor<'de> for V<G> {
+            type Value = SessionFile<G>;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a session object with `messages`")
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
                 mut map: A,
-            ) -> Result<SessionFile, A::Error> {
+            ) -> Result<SessionFile<G>, A::Error> {
                 let mut messages = None;
                 let mut state = None;
-                let mut groundwork = None;
+                let mut groundwork = G::default();
                 let mut extra = Map::new();
                 while let Some(key) = map.next_key::<String>()? {
                     match key.as_str() {
@@ -116,8 +180,16 @@ impl<'de> Deserialize<'de> for SessionFile {
                 })
             }
         }
-        d.deserialize_map(V)
+        d.deserialize_map(V(std::marker::PhantomData))
     }
+}
+
+/// A section's requests as read: straight in linear form when the section said before
+/// them that it is of version 2 or later (Groundwork writes `version` first), else each
+/// as whichever form it has.
+enum Requests {
+    Linear(Vec<LinearRequest>),
+    Stored(Vec<StoredRequest>),
 }
 
 /// Groundwork's section as read, key by key like [`SessionFile`] (`#[serde(flatten)]`
@@ -125,7 +197,7 @@ impl<'de> Deserialize<'de> for SessionFile {
 pub(super) struct GroundworkFile {
     model: Option<String>,
     created_at: DateTime<Utc>,
-    requests: Vec<StoredRequest>,
+    requests: Requests,
     tables: Tables,
     timings: Vec<RunTiming>,
     scripted_demo: bool,
@@ -147,7 +219,7 @@ impl<'de> Deserialize<'de> for GroundworkFile {
             ) -> Result<GroundworkFile, A::Error> {
                 let mut model = None;
                 let mut created_at = None;
-                let mut requests = Vec::new();
+                let mut requests = Requests::Linear(Vec::new());
                 let mut tables = Tables::default();
                 let mut timings = Vec::new();
                 let mut scripted_demo = false;
@@ -157,7 +229,17 @@ impl<'de> Deserialize<'de> for GroundworkFile {
                     match key.as_str() {
                         "model" => model = map.next_value()?,
                         "created_at" => created_at = Some(map.next_value()?),
-                        "requests" => requests = map.next_value()?,
+                        "requests" => {
+                            let linear = extra
+                                .get("version")
+                                .and_then(Value::as_u64)
+                                .is_some_and(|v| v >= 2);
+                            requests = if linear {
+                                Requests::Linear(map.next_value()?)
+                            } else {
+                                Requests::Stored(map.next_value()?)
+                            };
+                        }
                         "tables" => tables = map.next_value()?,
                         "timings" => timings = map.next_value()?,
                         "scripted_demo" => scripted_demo = map.next_value()?,
@@ -212,9 +294,17 @@ impl From<SessionFile> for Session {
             labels: g.labels,
             extra,
         };
+        let stored = match g.requests {
+            Requests::Linear(requests) => {
+                session.groundwork.requests = requests;
+                return session;
+            }
+            Requests::Stored(stored) => stored,
+        };
         // Version 1 (full copies) is converted against the history, in order.
+        session.groundwork.requests.reserve_exact(stored.len());
         let mut encoder = None;
-        for r in g.requests {
+        for r in stored {
             match r {
                 StoredRequest::Linear(l) => {
                     encoder = None;
@@ -235,5 +325,83 @@ impl From<SessionFile> for Session {
             }
         }
         session
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::messages::ModelRequest;
+
+    /// A session file of more than [`PARALLEL_FROM`] bytes, with labels and `extra`
+    /// spliced in after its section.
+    fn long_text(after_section: &str) -> String {
+        let mut s = Session::new("m");
+        s.messages
+            .push(ModelRequest::user("a".repeat(PARALLEL_FROM)).into());
+        s.state.insert("k".into(), Value::from(1));
+        s.groundwork.labels.insert("l".into(), Value::from("x"));
+        let text = String::from_utf8(s.to_json().unwrap()).unwrap();
+        let text = text.trim_end();
+        format!("{}{after_section}}}", &text[..text.len() - 1])
+    }
+
+    fn read(text: &str) -> Result<Session, String> {
+        SessionFile::parse(text)
+            .map(Session::from)
+            .map_err(|e| e.to_string())
+    }
+
+    fn read_in_one_go(text: &str) -> Result<Session, String> {
+        serde_json::from_str::<SessionFile>(text)
+            .map(Session::from)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_long_file_read_on_two_threads_is_the_file_read_in_one_go() {
+        let text = long_text("");
+        let read = read(&text).unwrap();
+        assert_eq!(read.groundwork.labels["l"], "x");
+        assert_eq!(read.state["k"], 1);
+        assert_eq!(Ok(read), read_in_one_go(&text));
+    }
+
+    #[test]
+    fn a_section_look_alike_after_the_section_does_not_mislead_the_reader() {
+        // The last `},"groundwork":{` is inside a key another host wrote after the section:
+        // the second thread reads the wrong object, and its result is not used.
+        let text = long_text(r#","other":{"a":{},"groundwork":{"labels":{"no":1}}}"#);
+        let read = read(&text).unwrap();
+        assert_eq!(read.groundwork.labels["l"], "x");
+        assert_eq!(read.extra["other"]["groundwork"]["labels"]["no"], 1);
+        assert_eq!(Ok(read), read_in_one_go(&text));
+    }
+
+    #[test]
+    fn a_broken_section_is_reported_where_reading_in_one_go_reports_it() {
+        let text = long_text("").replace(r#""labels":{"l":"x"}"#, r#""labels":{"l":}"#);
+        let err = read(&text).unwrap_err();
+        assert_eq!(Err(err.clone()), read_in_one_go(&text));
+        assert!(err.contains("line 1"), "{err}");
+        // And a history broken before the section.
+        let text = long_text("").replacen(r#""kind":"request""#, r#""kind":"nonsense""#, 1);
+        assert_eq!(read(&text).unwrap_err(), read_in_one_go(&text).unwrap_err());
+    }
+
+    #[test]
+    fn a_long_file_without_a_section_reads_as_a_host_file() {
+        let text = format!(
+            r#"{{"messages":[],"state":{{"s":{{"x":{{}},"groundwork":{{}}}}}},"pad":"{}"}}"#,
+            "b".repeat(PARALLEL_FROM)
+        );
+        // Without a section a session gets fresh metadata, made when it is read.
+        let fresh = |mut s: Session| {
+            s.groundwork.created_at = DateTime::UNIX_EPOCH;
+            s
+        };
+        let read = fresh(read(&text).unwrap());
+        assert_eq!(read.state["s"]["groundwork"], serde_json::json!({}));
+        assert_eq!(read, fresh(read_in_one_go(&text).unwrap()));
     }
 }

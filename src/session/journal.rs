@@ -334,27 +334,75 @@ pub(crate) enum Replay {
     Orphaned(PathBuf),
 }
 
-/// Applies the journal beside `path` to `session`, which was just read from the snapshot
-/// `snapshot_id` of `snapshot_bytes` bytes. The image returned says what is on disk.
+/// The journal beside a snapshot as read from disk, with its records read up to the
+/// first that cannot be (taken before the snapshot is read, on another thread: see
+/// [`Session::load`]). Reading it changes nothing on disk; [`replay`] does.
+pub(crate) struct JournalRead {
+    stamp: Option<Stamp>,
+    bytes: std::io::Result<Vec<u8>>,
+    header: Option<Header>,
+    /// Each whole line after the header: its length and what it reads as.
+    records: Vec<(usize, serde_json::Result<RecordIn>)>,
+}
+
+/// Reads the journal beside `path` (see [`JournalRead`]).
+pub(crate) fn read(path: &Path) -> JournalRead {
+    let jpath = journal_path(path);
+    let stamp = Stamp::of_path(&jpath);
+    let bytes = std::fs::read(&jpath);
+    let mut header = None;
+    let mut records = Vec::new();
+    if let Ok(bytes) = &bytes {
+        let mut lines = bytes.split_inclusive(|b| *b == b'\n');
+        header = lines
+            .next()
+            .filter(|l| l.ends_with(b"\n"))
+            .and_then(|l| serde_json::from_slice(l).ok());
+        if header.is_some() {
+            for line in lines {
+                if !line.ends_with(b"\n") {
+                    break; // a torn last line: that save never returned
+                }
+                let record = serde_json::from_slice::<RecordIn>(line);
+                let stop = record.is_err();
+                records.push((line.len(), record));
+                if stop {
+                    break;
+                }
+            }
+        }
+    }
+    JournalRead {
+        stamp,
+        bytes,
+        header,
+        records,
+    }
+}
+
+/// Applies the journal beside `path` (as [`read`] read it) to `session`, which was just
+/// read from the snapshot `snapshot_id` of `snapshot_bytes` bytes. The image returned
+/// says what is on disk.
 pub(crate) fn replay(
     path: &Path,
     session: &mut Session,
     ids: &SnapshotIds,
     snapshot_bytes: u64,
+    read: JournalRead,
 ) -> Result<Replay, String> {
     let snapshot_id = ids.snapshot.as_deref();
     let jpath = journal_path(path);
-    let journal_stamp = Stamp::of_path(&jpath);
-    let bytes = match std::fs::read(&jpath) {
+    let JournalRead {
+        stamp: journal_stamp,
+        bytes,
+        header,
+        records: lines,
+    } = read;
+    let bytes = match bytes {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Replay::None),
         Err(e) => return Err(format!("cannot read {}: {e}", jpath.display())),
     };
-    let mut lines = bytes.split_inclusive(|b| *b == b'\n');
-    let header: Option<Header> = lines
-        .next()
-        .filter(|l| l.ends_with(b"\n"))
-        .and_then(|l| serde_json::from_slice(l).ok());
     let Some(header) = header else {
         // Killed while creating it: nothing was committed to it.
         let _ = std::fs::remove_file(&jpath);
@@ -378,13 +426,10 @@ pub(crate) fn replay(
         .position(|b| *b == b'\n')
         .map_or(0, |i| i as u64 + 1);
     let mut records: u64 = 0;
-    for line in lines {
-        if !line.ends_with(b"\n") {
-            break; // a torn last line: that save never returned
-        }
-        let record: RecordIn = match serde_json::from_slice(line) {
+    for (len, record) in lines {
+        let record = match record {
             Ok(r) => r,
-            Err(_) if offset + line.len() as u64 == bytes.len() as u64 => break,
+            Err(_) if offset + len as u64 == bytes.len() as u64 => break,
             Err(e) => {
                 return Err(format!(
                     "corrupt session journal {} (record {}): {e}",
@@ -400,7 +445,7 @@ pub(crate) fn replay(
                 records + 1
             )
         })?;
-        offset += line.len() as u64;
+        offset += len as u64;
         records += 1;
     }
     let mut image = Image::snapshot(path, header.snapshot.clone(), snapshot_bytes, session);

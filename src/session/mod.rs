@@ -361,17 +361,31 @@ impl Session {
         let stamp = file.metadata().map(|m| disk::Stamp::of(&m)).map_err(io)?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(io)?;
-        let (mut session, ids, older) = Session::parse(&text, path)?;
+        // A long session's journal is read on another thread while its file is parsed.
+        let (parsed, journal) = if text.len() >= file::PARALLEL_FROM {
+            std::thread::scope(|scope| {
+                let journal = std::thread::Builder::new()
+                    .spawn_scoped(scope, || journal::read(path))
+                    .ok();
+                let parsed = Session::parse(&text, path);
+                (parsed, journal.and_then(|j| j.join().ok()))
+            })
+        } else {
+            (Session::parse(&text, path), None)
+        };
+        let (mut session, ids, older) = parsed?;
         disk::remember(path, stamp);
         disk::remove_stale_temps(path);
         let bytes = text.len() as u64;
         drop(text);
-        let replay = journal::replay(path, &mut session, &ids, bytes).map_err(|message| {
-            SessionError::Journal {
-                path: journal_path(path),
-                message,
-            }
-        })?;
+        let journal = journal.unwrap_or_else(|| journal::read(path));
+        let replay =
+            journal::replay(path, &mut session, &ids, bytes, journal).map_err(|message| {
+                SessionError::Journal {
+                    path: journal_path(path),
+                    message,
+                }
+            })?;
         let image = match replay {
             journal::Replay::Applied(image) => {
                 disk::remember_journal(path, image.journal_stamp.clone());
@@ -399,7 +413,7 @@ impl Session {
     /// Parses a session file, with the snapshot identities it carries and whether it is
     /// of an older format.
     fn parse(text: &str, path: &Path) -> Result<(Self, journal::SnapshotIds, bool), SessionError> {
-        let file: SessionFile = serde_json::from_str(text).map_err(|e| SessionError::Corrupt {
+        let file = SessionFile::parse(text).map_err(|e| SessionError::Corrupt {
             path: path.to_path_buf(),
             line: e.line(),
             column: e.column(),
