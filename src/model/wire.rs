@@ -78,7 +78,8 @@ impl WireMemo {
 /// `value` as JSON text held in exactly its length. A long history's body (hundreds of
 /// kB) is measured first and then written once: grown by doubling and copied to its
 /// length, as `to_raw_value` does, it took three times its size in fresh memory, and a
-/// short-lived process pays for every fresh page.
+/// short-lived process pays for every fresh page. (`RawValue::from_string` reads the
+/// text through once more to check it: cheaper than those pages, not free.)
 fn to_raw_exact<T: Serialize>(value: &T) -> serde_json::Result<Box<RawValue>> {
     struct Count(usize);
     impl std::io::Write for Count {
