@@ -335,14 +335,16 @@ pub(crate) enum Replay {
 }
 
 /// The journal beside a snapshot as read from disk, with its records read up to the
-/// first that cannot be (taken before the snapshot is read, on another thread: see
-/// [`Session::load`]). Reading it changes nothing on disk; [`replay`] does.
+/// first that cannot be (for a long session, on another thread while the snapshot is
+/// parsed: see [`Session::load`]). Reading it changes nothing on disk; [`replay`] does.
 pub(crate) struct JournalRead {
     stamp: Option<Stamp>,
-    bytes: std::io::Result<Vec<u8>>,
-    header: Option<Header>,
+    /// The journal's length in bytes.
+    len: std::io::Result<u64>,
+    /// The header and the length of its line.
+    header: Option<(Header, u64)>,
     /// Each whole line after the header: its length and what it reads as.
-    records: Vec<(usize, serde_json::Result<RecordIn>)>,
+    records: Vec<(u64, serde_json::Result<RecordIn>)>,
 }
 
 /// Reads the journal beside `path` (see [`JournalRead`]).
@@ -357,7 +359,7 @@ pub(crate) fn read(path: &Path) -> JournalRead {
         header = lines
             .next()
             .filter(|l| l.ends_with(b"\n"))
-            .and_then(|l| serde_json::from_slice(l).ok());
+            .and_then(|l| Some((serde_json::from_slice(l).ok()?, l.len() as u64)));
         if header.is_some() {
             for line in lines {
                 if !line.ends_with(b"\n") {
@@ -365,7 +367,7 @@ pub(crate) fn read(path: &Path) -> JournalRead {
                 }
                 let record = serde_json::from_slice::<RecordIn>(line);
                 let stop = record.is_err();
-                records.push((line.len(), record));
+                records.push((line.len() as u64, record));
                 if stop {
                     break;
                 }
@@ -374,7 +376,7 @@ pub(crate) fn read(path: &Path) -> JournalRead {
     }
     JournalRead {
         stamp,
-        bytes,
+        len: bytes.map(|b| b.len() as u64),
         header,
         records,
     }
@@ -394,16 +396,16 @@ pub(crate) fn replay(
     let jpath = journal_path(path);
     let JournalRead {
         stamp: journal_stamp,
-        bytes,
+        len,
         header,
         records: lines,
     } = read;
-    let bytes = match bytes {
-        Ok(b) => b,
+    let len = match len {
+        Ok(len) => len,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Replay::None),
         Err(e) => return Err(format!("cannot read {}: {e}", jpath.display())),
     };
-    let Some(header) = header else {
+    let Some((header, header_len)) = header else {
         // Killed while creating it: nothing was committed to it.
         let _ = std::fs::remove_file(&jpath);
         return Ok(Replay::None);
@@ -421,15 +423,12 @@ pub(crate) fn replay(
             .map_err(|e| format!("cannot move {} aside: {e}", jpath.display()))?;
         return Ok(Replay::Orphaned(aside));
     }
-    let mut offset = bytes
-        .iter()
-        .position(|b| *b == b'\n')
-        .map_or(0, |i| i as u64 + 1);
+    let mut offset = header_len;
     let mut records: u64 = 0;
-    for (len, record) in lines {
+    for (line, record) in lines {
         let record = match record {
             Ok(r) => r,
-            Err(_) if offset + len as u64 == bytes.len() as u64 => break,
+            Err(_) if offset + line == len => break,
             Err(e) => {
                 return Err(format!(
                     "corrupt session journal {} (record {}): {e}",
@@ -445,7 +444,7 @@ pub(crate) fn replay(
                 records + 1
             )
         })?;
-        offset += len as u64;
+        offset += line;
         records += 1;
     }
     let mut image = Image::snapshot(path, header.snapshot.clone(), snapshot_bytes, session);
