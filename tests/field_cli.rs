@@ -498,3 +498,49 @@ async fn a_full_disk_keeps_the_answer_and_says_the_session_was_not_saved() {
     assert!(!session.exists());
     assert_eq!(json!(std::fs::read_dir(&full).unwrap().count()), json!(0));
 }
+
+/// A system without CA certificates (a slim container) still reaches plain-http
+/// endpoints: the chat and embedding clients load no TLS roots for them. An
+/// https endpoint there is refused in one line that names what is missing.
+#[tokio::test]
+async fn local_endpoints_need_no_ca_certificates() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let db = home.kb(&embed).await;
+    let model = ScriptedServer::start(vec![Reply::text("The lamp is electric.")]).await;
+    let no_certs = home.path().join("no-certs");
+    std::fs::create_dir_all(&no_certs).unwrap();
+    let run = |model_url: &str| {
+        let mut cmd = home.command(&[
+            "--db",
+            &db,
+            "--embed-url",
+            &embed.url,
+            "--embed-model",
+            hashembed::MODEL,
+            "--model-url",
+            model_url,
+            "ask",
+            "What is the lamp?",
+        ]);
+        // rustls-native-certs reads only these when they are set: no roots at all.
+        cmd.env("SSL_CERT_FILE", home.path().join("none.pem"))
+            .env("SSL_CERT_DIR", &no_certs)
+            .stdin(Stdio::null());
+        run_bounded(cmd)
+    };
+    let o = run(&model.base_url()).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("The lamp is electric."),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(model.requests().len(), 1);
+
+    let o = run("https://127.0.0.1:9/v1").await;
+    let line = error_line(&o);
+    assert!(line.contains("cannot set up the model client"), "{line}");
+    assert!(line.contains("No CA certificates"), "{line}");
+    assert!(!line.contains(SECRET), "{line}");
+}

@@ -30,6 +30,7 @@
 //! * The API key is sent as a bearer token and appears nowhere else.
 
 mod error;
+pub mod http;
 mod stream;
 mod transport;
 mod wire;
@@ -89,14 +90,16 @@ struct Progress<'a> {
 impl OpenAiModel {
     /// A client for `config`.
     pub fn new(config: ModelConfig) -> Result<Self, ModelError> {
-        let http = reqwest::Client::builder()
+        let http = http::builder_for([config.base_url.as_str()])
             .connect_timeout(Duration::from_secs(config.connect_timeout_secs))
             .build()
-            .map_err(|e| ModelError::Setup(e.to_string()))?;
+            .map_err(|e| ModelError::Setup(http::describe(&e)))?;
         let openai = OpenAIConfig::new()
             .with_api_base(config.base_url.trim_end_matches('/'))
             .with_api_key(config.api_key.as_ref().map_or("", |k| k.expose()));
-        let client = Client::with_config(openai).with_http_service(Transport::new(http));
+        // `Client::build`, not `with_config`: that one builds a default HTTP client of
+        // its own first (loading the TLS roots), only to have it replaced.
+        let client = Client::build(http.clone(), openai).with_http_service(Transport::new(http));
         Ok(OpenAiModel {
             client,
             config,
