@@ -10,8 +10,8 @@
 
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 
 use crate::config::ModelConfig;
 use crate::engine::capability::ToolDef;
@@ -32,121 +32,131 @@ pub(super) fn build_request_body(
     WireMemo::default().body(config, params)
 }
 
-/// A message's wire messages (none, one, or one per part), each as JSON text.
-type Written = std::sync::Arc<[Box<RawValue>]>;
-
-/// The wire form of the messages of a model's latest request, by message. A request's
-/// history is mostly the one the request before sent (the same messages, compaction's
-/// rewrites included), so each of a run's later requests writes only what is new.
-/// Holds the messages it wrote, so no other message takes their addresses, and only
-/// those of the latest request.
+/// The wire form of the messages of a model's latest request. A request's history is
+/// mostly the one the request before sent (the same messages, compaction's rewrites
+/// included), so each of a run's later requests writes only what is new and copies the
+/// rest as text. Holds the messages it wrote, so no other message takes their addresses,
+/// and only those of the latest request.
 #[derive(Default)]
 pub(super) struct WireMemo {
-    by_message: std::collections::HashMap<usize, (ModelMessage, Written)>,
+    /// The latest request's messages in order, each with where its wire messages are in
+    /// `text`.
+    messages: Vec<(ModelMessage, std::ops::Range<usize>)>,
+    /// Their wire messages, each followed by a comma.
+    text: Vec<u8>,
 }
 
 impl WireMemo {
     /// The chat-completions JSON body for `params`: `model`, `messages`, `tools` when
-    /// any, `max_tokens` when configured, and `stream` with usage when streaming. Written
-    /// straight from the borrowed messages (a long history is not copied into a JSON tree
-    /// first), a message this memo holds from the request before taken as written then.
+    /// any, `max_tokens` when configured, and `stream` with usage when streaming. A
+    /// message this memo holds from the request before is copied as written then (found
+    /// at its position, or else by its identity); the others are written here, all into
+    /// one text (a long history is neither copied into a JSON tree nor written message by
+    /// message into allocations of its own).
     pub(super) fn body(
         &mut self,
         config: &ModelConfig,
         params: ModelRequestParams<'_>,
     ) -> serde_json::Result<Box<RawValue>> {
-        let mut earlier = std::mem::take(&mut self.by_message);
-        let mut written = Vec::with_capacity(params.messages.len());
-        for message in params.messages {
+        let earlier = std::mem::take(&mut self.messages);
+        let earlier_text = std::mem::take(&mut self.text);
+        let mut by_identity: Option<std::collections::HashMap<usize, usize>> = None;
+        let mut text = Vec::with_capacity(earlier_text.len() + 4096);
+        let mut messages = Vec::with_capacity(params.messages.len());
+        for (i, message) in params.messages.iter().enumerate() {
             let identity = message.identity();
-            let entry = match earlier.remove(&identity) {
-                Some(entry) => entry,
-                None => (message.clone(), wire_messages(message)?.into()),
+            let same = match earlier.get(i) {
+                Some((m, _)) if m.identity() == identity => Some(i),
+                _ => by_identity
+                    .get_or_insert_with(|| {
+                        earlier
+                            .iter()
+                            .enumerate()
+                            .map(|(j, (m, _))| (m.identity(), j))
+                            .collect()
+                    })
+                    .get(&identity)
+                    .copied(),
             };
-            written.push(entry.1.clone());
-            self.by_message.insert(identity, entry);
+            let start = text.len();
+            match same {
+                Some(j) => text.extend_from_slice(&earlier_text[earlier[j].1.clone()]),
+                None => write_wire(message, &mut text)?,
+            }
+            messages.push((message.clone(), start..text.len()));
         }
-        to_raw_exact(&RequestBody {
-            config,
-            instructions: params.instructions,
-            messages: &written,
-            tools: params.tools,
-        })
+        self.messages = messages;
+        self.text = text;
+        assemble(config, params.instructions, &self.text, params.tools)
     }
 }
 
-/// `value` as JSON text held in exactly its length. A long history's body (hundreds of
-/// kB) is measured first and then written once: grown by doubling and copied to its
-/// length, as `to_raw_value` does, it took three times its size in fresh memory, and a
-/// short-lived process pays for every fresh page. (`RawValue::from_string` reads the
-/// text through once more to check it: cheaper than those pages, not free.)
-fn to_raw_exact<T: Serialize>(value: &T) -> serde_json::Result<Box<RawValue>> {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    serde_json::to_writer(&mut count, value)?;
-    let mut text = Vec::with_capacity(count.0);
-    serde_json::to_writer(&mut text, value)?;
-    let text = String::from_utf8(text).map_err(serde::ser::Error::custom)?;
-    RawValue::from_string(text)
-}
-
-/// A message's wire messages: one per request part (parts of an unknown kind are not
-/// sent), or the response's assistant message.
-fn wire_messages(message: &ModelMessage) -> serde_json::Result<Vec<Box<RawValue>>> {
-    use serde_json::value::to_raw_value;
+/// A message's wire messages, each followed by a comma: one per request part (parts of
+/// an unknown kind are not sent), or the response's assistant message.
+fn write_wire(message: &ModelMessage, out: &mut Vec<u8>) -> serde_json::Result<()> {
     match message {
-        ModelMessage::Request(request) => request
-            .parts
-            .iter()
-            .filter(|part| match part {
-                ModelRequestPart::Other(m) => {
+        ModelMessage::Request(request) => {
+            for part in &request.parts {
+                if let ModelRequestPart::Other(m) = part {
                     tracing::debug!(part_kind = ?m.get("part_kind"), "request part not sent: unknown kind");
-                    false
+                    continue;
                 }
-                _ => true,
-            })
-            .map(|part| to_raw_value(&WirePart(part)))
-            .collect(),
-        ModelMessage::Response(response) => Ok(vec![to_raw_value(&WireResponse(response))?]),
+                serde_json::to_writer(&mut *out, &WirePart(part))?;
+                out.push(b',');
+            }
+        }
+        ModelMessage::Response(response) => {
+            serde_json::to_writer(&mut *out, &WireResponse(response))?;
+            out.push(b',');
+        }
     }
+    Ok(())
 }
 
-/// See [`WireMemo::body`].
-struct RequestBody<'a> {
-    config: &'a ModelConfig,
-    instructions: &'a str,
-    messages: &'a [Written],
-    tools: &'a [ToolDef],
-}
-
-impl Serialize for RequestBody<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let config = self.config;
-        let mut body = s.serialize_map(None)?;
-        body.serialize_entry("model", &config.model)?;
-        body.serialize_entry("messages", &WireMessages(self))?;
-        if !self.tools.is_empty() {
-            let tools: Vec<_> = self.tools.iter().map(WireTool).collect();
-            body.serialize_entry("tools", &tools)?;
-        }
-        if let Some(n) = config.max_tokens {
-            body.serialize_entry("max_tokens", &n)?;
-        }
-        if config.stream {
-            body.serialize_entry("stream", &true)?;
-            body.serialize_entry("stream_options", &json!({"include_usage": true}))?;
-        }
-        body.end()
+/// The body around the written messages (`messages`: wire messages each followed by a
+/// comma), in wire order: `model`, `messages` (the instructions first as a system
+/// message), `tools`, `max_tokens`, `stream` and `stream_options`. Held in exactly its
+/// length: a long history's body is hundreds of kB, and a short-lived process pays for
+/// every fresh page.
+fn assemble(
+    config: &ModelConfig,
+    instructions: &str,
+    messages: &[u8],
+    tools: &[ToolDef],
+) -> serde_json::Result<Box<RawValue>> {
+    let mut head = Vec::with_capacity(instructions.len() + config.model.len() + 64);
+    head.extend_from_slice(br#"{"model":"#);
+    serde_json::to_writer(&mut head, &config.model)?;
+    head.extend_from_slice(br#","messages":["#);
+    if !instructions.trim().is_empty() {
+        serde_json::to_writer(&mut head, &Role("system", instructions))?;
+        head.push(b',');
     }
+    let messages = messages.strip_suffix(b",").unwrap_or(messages);
+    if messages.is_empty() && head.last() == Some(&b',') {
+        head.pop();
+    }
+    let mut tail = vec![b']'];
+    if !tools.is_empty() {
+        tail.extend_from_slice(br#","tools":"#);
+        let tools: Vec<_> = tools.iter().map(WireTool).collect();
+        serde_json::to_writer(&mut tail, &tools)?;
+    }
+    if let Some(n) = config.max_tokens {
+        tail.extend_from_slice(br#","max_tokens":"#);
+        serde_json::to_writer(&mut tail, &n)?;
+    }
+    if config.stream {
+        tail.extend_from_slice(br#","stream":true,"stream_options":{"include_usage":true}"#);
+    }
+    tail.push(b'}');
+    let mut body = Vec::with_capacity(head.len() + messages.len() + tail.len());
+    body.extend_from_slice(&head);
+    body.extend_from_slice(messages);
+    body.extend_from_slice(&tail);
+    let body = String::from_utf8(body).map_err(serde::ser::Error::custom)?;
+    // Read through once more to be checked: cheaper than a copy, not free.
+    RawValue::from_string(body)
 }
 
 struct WireTool<'a>(&'a ToolDef);
@@ -167,25 +177,6 @@ impl Serialize for WireTool<'_> {
         m.serialize_entry("type", "function")?;
         m.serialize_entry("function", &Function(self.0))?;
         m.end()
-    }
-}
-
-/// The instructions as a leading system message, then every message's wire messages.
-struct WireMessages<'p, 'a>(&'p RequestBody<'a>);
-
-impl Serialize for WireMessages<'_, '_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let body = self.0;
-        let mut seq = s.serialize_seq(None)?;
-        if !body.instructions.trim().is_empty() {
-            seq.serialize_element(&Role("system", body.instructions))?;
-        }
-        for written in body.messages {
-            for one in written.iter() {
-                seq.serialize_element(one)?;
-            }
-        }
-        seq.end()
     }
 }
 
@@ -494,6 +485,7 @@ mod tests {
         BinaryContent, ModelRequest, ModelResponsePart, RetryPromptPart, TextPart, ThinkingPart,
         ToolReturnPart, UserContent, UserPromptPart,
     };
+    use serde_json::json;
 
     fn body_value(config: &ModelConfig, params: ModelRequestParams<'_>) -> Value {
         serde_json::from_str(build_request_body(config, params).unwrap().get()).unwrap()
@@ -593,19 +585,49 @@ mod tests {
             second.get().contains("first, reworded")
                 && second.get().contains(r#""content":"hits""#)
         );
-        assert_eq!(memo.by_message.len(), 3);
-        assert!(!memo.by_message.contains_key(&question.identity()));
+        assert_eq!(memo.messages.len(), 3);
+        assert!(
+            memo.messages
+                .iter()
+                .all(|(m, _)| m.identity() != question.identity())
+        );
+        // A message dropped in front: the others are found by identity, not position.
+        history.remove(1);
+        let third = memo.body(&config, params(&history)).unwrap();
+        assert_eq!(
+            third.get(),
+            build_request_body(&config, params(&history)).unwrap().get()
+        );
+        assert!(!third.get().contains("tool_calls"));
     }
 
+    /// No messages, with or without instructions: the list is still well formed.
     #[test]
-    fn a_body_measured_first_is_the_text_written_at_once() {
-        let value = json!({"a": "é \"q\" \n", "b": [1, 2.5, null], "c": {"d": true}});
-        let exact = to_raw_exact(&value).unwrap();
-        assert_eq!(
-            exact.get(),
-            serde_json::value::to_raw_value(&value).unwrap().get()
-        );
-        assert_eq!(serde_json::from_str::<Value>(exact.get()).unwrap(), value);
+    fn an_empty_history_is_an_empty_or_system_only_list() {
+        let config = ModelConfig {
+            model: "m".into(),
+            stream: false,
+            ..ModelConfig::default()
+        };
+        for (instructions, messages) in [
+            ("", r#""messages":[]"#),
+            ("  ", r#""messages":[]"#),
+            (
+                "be brief",
+                r#""messages":[{"role":"system","content":"be brief"}]"#,
+            ),
+        ] {
+            let body = build_request_body(
+                &config,
+                ModelRequestParams {
+                    instructions,
+                    messages: &[],
+                    tools: &[],
+                },
+            )
+            .unwrap();
+            assert_eq!(body.get(), format!(r#"{{"model":"m",{messages}}}"#));
+        }
     }
 
     #[test]
