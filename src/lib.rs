@@ -12,6 +12,7 @@ pub mod engine;
 pub mod errors;
 pub mod eval;
 pub mod host;
+pub mod http;
 pub mod ingest;
 pub mod model;
 pub mod paths;

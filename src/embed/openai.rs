@@ -42,13 +42,13 @@ impl OpenAiEmbedder {
         let config = OpenAIConfig::new()
             .with_api_base(base_url.clone())
             .with_api_key(api_key.unwrap_or_default());
-        let http = crate::model::http::builder_for([base_url.as_str()])
+        let http = crate::http::builder_for([base_url.as_str()])
             .build()
             .map_err(|e| EmbedError::Endpoint {
                 url: base_url.clone(),
                 message: format!(
                     "cannot set up the HTTP client: {}",
-                    crate::model::http::describe(&e)
+                    crate::http::describe(&e)
                 ),
             })?;
         Ok(Self {

@@ -67,16 +67,13 @@ impl Reranker {
     pub fn new(config: &RerankerConfig) -> Result<Self, RerankError> {
         let endpoint = format!("{}/rerank", config.url.trim_end_matches('/'));
         let timeout = Duration::from_secs(config.timeout_secs.max(1));
-        let client = crate::model::http::builder_for([endpoint.as_str()])
+        let client = crate::http::builder_for([endpoint.as_str()])
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .build()
             .map_err(|e| RerankError {
                 endpoint: endpoint.clone(),
-                message: format!(
-                    "cannot build an HTTP client: {}",
-                    crate::model::http::describe(&e)
-                ),
+                message: format!("cannot build an HTTP client: {}", crate::http::describe(&e)),
             })?;
         Ok(Reranker {
             endpoint,

@@ -272,7 +272,7 @@ pub async fn discover_waiting(
     wait: Duration,
     on_wait: &(dyn Fn(&str) + Sync),
 ) -> Discovery {
-    let Ok(client) = crate::model::http::builder_for(candidates.iter().map(|(_, u)| u.as_str()))
+    let Ok(client) = crate::http::builder_for(candidates.iter().map(|(_, u)| u.as_str()))
         .timeout(timeout)
         .connect_timeout(timeout)
         .no_proxy()

@@ -30,7 +30,6 @@
 //! * The API key is sent as a bearer token and appears nowhere else.
 
 mod error;
-pub mod http;
 mod stream;
 mod transport;
 mod wire;
@@ -90,10 +89,10 @@ struct Progress<'a> {
 impl OpenAiModel {
     /// A client for `config`.
     pub fn new(config: ModelConfig) -> Result<Self, ModelError> {
-        let http = http::builder_for([config.base_url.as_str()])
+        let http = crate::http::builder_for([config.base_url.as_str()])
             .connect_timeout(Duration::from_secs(config.connect_timeout_secs))
             .build()
-            .map_err(|e| ModelError::Setup(http::describe(&e)))?;
+            .map_err(|e| ModelError::Setup(crate::http::describe(&e)))?;
         let openai = OpenAIConfig::new()
             .with_api_base(config.base_url.trim_end_matches('/'))
             .with_api_key(config.api_key.as_ref().map_or("", |k| k.expose()));
