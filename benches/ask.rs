@@ -6,7 +6,9 @@
 //! session is built by asking its questions one by one through the same binary and is
 //! kept under the target directory for later runs. Each measured `ask` starts from the
 //! same saved session (the file and its journal copied back and synced to disk, as the
-//! `ask` before left them). Prints the ratio of the two means.
+//! `ask` before left them). Prints the ratio of the two means, and the floor any `ask`
+//! that reads the history from its JSON pays: reading the long session and checking it
+//! as JSON without building anything.
 //!
 //! `cargo bench --bench ask`
 
@@ -213,6 +215,31 @@ fn ask(c: &mut Criterion) {
         means[1],
         means[1].as_secs_f64() / means[0].as_secs_f64()
     );
+    let (read, skim) = json_floor(&long);
+    println!(
+        "the floor of reading the {n}-question session as JSON (file and journal, nothing \
+         built; best of 30): read {read:?}, checked {skim:?}"
+    );
+}
+
+/// The least any `ask` that reads the history from its JSON pays: reading the session
+/// file and its journal, and checking them as JSON without building anything.
+fn json_floor(session: &Path) -> (Duration, Duration) {
+    let journal = groundwork::session::journal_path(session);
+    let (mut read, mut skim) = (Duration::MAX, Duration::MAX);
+    for _ in 0..30 {
+        let t = Instant::now();
+        let file = std::fs::read_to_string(session).unwrap();
+        let lines = std::fs::read_to_string(&journal).unwrap_or_default();
+        read = read.min(t.elapsed());
+        let t = Instant::now();
+        let _: serde::de::IgnoredAny = serde_json::from_str(&file).unwrap();
+        for line in lines.lines().filter(|l| !l.trim().is_empty()) {
+            let _: serde::de::IgnoredAny = serde_json::from_str(line).unwrap();
+        }
+        skim = skim.min(t.elapsed());
+    }
+    (read, skim)
 }
 
 criterion_group!(benches, ask);
