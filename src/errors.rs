@@ -122,8 +122,18 @@ fn redact_assignments(text: &str) -> String {
 
 /// One line for `e`: its chain joined by `": "`, each cause once, secrets redacted.
 pub fn render(e: &anyhow::Error) -> String {
+    redact(&join_causes(e.chain())).into_owned()
+}
+
+/// One line for `e` and its sources (reqwest's own message omits, say, the DNS or TLS
+/// cause): joined by `": "`, each cause once. Not redacted: what prints it does that.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    join_causes(std::iter::successors(Some(e), |c| c.source()))
+}
+
+fn join_causes<'a>(causes: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>) -> String {
     let mut line = String::new();
-    for cause in e.chain() {
+    for cause in causes {
         let text = cause.to_string();
         let text = text.trim();
         if text.is_empty() || line.contains(text) {
@@ -140,7 +150,7 @@ pub fn render(e: &anyhow::Error) -> String {
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    redact(&folded.join(" ")).into_owned()
+    folded.join(" ")
 }
 
 /// A log writer that redacts secrets from whatever passes through it.
@@ -176,6 +186,27 @@ mod tests {
         );
         let e = anyhow::anyhow!("inner").context("outer");
         assert_eq!(render(&e), "outer: inner");
+    }
+
+    /// A plain error's sources, as reqwest nests them: each once, on one line.
+    #[test]
+    fn a_plain_errors_sources_join_on_one_line() {
+        #[derive(Debug)]
+        struct Outer(io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("builder error")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let e = Outer(io::Error::other("No CA certificates\nwere loaded"));
+        assert_eq!(chain(&e), "builder error: No CA certificates were loaded");
+        let e = Outer(io::Error::other("builder error"));
+        assert_eq!(chain(&e), "builder error");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! CPU per client on every command. Worse, on a system without CA certificates (a slim
 //! container), reqwest refuses to build a client that would need them, so no local server
 //! could be reached at all. Such a client refuses any TLS connection, for instance a
-//! redirect to `https://`. It says so, and names the roots it lacks.
+//! redirect to `https://`.
 
 /// A client builder for talking to `urls`. TLS roots are loaded only when one of them is
 /// not plain `http://`.
@@ -22,22 +22,6 @@ fn is_plain_http(url: &str) -> bool {
     url.trim_start()
         .get(..7)
         .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
-}
-
-/// `e` with its causes, one line: reqwest says only "builder error" where the reason
-/// ("No CA certificates were loaded from the system") is its source.
-pub fn describe(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        let c_text = c.to_string();
-        if !text.contains(&c_text) {
-            text.push_str(": ");
-            text.push_str(&c_text);
-        }
-        cause = c.source();
-    }
-    text.replace('\n', " ")
 }
 
 #[cfg(test)]

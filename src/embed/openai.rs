@@ -48,7 +48,7 @@ impl OpenAiEmbedder {
                 url: base_url.clone(),
                 message: format!(
                     "cannot set up the HTTP client: {}",
-                    crate::http::describe(&e)
+                    crate::errors::chain(&e)
                 ),
             })?;
         Ok(Self {

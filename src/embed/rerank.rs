@@ -73,7 +73,7 @@ impl Reranker {
             .build()
             .map_err(|e| RerankError {
                 endpoint: endpoint.clone(),
-                message: format!("cannot build an HTTP client: {}", crate::http::describe(&e)),
+                message: format!("cannot build an HTTP client: {}", crate::errors::chain(&e)),
             })?;
         Ok(Reranker {
             endpoint,

@@ -123,7 +123,7 @@ pub(super) enum TransportFailure {
 }
 
 pub(super) fn classify_reqwest(e: &reqwest::Error) -> TransportFailure {
-    let chain = error_chain(e);
+    let chain = crate::errors::chain(e);
     let root = root_cause(e);
     if looks_like_tls(&chain) {
         return TransportFailure::Tls(root);
@@ -163,20 +163,6 @@ fn root_cause(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     last
-}
-
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }
 
 pub(super) fn truncate(s: &str, max: usize) -> String {

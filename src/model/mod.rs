@@ -92,7 +92,7 @@ impl OpenAiModel {
         let http = crate::http::builder_for([config.base_url.as_str()])
             .connect_timeout(Duration::from_secs(config.connect_timeout_secs))
             .build()
-            .map_err(|e| ModelError::Setup(crate::http::describe(&e)))?;
+            .map_err(|e| ModelError::Setup(crate::errors::chain(&e)))?;
         let openai = OpenAIConfig::new()
             .with_api_base(config.base_url.trim_end_matches('/'))
             .with_api_key(config.api_key.as_ref().map_or("", |k| k.expose()));

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::embed::EmbedError;
+use crate::errors::chain;
 
 use super::*;
 
@@ -277,21 +278,6 @@ struct PypiFile {
     url: String,
     #[serde(default)]
     digests: HashMap<String, String>,
-}
-
-/// An error with its sources (reqwest's own message omits e.g. the DNS or TLS cause).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut msg = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !msg.contains(&text) {
-            msg.push_str(": ");
-            msg.push_str(&text);
-        }
-        source = s.source();
-    }
-    msg
 }
 
 fn unique_suffix() -> String {
