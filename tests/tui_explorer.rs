@@ -383,6 +383,79 @@ async fn documents_load_in_batches_of_fifty_as_the_highlight_nears_the_end() {
     assert_eq!(titles, want, "all 60, in order, none twice");
 }
 
+/// A key pressed right after Enter on a result, while its document is still being read,
+/// acts on that result's chunk (a fast user, or keys typed ahead in a terminal).
+#[tokio::test]
+async fn keys_pressed_while_the_jumped_to_document_is_read_act_on_its_chunk() {
+    let kb = demo_kb().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    open(&mut rt, &mut app).await;
+    search(
+        &mut rt,
+        &mut app,
+        "rooftop array produced MWh over the year",
+    )
+    .await;
+    let results = search_results(&app);
+    let shown = ex(&app).detail_for.clone();
+    let i = results
+        .iter()
+        .position(|r| r.document_id != shown)
+        .expect("a result in another document than the one shown");
+    for _ in 0..i {
+        press(&rt, &mut app, KeyCode::Down);
+    }
+    // `c` first: the chunk's agent context, before the document has arrived.
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(ex(&app).pending_chunk.is_some() && ex(&app).detail.is_none());
+    press(&rt, &mut app, KeyCode::Char('c'));
+    assert_eq!(app.notice, None);
+    match &ex(&app).view {
+        ExplorerView::Context { chunk_id, .. } => assert_eq!(chunk_id, results[i].id()),
+        other => panic!("not the chunk's context: {other:?}"),
+    }
+    // Esc goes back to the documents, where the chunk is highlighted once it arrives.
+    press(&rt, &mut app, KeyCode::Esc);
+    wait(&mut rt, &mut app, "the chunk's document", |a| {
+        ex(a).pending_chunk.is_none() && matches!(ex(a).detail, Some(Ok(_)))
+    })
+    .await;
+    assert_eq!(
+        ex(&app).highlighted_chunk().map(|c| c.id()),
+        Some(results[i].id())
+    );
+    // Afresh, the same jump, then `v`: that chunk's visual grounding.
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    open(&mut rt, &mut app).await;
+    search(
+        &mut rt,
+        &mut app,
+        "rooftop array produced MWh over the year",
+    )
+    .await;
+    for _ in 0..i {
+        press(&rt, &mut app, KeyCode::Down);
+    }
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(ex(&app).pending_chunk.is_some() && ex(&app).detail.is_none());
+    press(&rt, &mut app, KeyCode::Char('v'));
+    assert_eq!(app.notice, None);
+    let target = app.grounding.view.as_ref().map(|v| v.target.clone());
+    let target = target.expect("the grounding view opened");
+    assert_eq!(target.chunk_id, results[i].id());
+    assert_eq!(
+        Some(target.document),
+        results[i]
+            .document_title
+            .clone()
+            .filter(|t| !t.is_empty())
+            .or_else(|| results[i].document_uri.clone())
+    );
+}
+
 #[tokio::test]
 async fn search_shows_scores_and_pages_and_enter_goes_to_the_chunk() {
     let kb = demo_kb().await;

@@ -43,8 +43,9 @@ pub struct Explorer {
     pub chunk: usize,
     /// The chunks list has focus (else the documents list).
     pub in_chunks: bool,
-    /// A chunk to highlight once its document's details arrive (after a search).
-    pub pending_chunk: Option<String>,
+    /// The search result jumped to, highlighted once its document's details arrive;
+    /// until then `v` and `c` act on it (a key pressed while the document is read).
+    pub pending_chunk: Option<SearchResult>,
     /// The store was asked to read the documents' rows the filter box matches in memory
     /// (once, when the first batch arrived), so that the first key typed finds them read.
     pub filter_warmed: bool,
@@ -153,6 +154,19 @@ impl Explorer {
             self.chunks().get(self.chunk)
         } else {
             None
+        }
+    }
+
+    /// The chunk a key acts on: the highlighted one, or the search result jumped to
+    /// while its document is still being read.
+    fn target_chunk(&self) -> Option<&SearchResult> {
+        match (&self.pending_chunk, &self.detail) {
+            (Some(hit), None)
+                if self.in_chunks && hit.document_id.as_deref() == self.detail_for.as_deref() =>
+            {
+                Some(hit)
+            }
+            _ => self.highlighted_chunk(),
         }
     }
 
@@ -318,7 +332,7 @@ impl App {
                     ex.chunk = d
                         .chunks
                         .iter()
-                        .position(|c| c.chunk_id.as_deref() == Some(want.as_str()))
+                        .position(|c| c.chunk_id.as_deref() == Some(want.id()))
                         .unwrap_or(0);
                     ex.in_chunks = true;
                     if let Some(i) = ex.docs.iter().position(|d| d.id == id) {
@@ -590,6 +604,7 @@ impl App {
         let (Some(doc), Some(chunk)) = (r.document_id.clone(), r.chunk_id.clone()) else {
             return Vec::new();
         };
+        let hit = r.clone();
         ex.view = ExplorerView::Main;
         ex.editing_filter = false;
         ex.in_chunks = true;
@@ -606,7 +621,7 @@ impl App {
         if let Some(i) = ex.docs.iter().position(|d| d.id == doc) {
             ex.doc = i;
         }
-        ex.pending_chunk = Some(chunk);
+        ex.pending_chunk = Some(hit);
         ex.detail_for = Some(doc.clone());
         ex.detail = None;
         vec![Effect::Explore(ExploreRequest::Document(doc))]
@@ -622,9 +637,7 @@ impl App {
                 r.get(s.selected)
                     .map(|hit| (hit.id().to_string(), s.selected + 1, r.len(), hit.score))
             }),
-            _ => ex
-                .highlighted_chunk()
-                .map(|c| (c.id().to_string(), 1, 1, 0.0)),
+            _ => ex.target_chunk().map(|c| (c.id().to_string(), 1, 1, 0.0)),
         };
         let Some((chunk_id, rank, total, score)) = target.filter(|t| !t.0.is_empty()) else {
             self.notice = Some("highlight a chunk first (Tab moves to the chunks)".into());
@@ -653,7 +666,7 @@ impl App {
         };
         let hit = match &ex.view {
             ExplorerView::Search(s) => s.results.as_ref().ok().and_then(|r| r.get(s.selected)),
-            _ => ex.highlighted_chunk(),
+            _ => ex.target_chunk(),
         };
         let Some(hit) = hit.filter(|h| !h.id().is_empty()) else {
             self.notice = Some("highlight a chunk first (Tab moves to the chunks)".into());
