@@ -544,3 +544,87 @@ async fn local_endpoints_need_no_ca_certificates() {
     assert!(line.contains("No CA certificates"), "{line}");
     assert!(!line.contains(SECRET), "{line}");
 }
+
+/// A server on 127.0.0.1 that answers every request with a 307 to `to(path)`: its base
+/// URL and the paths it was asked for.
+async fn redirector(
+    to: impl Fn(&str) -> String + Send + Sync + 'static,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let to = std::sync::Arc::new(to);
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = asked.clone();
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        log.lock().unwrap().push(uri.path().to_string());
+        let location = to(uri.path());
+        async move {
+            (
+                axum::http::StatusCode::TEMPORARY_REDIRECT,
+                [("location", location)],
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/v1"), asked)
+}
+
+/// A plain-http model endpoint behind a proxy: a redirect to another http address is
+/// followed, and one to https (which a client without TLS roots cannot follow) is named
+/// in one line with what to do, once (the same redirect would come back), without the
+/// credentials or the key the redirect carried.
+#[tokio::test]
+async fn http_redirects_are_followed_and_one_to_https_says_which_address_to_use() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let db = home.kb(&embed).await;
+    let model = ScriptedServer::start(vec![Reply::text("The lamp is electric.")]).await;
+    let origin = model.base_url().trim_end_matches("/v1").to_string();
+    let (moved, _) = redirector(move |path| format!("{origin}{path}")).await;
+    let (upgraded, asked) =
+        redirector(|path| format!("https://user:pw@127.0.0.1:9{path}?key={SECRET}")).await;
+    let ask = |model_url: &str| {
+        let mut cmd = home.command(&[
+            "--db",
+            &db,
+            "--embed-url",
+            &embed.url,
+            "--embed-model",
+            hashembed::MODEL,
+            "--model-url",
+            model_url,
+            "ask",
+            "What is the lamp?",
+        ]);
+        cmd.stdin(Stdio::null());
+        run_bounded(cmd)
+    };
+    let o = ask(&moved).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("The lamp is electric."),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(model.requests().len(), 1);
+
+    let o = ask(&upgraded).await;
+    let line = error_line(&o);
+    assert!(
+        line.contains(&format!(
+            "{upgraded}/chat/completions redirects to https://127.0.0.1:9/v1/chat/completions; \
+             give the https:// address as the endpoint"
+        )),
+        "{line}"
+    );
+    assert!(!stderr(&o).contains(SECRET), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("pw@"), "{}", stderr(&o));
+    let chats = asked
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| p.ends_with("/chat/completions"))
+        .count();
+    assert_eq!(chats, 1, "not retried");
+    assert_eq!(model.requests().len(), 1);
+}

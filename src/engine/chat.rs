@@ -87,6 +87,15 @@ pub enum ModelError {
         /// What the TLS layer said.
         detail: String,
     },
+    /// A plain-http endpoint redirected to https, which its client does not follow
+    /// ([`crate::http::RedirectedToHttps`]).
+    #[error("model endpoint {url}: {detail}")]
+    Redirected {
+        /// The endpoint base URL.
+        url: String,
+        /// Where it redirected, and what to do.
+        detail: String,
+    },
     /// The endpoint answered with an error status.
     #[error("model endpoint {url} returned HTTP {status}: {message}")]
     Http {

@@ -120,11 +120,16 @@ pub(super) enum TransportFailure {
     Body(String),
     /// The connection closed before the response headers.
     Closed(String),
+    /// A redirect was not followed (to https from a client without TLS roots).
+    Redirect(String),
 }
 
 pub(super) fn classify_reqwest(e: &reqwest::Error) -> TransportFailure {
     let chain = crate::errors::chain(e);
     let root = root_cause(e);
+    if e.is_redirect() {
+        return TransportFailure::Redirect(root);
+    }
     if looks_like_tls(&chain) {
         return TransportFailure::Tls(root);
     }

@@ -193,6 +193,10 @@ impl OpenAiModel {
                     },
                     None => self.closed(None, "the body broke off"),
                 },
+                TransportFailure::Redirect(detail) => ModelError::Redirected {
+                    url: self.url(),
+                    detail,
+                },
                 TransportFailure::Closed(detail) => ModelError::Unreachable {
                     url: self.url(),
                     detail: if detail.contains("closed") {
