@@ -63,6 +63,15 @@ impl EstimateMemo {
             .collect();
         TokenCounts::of(estimate_tokens(instructions), per_message)
     }
+
+    /// The estimate of `message` when this memory made it (of that very allocation,
+    /// which the memory holds, so no other message can be taken for it).
+    pub fn get(&self, message: &ModelMessage) -> Option<usize> {
+        self.0
+            .get(&message.identity())
+            .filter(|(kept, _)| kept.identity() == message.identity())
+            .map(|(_, estimate)| *estimate)
+    }
 }
 
 /// Everything about one model request: what the history held (`raw`) and what was

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::engine::agent::{RunError, RunResult};
-use crate::engine::events::RequestSnapshot;
+use crate::engine::events::{EstimateMemo, RequestSnapshot};
 use crate::engine::messages::ModelMessage;
 
 pub use disk::{kept_path, new_session_path, remove_stale_temps, write_atomic};
@@ -242,11 +242,9 @@ impl Session {
         match outcome {
             Ok(result) => {
                 let start = self.run_start(start);
-                self.commit(
-                    result.messages.clone(),
-                    result.state.clone(),
-                    result.requests.iter().cloned(),
-                );
+                self.set_messages(result.messages.clone());
+                self.state = result.state.clone();
+                self.push_requests_estimated(result.requests.iter().cloned(), &result.estimates);
                 self.groundwork.timings.push(RunTiming {
                     run_id: result.run_id.clone(),
                     started_at: result.started_at,
@@ -294,7 +292,17 @@ impl Session {
 
     /// Records requests made over the current history (after [`Session::set_messages`]).
     pub fn push_requests(&mut self, requests: impl IntoIterator<Item = RequestSnapshot>) {
-        let mut encoder = linear::Encoder::after(&self.groundwork.requests);
+        self.push_requests_estimated(requests, &EstimateMemo::default());
+    }
+
+    /// [`Session::push_requests`] of a run that estimated its messages in `estimates`
+    /// (taken from there rather than estimated again).
+    pub fn push_requests_estimated(
+        &mut self,
+        requests: impl IntoIterator<Item = RequestSnapshot>,
+        estimates: &EstimateMemo,
+    ) {
+        let mut encoder = linear::Encoder::after(&self.groundwork.requests).with_memo(estimates);
         for snap in requests {
             let l = encoder.encode(
                 &self.groundwork.requests,
@@ -661,6 +669,54 @@ mod tests {
             (saved.path.as_path(), None)
         );
         assert!(Session::load(&path).unwrap().state.get("q").is_none());
+    }
+
+    /// A run's estimates are taken for the messages it estimated (that very allocation)
+    /// and give the same stored requests as estimating afresh; a memory that does not
+    /// hold a message is not taken for it.
+    #[test]
+    fn requests_saved_with_the_runs_estimates_are_those_saved_without() {
+        use crate::engine::events::TokenCounts;
+        use crate::engine::messages::ModelRequest;
+        let history: Vec<ModelMessage> = (0..5)
+            .map(|i| ModelRequest::user(format!("question {i} {}", "x".repeat(i * 7))).into())
+            .collect();
+        let mut memo = EstimateMemo::default();
+        let raw_tokens = memo.estimate("be brief", &history);
+        let sent = history[1..].to_vec();
+        let compacted_tokens = memo.estimate("be brief", &sent);
+        let snap = RequestSnapshot {
+            run_id: "r".into(),
+            request: 1,
+            raw: history.clone(),
+            compacted: sent,
+            tools: Vec::new(),
+            instructions: "be brief".into(),
+            raw_tokens: raw_tokens.clone(),
+            compacted_tokens,
+            tokens: None,
+        };
+        assert_eq!(raw_tokens, TokenCounts::estimate("be brief", &history));
+        let copy: ModelMessage = ModelRequest::user("question 0 ").into();
+        assert_eq!(
+            memo.get(&history[0].clone()),
+            Some(raw_tokens.per_message[0])
+        );
+        assert_eq!(
+            memo.get(&copy),
+            None,
+            "an equal message elsewhere is not known"
+        );
+
+        let mut plain = Session::new("m");
+        plain.commit(history.clone(), Map::new(), [snap.clone()]);
+        let mut memoised = Session::new("m");
+        memoised.set_messages(history);
+        memoised.push_requests_estimated([snap.clone()], &memo);
+        assert_eq!(memoised.groundwork.requests, plain.groundwork.requests);
+        assert_eq!(memoised.groundwork.requests[0].raw_tokens, None);
+        assert_eq!(memoised.groundwork.requests[0].sent_tokens, None);
+        assert_eq!(memoised.request(0), Some(snap));
     }
 
     #[test]

@@ -232,6 +232,9 @@ pub struct RunResult {
     pub usage: RunUsage,
     /// One snapshot per model request.
     pub requests: Vec<RequestSnapshot>,
+    /// The per-message token estimates the run made for its requests (so that saving
+    /// them does not estimate the whole history again).
+    pub estimates: Arc<crate::engine::events::EstimateMemo>,
     /// When the run started.
     pub started_at: chrono::DateTime<chrono::Utc>,
     /// Wall-clock duration of the run.

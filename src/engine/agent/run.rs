@@ -143,6 +143,7 @@ impl Agent {
                     state: std::mem::take(&mut ctx.state),
                     usage: lp.usage,
                     requests: lp.snapshots,
+                    estimates: std::sync::Arc::new(lp.estimates),
                     started_at,
                     duration_ms: u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX),
                 })

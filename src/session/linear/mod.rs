@@ -21,7 +21,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::engine::capability::ToolDef;
 use crate::engine::chat::{estimate_message_tokens, estimate_tokens};
-use crate::engine::events::{RequestSnapshot, TokenCounts};
+use crate::engine::events::{EstimateMemo, RequestSnapshot, TokenCounts};
 use crate::engine::messages::ModelMessage;
 use crate::engine::tokens::TokenReport;
 
@@ -307,8 +307,10 @@ pub(super) fn pieces(
 }
 
 /// Appends requests in linear form, remembering the previous request's sent list.
-pub struct Encoder {
+pub struct Encoder<'m> {
     list: SentList,
+    /// The estimates the run made, by message.
+    memo: Option<&'m EstimateMemo>,
     /// Token estimates of the committed messages, computed once per encoder.
     estimates: Option<Vec<usize>>,
     /// The request this encoder encoded last: its sent list is `list`, message by
@@ -316,7 +318,7 @@ pub struct Encoder {
     last: Option<(Vec<ModelMessage>, Vec<ModelMessage>)>,
 }
 
-impl Encoder {
+impl<'m> Encoder<'m> {
     /// Continues after `requests`.
     pub fn after(requests: &[LinearRequest]) -> Self {
         Encoder {
@@ -324,9 +326,23 @@ impl Encoder {
                 0 => SentList::default(),
                 n => sent_list(requests, n - 1),
             },
+            memo: None,
             estimates: None,
             last: None,
         }
+    }
+
+    /// Takes a message's estimate from `memo` when it holds that message: the same
+    /// function of the same message, so what is recorded is what a reader recomputes.
+    pub fn with_memo(mut self, memo: &'m EstimateMemo) -> Self {
+        self.memo = Some(memo);
+        self
+    }
+
+    fn estimate(&self, message: &ModelMessage) -> usize {
+        self.memo
+            .and_then(|memo| memo.get(message))
+            .unwrap_or_else(|| estimate_message_tokens(message))
     }
 
     /// `snap`, the request after those already in `requests`, against the committed
@@ -401,9 +417,10 @@ impl Encoder {
         self.last = Some((snap.raw.clone(), snap.compacted.clone()));
         // The estimates are recomputed when read; kept only if the recorded ones differ.
         // The committed messages' estimates are shared by every request of the commit.
-        let estimates = self
-            .estimates
-            .get_or_insert_with(|| messages.iter().map(estimate_message_tokens).collect());
+        let mut estimates = self.estimates.take().unwrap_or_default();
+        if estimates.len() != messages.len() {
+            estimates = messages.iter().map(|m| self.estimate(m)).collect();
+        }
         let patched: std::collections::HashSet<usize> =
             r.raw.patches.iter().map(|(j, _)| *j).collect();
         let raw_per: Vec<usize> = snap
@@ -412,14 +429,15 @@ impl Encoder {
             .enumerate()
             .map(|(j, m)| match estimates.get(j) {
                 Some(e) if j < upto && !patched.contains(&j) => *e,
-                _ => estimate_message_tokens(m),
+                _ => self.estimate(m),
             })
             .collect();
+        self.estimates = Some(estimates);
         let mut sent_per = Vec::with_capacity(snap.compacted.len());
         for (i, src) in self.list.each().enumerate() {
             sent_per.push(match src {
                 Src::Raw(j, _) => raw_per.get(j).copied().unwrap_or(0),
-                _ => snap.compacted.get(i).map_or(0, estimate_message_tokens),
+                _ => snap.compacted.get(i).map_or(0, |m| self.estimate(m)),
             });
         }
         let instructions = estimate_tokens(&snap.instructions);
