@@ -47,6 +47,22 @@ impl Home {
         cmd
     }
 
+    /// `ask "What is the lamp?"` over `db`, embedded by `embed`, against `model_url`.
+    fn ask_lamp(&self, db: &str, embed: &hashembed::EmbedServer, model_url: &str) -> Command {
+        self.command(&[
+            "--db",
+            db,
+            "--embed-url",
+            &embed.url,
+            "--embed-model",
+            hashembed::MODEL,
+            "--model-url",
+            model_url,
+            "ask",
+            "What is the lamp?",
+        ])
+    }
+
     /// `program args` (a wrapper that starts groundwork itself: `script`, `unshare`) with
     /// the same environment as [`Home::command`].
     fn wrapped(&self, program: &str, args: &[&str]) -> Command {
@@ -511,18 +527,7 @@ async fn local_endpoints_need_no_ca_certificates() {
     let no_certs = home.path().join("no-certs");
     std::fs::create_dir_all(&no_certs).unwrap();
     let run = |model_url: &str| {
-        let mut cmd = home.command(&[
-            "--db",
-            &db,
-            "--embed-url",
-            &embed.url,
-            "--embed-model",
-            hashembed::MODEL,
-            "--model-url",
-            model_url,
-            "ask",
-            "What is the lamp?",
-        ]);
+        let mut cmd = home.ask_lamp(&db, &embed, model_url);
         // rustls-native-certs reads only these when they are set: no roots at all.
         cmd.env("SSL_CERT_FILE", home.path().join("none.pem"))
             .env("SSL_CERT_DIR", &no_certs)
@@ -584,18 +589,7 @@ async fn http_redirects_are_followed_and_one_to_https_says_which_address_to_use(
     let (upgraded, asked) =
         redirector(|path| format!("https://user:pw@127.0.0.1:9{path}?key={SECRET}")).await;
     let ask = |model_url: &str| {
-        let mut cmd = home.command(&[
-            "--db",
-            &db,
-            "--embed-url",
-            &embed.url,
-            "--embed-model",
-            hashembed::MODEL,
-            "--model-url",
-            model_url,
-            "ask",
-            "What is the lamp?",
-        ]);
+        let mut cmd = home.ask_lamp(&db, &embed, model_url);
         cmd.stdin(Stdio::null());
         run_bounded(cmd)
     };

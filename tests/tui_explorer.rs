@@ -383,33 +383,45 @@ async fn documents_load_in_batches_of_fifty_as_the_highlight_nears_the_end() {
     assert_eq!(titles, want, "all 60, in order, none twice");
 }
 
-/// A key pressed right after Enter on a result, while its document is still being read,
-/// acts on that result's chunk (a fast user, or keys typed ahead in a terminal).
-#[tokio::test]
-async fn keys_pressed_while_the_jumped_to_document_is_read_act_on_its_chunk() {
-    let kb = demo_kb().await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut app = new_app(dir.path());
+/// A fresh workbench on `kb` with the explorer's search for `query` done: the results,
+/// and the index of the first in another document than the one shown.
+async fn searched(
+    kb: &DemoKb,
+    dir: &std::path::Path,
+    query: &str,
+) -> (App, Runtime, Vec<groundwork::store::SearchResult>, usize) {
+    let mut app = new_app(dir);
     let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
     open(&mut rt, &mut app).await;
-    search(
-        &mut rt,
-        &mut app,
-        "rooftop array produced MWh over the year",
-    )
-    .await;
+    search(&mut rt, &mut app, query).await;
     let results = search_results(&app);
     let shown = ex(&app).detail_for.clone();
     let i = results
         .iter()
         .position(|r| r.document_id != shown)
         .expect("a result in another document than the one shown");
+    (app, rt, results, i)
+}
+
+/// Down to result `i` and Enter: its document is being read.
+fn jump(rt: &Runtime, app: &mut App, i: usize) {
     for _ in 0..i {
-        press(&rt, &mut app, KeyCode::Down);
+        press(rt, app, KeyCode::Down);
     }
-    // `c` first: the chunk's agent context, before the document has arrived.
-    press(&rt, &mut app, KeyCode::Enter);
-    assert!(ex(&app).pending_chunk.is_some() && ex(&app).detail.is_none());
+    press(rt, app, KeyCode::Enter);
+    assert!(ex(app).pending_chunk.is_some() && ex(app).detail.is_none());
+}
+
+/// A key pressed right after Enter on a result, while its document is still being read,
+/// acts on that result's chunk (a fast user, or keys typed ahead in a terminal).
+#[tokio::test]
+async fn keys_pressed_while_the_jumped_to_document_is_read_act_on_its_chunk() {
+    let kb = demo_kb().await;
+    let dir = tempfile::tempdir().unwrap();
+    let query = "rooftop array produced MWh over the year";
+    let (mut app, mut rt, results, i) = searched(&kb, dir.path(), query).await;
+    // `c`: the chunk's agent context, before the document has arrived.
+    jump(&rt, &mut app, i);
     press(&rt, &mut app, KeyCode::Char('c'));
     assert_eq!(app.notice, None);
     match &ex(&app).view {
@@ -427,20 +439,8 @@ async fn keys_pressed_while_the_jumped_to_document_is_read_act_on_its_chunk() {
         Some(results[i].id())
     );
     // Afresh, the same jump, then `v`: that chunk's visual grounding.
-    let mut app = new_app(dir.path());
-    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
-    open(&mut rt, &mut app).await;
-    search(
-        &mut rt,
-        &mut app,
-        "rooftop array produced MWh over the year",
-    )
-    .await;
-    for _ in 0..i {
-        press(&rt, &mut app, KeyCode::Down);
-    }
-    press(&rt, &mut app, KeyCode::Enter);
-    assert!(ex(&app).pending_chunk.is_some() && ex(&app).detail.is_none());
+    let (mut app, rt, _, _) = searched(&kb, dir.path(), query).await;
+    jump(&rt, &mut app, i);
     press(&rt, &mut app, KeyCode::Char('v'));
     assert_eq!(app.notice, None);
     let target = app.grounding.view.as_ref().map(|v| v.target.clone());
