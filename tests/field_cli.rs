@@ -47,9 +47,10 @@ impl Home {
         cmd
     }
 
-    /// `ask "What is the lamp?"` over `db`, embedded by `embed`, against `model_url`.
+    /// `ask "What is the lamp?"` over `db`, embedded by `embed`, against `model_url`,
+    /// with no input.
     fn ask_lamp(&self, db: &str, embed: &hashembed::EmbedServer, model_url: &str) -> Command {
-        self.command(&[
+        let mut cmd = self.command(&[
             "--db",
             db,
             "--embed-url",
@@ -60,7 +61,9 @@ impl Home {
             model_url,
             "ask",
             "What is the lamp?",
-        ])
+        ]);
+        cmd.stdin(Stdio::null());
+        cmd
     }
 
     /// `program args` (a wrapper that starts groundwork itself: `script`, `unshare`) with
@@ -173,6 +176,12 @@ fn fixture(name: &str) -> String {
         .join(name)
         .to_string_lossy()
         .into_owned()
+}
+
+/// A run of [`Home::ask_lamp`] that succeeded with the scripted answer.
+fn answered_lamp(o: &Output) {
+    assert!(o.status.success(), "{}", stderr(o));
+    assert!(stdout(o).contains("The lamp is electric."), "{}", stdout(o));
 }
 
 /// The one error line of a failed run.
@@ -530,17 +539,10 @@ async fn local_endpoints_need_no_ca_certificates() {
         let mut cmd = home.ask_lamp(&db, &embed, model_url);
         // rustls-native-certs reads only these when they are set: no roots at all.
         cmd.env("SSL_CERT_FILE", home.path().join("none.pem"))
-            .env("SSL_CERT_DIR", &no_certs)
-            .stdin(Stdio::null());
+            .env("SSL_CERT_DIR", &no_certs);
         run_bounded(cmd)
     };
-    let o = run(&model.base_url()).await;
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("The lamp is electric."),
-        "{}",
-        stdout(&o)
-    );
+    answered_lamp(&run(&model.base_url()).await);
     assert_eq!(model.requests().len(), 1);
 
     let o = run("https://127.0.0.1:9/v1").await;
@@ -588,18 +590,8 @@ async fn http_redirects_are_followed_and_one_to_https_says_which_address_to_use(
     let (moved, _) = redirector(move |path| format!("{origin}{path}")).await;
     let (upgraded, asked) =
         redirector(|path| format!("https://user:pw@127.0.0.1:9{path}?key={SECRET}")).await;
-    let ask = |model_url: &str| {
-        let mut cmd = home.ask_lamp(&db, &embed, model_url);
-        cmd.stdin(Stdio::null());
-        run_bounded(cmd)
-    };
-    let o = ask(&moved).await;
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("The lamp is electric."),
-        "{}",
-        stdout(&o)
-    );
+    let ask = |model_url: &str| run_bounded(home.ask_lamp(&db, &embed, model_url));
+    answered_lamp(&ask(&moved).await);
     assert_eq!(model.requests().len(), 1);
 
     let o = ask(&upgraded).await;
