@@ -21,4 +21,5 @@ pub mod session;
 pub mod store;
 pub mod template;
 pub mod terminal_text;
+pub mod timing;
 pub mod tui;

@@ -8,6 +8,7 @@ use clap::Parser;
 static ALLOC: groundwork::sandbox::alloc::WorkerAlloc = groundwork::sandbox::alloc::WorkerAlloc;
 
 fn main() -> ExitCode {
+    groundwork::timing::start();
     // The analysis sandbox worker (`groundwork __sandbox-worker`): no CLI, no runtime.
     if std::env::args_os().nth(1).as_deref()
         == Some(std::ffi::OsStr::new(groundwork::sandbox::WORKER_ARG))

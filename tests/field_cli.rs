@@ -614,3 +614,92 @@ async fn http_redirects_are_followed_and_one_to_https_says_which_address_to_use(
     assert_eq!(chats, 1, "not retried");
     assert_eq!(model.requests().len(), 1);
 }
+
+/// The phases a log line of `groundwork::timing` names, in the order they were logged.
+fn timing_phases(log: &str) -> Vec<(String, f64)> {
+    log.lines()
+        .filter(|l| l.contains("groundwork::timing"))
+        .map(|l| {
+            let phase = l.split("phase=\"").nth(1).and_then(|r| r.split('"').next());
+            let ms = l.split("ms=").nth(1).and_then(|r| r.trim().parse().ok());
+            match (phase, ms) {
+                (Some(p), Some(ms)) => (p.to_string(), ms),
+                _ => panic!("a timing line without its phase and time: {l}"),
+            }
+        })
+        .collect()
+}
+
+/// With `groundwork::timing` enabled, an `ask` logs where its time went, phase by phase
+/// in the order they happen and each with the time since the process started; by
+/// default nothing of it is logged.
+#[tokio::test]
+async fn an_ask_logs_its_phases_when_timing_is_enabled() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let db = home.kb(&embed).await;
+    let model = ScriptedServer::start(vec![
+        Reply::text("The lamp is electric."),
+        Reply::text("The lamp is electric."),
+        Reply::text("The lamp is electric."),
+    ])
+    .await;
+    let session = home.path().join("timed.json");
+    let ask = |timed: bool| {
+        let mut cmd = home.ask_lamp(&db, &embed, &model.base_url());
+        cmd.args(["--session", session.to_str().unwrap()]);
+        if timed {
+            cmd.env("GROUNDWORK_LOG", "warn,groundwork::timing=debug");
+        }
+        run_bounded(cmd)
+    };
+    answered_lamp(&ask(false).await);
+    assert!(timing_phases(&home.log()).is_empty(), "{}", home.log());
+
+    // The second question reads the session the first one saved.
+    answered_lamp(&ask(true).await);
+    let phases = timing_phases(&home.log());
+    let names: Vec<&str> = phases.iter().map(|(p, _)| p.as_str()).collect();
+    let at = |phase: &str| {
+        names
+            .iter()
+            .position(|n| *n == phase)
+            .unwrap_or_else(|| panic!("{phase} is not logged: {names:?}"))
+    };
+    let in_order = |expected: &[&str]| {
+        let positions: Vec<usize> = expected.iter().map(|p| at(p)).collect();
+        assert!(
+            positions.windows(2).all(|w| w[0] < w[1]),
+            "{expected:?} not in this order: {names:?}"
+        );
+        for w in positions.windows(2) {
+            assert!(phases[w[0]].1 <= phases[w[1]].1, "{phases:?}");
+        }
+    };
+    // The session is read on a thread of its own while the agent is built.
+    in_order(&[
+        "session: file read",
+        "session: parsed",
+        "session: journal replayed",
+    ]);
+    in_order(&[
+        "ask: agent built",
+        "ask: session opened",
+        "run: started",
+        "request: prepared",
+        "request: compacted",
+        "request: estimated",
+        "request: body written",
+        "request: answered",
+        "run: finished",
+        "run: committed",
+        "ask: answered and committed",
+        "ask: saved",
+    ]);
+    assert!(at("session: journal replayed") < at("ask: session opened"));
+    assert_eq!(
+        names.iter().filter(|n| **n == "request: answered").count(),
+        1
+    );
+    assert!(phases.iter().all(|(_, ms)| *ms >= 0.0 && *ms < 60_000.0));
+}

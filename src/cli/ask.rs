@@ -60,9 +60,11 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
         .await?
         .with_counter(Some(counter))
         .agent(&options)?;
+    crate::timing::mark("ask: agent built");
     let mut conversation = opening
         .await
         .map_err(|e| anyhow::anyhow!("reading the session stopped: {e}"))??;
+    crate::timing::mark("ask: session opened");
     let outcome = conversation
         .ask(
             &agent,
@@ -74,7 +76,9 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     // The answer is printed whatever the save does, and a failed save is reported after
     // it: a full disk or a read-only folder must not cost the user the answer. Never over
     // another writer's work: then the answer is kept beside.
+    crate::timing::mark("ask: answered and committed");
     let saved = conversation.save();
+    crate::timing::mark("ask: saved");
     let path = saved.as_ref().map_or(path.clone(), |s| s.path.clone());
     let mut out = std::io::stdout().lock();
     let to_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());

@@ -67,13 +67,16 @@ pub async fn ask(
         return Err(AskError::EmptyQuestion);
     }
     let input = super::conversation::question_input(session, question, None);
+    crate::timing::mark("run: started");
     let outcome = agent.run(input, events, cancel).await;
+    crate::timing::mark("run: finished");
     let result = match &outcome {
         Ok(r) => r.clone(),
         Err(e) => return Err(AskError::Run(e.to_string())),
     };
     let start = state::as_a_new_question_sees_it(&session.state);
     session.commit_run_from(&outcome, start);
+    crate::timing::mark("run: committed");
     let answer = match &result.output {
         RunOutput::Text(t) => t.clone(),
         RunOutput::Tool { args, .. } => args.to_string(),

@@ -451,6 +451,7 @@ impl ChatModel for OpenAiModel {
                 .unwrap_or_else(|e| e.into_inner())
                 .body(&self.config, params)
                 .map_err(|e| ModelError::Setup(format!("cannot write the request: {e}")))?;
+            crate::timing::mark("request: body written");
             let total = async {
                 match self.config.total_timeout_secs {
                     Some(secs) => tokio::time::sleep(Duration::from_secs(secs)).await,

@@ -112,10 +112,12 @@ impl SessionFile {
                 let mut values = serde_json::Deserializer::from_str(&text[guess..])
                     .into_iter::<GroundworkFile>();
                 let read = values.next();
+                crate::timing::mark("session: section parsed");
                 read.map(|r| (r, values.byte_offset()))
             });
             let head =
                 serde_json::from_str::<SessionFile<Option<&serde_json::value::RawValue>>>(text);
+            crate::timing::mark("session: history parsed");
             let section = section.ok().and_then(|s| s.join().ok()).flatten();
             let head = head.ok()?;
             let groundwork = match head.groundwork {

@@ -374,6 +374,7 @@ pub(crate) fn read(path: &Path) -> JournalRead {
             }
         }
     }
+    crate::timing::mark("session: journal read");
     JournalRead {
         stamp,
         len: bytes.map(|b| b.len() as u64),

@@ -369,6 +369,7 @@ impl Session {
         let stamp = file.metadata().map(|m| disk::Stamp::of(&m)).map_err(io)?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(io)?;
+        crate::timing::mark("session: file read");
         // A long session's journal is read on another thread while its file is parsed.
         let (parsed, journal) = if text.len() >= file::PARALLEL_FROM {
             std::thread::scope(|scope| {
@@ -381,6 +382,7 @@ impl Session {
         } else {
             (Session::parse(&text, path), None)
         };
+        crate::timing::mark("session: parsed");
         let (mut session, ids, older) = parsed?;
         disk::remember(path, stamp);
         disk::remove_stale_temps(path);
@@ -394,6 +396,7 @@ impl Session {
                     message,
                 }
             })?;
+        crate::timing::mark("session: journal replayed");
         let image = match replay {
             journal::Replay::Applied(image) => {
                 disk::remember_journal(path, image.journal_stamp.clone());

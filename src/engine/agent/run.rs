@@ -319,6 +319,7 @@ impl Agent {
         {
             r.instructions = Some(SharedText::interned(&instructions));
         }
+        crate::timing::mark("request: prepared");
         // c. wrap_model_request chain
         let mut outgoing = ctx.messages.clone();
         for &i in &active {
@@ -330,6 +331,7 @@ impl Agent {
                 None => unreachable!("every slot is filled between hooks"),
             }
         }
+        crate::timing::mark("request: compacted");
         let raw_tokens = lp.estimates.estimate(&instructions, &ctx.messages);
         let compacted_tokens = lp.estimates.estimate(&instructions, &outgoing);
         // The estimate's figures are those just made, with the tool schemas.
@@ -349,6 +351,7 @@ impl Agent {
                 &outgoing,
             )
         };
+        crate::timing::mark("request: estimated");
         let snapshot = RequestSnapshot {
             run_id: ctx.run_id.clone(),
             request,
@@ -393,6 +396,7 @@ impl Agent {
             tools: &tools,
         };
         let mut response = self.model.request(params, &on_delta, &ctx.cancel).await?;
+        crate::timing::mark("request: answered");
         response.run_id = Some(ctx.run_id.clone());
         for part in &mut response.parts {
             if let ModelResponsePart::ToolCall(c) = part
