@@ -8,7 +8,10 @@
 //! same saved session (the file and its journal copied back and synced to disk, as the
 //! `ask` before left them). Prints the ratio of the two means, and the floor any `ask`
 //! that reads the history from its JSON pays: reading the long session and checking it
-//! as JSON without building anything.
+//! as JSON without building anything. Where the time goes, phase by phase: each `ask`
+//! logs it with `GROUNDWORK_LOG=warn,groundwork::timing=debug` (see `src/timing.rs`),
+//! into the log of the bench's temporary home: to keep it, run the bench with its binary
+//! replaced by a script that sets `XDG_DATA_HOME` and starts the real one.
 //!
 //! `cargo bench --bench ask`
 
