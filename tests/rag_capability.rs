@@ -876,6 +876,79 @@ async fn scenario_65_cited_picture_is_rehydrated_from_the_store() {
     );
 }
 
+/// A cited picture the store does not have is not asked for at every request of a run:
+/// once a request's capsule has every picture's answer (found, or not there), the run's
+/// later requests reuse it. Here the inverter's document leaves the store after the
+/// first request of question 3: the second request still carries the picture the first
+/// fetched (fetched again, it would be gone), beside the turbine's, which was never there.
+#[tokio::test]
+async fn a_picture_the_store_does_not_have_is_not_fetched_again_within_a_run() {
+    let kb = kb().await;
+    let inverter = kb.chunk("Inverter", 0);
+    let turbine = kb.chunk("Turbine", 0);
+    let store = kb.store.clone();
+    let trace = Arc::new(Mutex::new(Vec::new()));
+    let dropped = store.clone();
+    let drop_inverter = TestCap::new("host", &trace)
+        .tool("drop_inverter")
+        .handler(move |_, _, _| {
+            let (store, title) = (dropped.clone(), "Inverter");
+            std::thread::spawn(move || {
+                tokio::runtime::Runtime::new().unwrap().block_on(async {
+                    let docs = store.list_documents(None).await.unwrap();
+                    let doc = docs.iter().find(|d| d.title.as_deref() == Some(title));
+                    store
+                        .delete_document(doc.unwrap().id.as_str())
+                        .await
+                        .unwrap();
+                })
+            })
+            .join()
+            .unwrap();
+            ToolOutcome::Ok(ToolOutput::text("dropped"))
+        })
+        .arc();
+    let caps = move || -> Vec<Arc<dyn Capability>> {
+        vec![
+            Arc::new(RagCapability::new(store.clone(), AppConfig::default())),
+            Arc::new(EvidenceCompactionCapability::new()),
+            drop_inverter.clone(),
+        ]
+    };
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("rag_cite", json!({"chunk_ids": [inverter, turbine]})),
+        Reply::text("first answer"),
+        Reply::tool_call("rag_search", json!({"query": "wiring diagram", "limit": 1})),
+        Reply::text("second answer"),
+        Reply::tool_call("drop_inverter", json!({"query": "x"})),
+        Reply::text("third answer"),
+    ])
+    .await;
+    let mut done: Option<RunResult> = None;
+    for question in ["first", "second", "third"] {
+        let mut input = RunInput::prompt(question);
+        if let Some(before) = done.take() {
+            input = input.with_history(before.messages).with_state(before.state);
+        }
+        done = Some(run(&agent(&server, caps()), input).await.unwrap());
+    }
+    assert_eq!(text_output(&done.unwrap()), "third answer");
+    let requests = server.requests();
+    let label = format!(
+        "Figure from the knowledge base, attached again for previously cited evidence [{inverter}] (#/pictures/0). It was retrieved by search; the user did not supply it. {RETRIEVED_IMAGE_TAG}"
+    );
+    for body in &requests[4..] {
+        let (texts, images) = user_texts(body);
+        assert_eq!(
+            images, 1,
+            "the inverter's picture, in both requests: {texts:?}"
+        );
+        assert!(texts.contains(&label), "{texts:?}");
+    }
+    let docs = kb.store.list_documents(None).await.unwrap();
+    assert!(docs.iter().all(|d| d.title.as_deref() != Some("Inverter")));
+}
+
 #[tokio::test]
 async fn scenario_67_resumed_question_keeps_live_evidence() {
     let kb = kb().await;

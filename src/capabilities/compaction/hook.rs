@@ -49,10 +49,13 @@ impl Capability for EvidenceCompactionCapability {
 #[derive(Debug, Clone)]
 struct Built {
     key: CapsuleKey,
-    /// The request it was built for: a capsule missing a picture is rebuilt (and the
-    /// picture fetched again) on the next request.
+    /// The request it was built for: a capsule whose picture could not be fetched (the
+    /// store failed) is rebuilt, and the picture fetched again, on the next request.
     step: (String, usize),
-    complete: bool,
+    /// Every picture's fetch was answered: found, or not in the store (a cited item
+    /// without picture bytes, a document since removed); the store does not change that
+    /// during a run, so a capsule missing such a picture is not rebuilt for it.
+    settled: bool,
     text: String,
     images: Vec<UserContent>,
 }
@@ -113,7 +116,7 @@ impl CapabilityRun for CompactorRun {
                 let reusable = self
                     .cache
                     .as_ref()
-                    .is_some_and(|c| (c.complete || c.step == step) && c.key.holds_for(&views));
+                    .is_some_and(|c| (c.settled || c.step == step) && c.key.holds_for(&views));
                 let pending = if reusable {
                     None
                 } else {
@@ -138,16 +141,15 @@ impl CapabilityRun for CompactorRun {
             };
             if let Some((key, step, capsule, wanted)) = pending {
                 let mut fetched: Vec<Option<Vec<u8>>> = Vec::with_capacity(wanted.len());
+                let mut settled = true;
                 for w in &wanted {
-                    let bytes = match w.store.get().await {
-                        Ok(store) => store
-                            .picture(&w.document_id, &w.self_ref)
-                            .await
-                            .ok()
-                            .flatten(),
+                    // `None`: the store failed; `Some(None)`: it has no such picture.
+                    let answer = match w.store.get().await {
+                        Ok(store) => store.picture(&w.document_id, &w.self_ref).await.ok(),
                         Err(_) => None,
                     };
-                    fetched.push(bytes);
+                    settled &= answer.is_some();
+                    fetched.push(answer.flatten());
                 }
                 let mut index = 0;
                 let images = capsule_images_with(
@@ -159,11 +161,10 @@ impl CapabilityRun for CompactorRun {
                     },
                     decodable,
                 );
-                let complete = images.len() == 2 * capsule.pictures.len();
                 self.cache = Some(Built {
                     key,
                     step,
-                    complete,
+                    settled,
                     text: capsule.text,
                     images,
                 });
