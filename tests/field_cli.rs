@@ -641,7 +641,6 @@ async fn an_ask_logs_its_phases_when_timing_is_enabled() {
     let model = ScriptedServer::start(vec![
         Reply::text("The lamp is electric."),
         Reply::text("The lamp is electric."),
-        Reply::text("The lamp is electric."),
     ])
     .await;
     let session = home.path().join("timed.json");
