@@ -365,7 +365,12 @@ pub(crate) fn read(path: &Path) -> JournalRead {
                 if !line.ends_with(b"\n") {
                     break; // a torn last line: that save never returned
                 }
-                let record = serde_json::from_slice::<RecordIn>(line);
+                // Read as text when it is valid UTF-8 (checked once per line, not per
+                // string); a line that is not reads as bytes, so its error is serde's.
+                let record = match std::str::from_utf8(line) {
+                    Ok(text) => serde_json::from_str::<RecordIn>(text),
+                    Err(_) => serde_json::from_slice::<RecordIn>(line),
+                };
                 let stop = record.is_err();
                 records.push((line.len() as u64, record));
                 if stop {

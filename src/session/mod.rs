@@ -242,9 +242,12 @@ impl Session {
         match outcome {
             Ok(result) => {
                 let start = self.run_start(start);
+                crate::timing::mark("commit: run start");
                 self.set_messages(result.messages.clone());
+                crate::timing::mark("commit: messages set");
                 self.state = result.state.clone();
                 self.push_requests_estimated(result.requests.iter().cloned(), &result.estimates);
+                crate::timing::mark("commit: requests pushed");
                 self.groundwork.timings.push(RunTiming {
                     run_id: result.run_id.clone(),
                     started_at: result.started_at,

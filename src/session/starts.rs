@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::Session;
-use super::state_diff::{StateOp, apply_state, diff_state};
+use super::state_diff::{StateOp, apply_state_ref, diff_state};
 
 /// Where a committed run started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,8 +108,7 @@ impl Session {
         }
         let mut state = Map::new();
         for t in &timings[from..] {
-            let ops = t.start.as_ref()?.state.clone();
-            apply_state(&mut state, ops).ok()?;
+            apply_state_ref(&mut state, &t.start.as_ref()?.state).ok()?;
         }
         self.starts.set(index, state.clone());
         Some(state)

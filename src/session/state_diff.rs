@@ -93,28 +93,42 @@ fn same_order(old: &Map<String, Value>, new: &Map<String, Value>) -> bool {
 /// Applies changes made by [`diff_state`].
 pub fn apply_state(state: &mut Map<String, Value>, ops: Vec<StateOp>) -> Result<(), String> {
     for StateOp(at, op) in ops {
-        let Some((last, parents)) = at.split_last() else {
-            return Err("a state change without a key".into());
+        apply_op(state, &at, op)?;
+    }
+    Ok(())
+}
+
+/// [`apply_state`] of changes that are kept: only the values they set or push are
+/// copied, not their places.
+pub fn apply_state_ref(state: &mut Map<String, Value>, ops: &[StateOp]) -> Result<(), String> {
+    for StateOp(at, op) in ops {
+        apply_op(state, at, op.clone())?;
+    }
+    Ok(())
+}
+
+fn apply_op(state: &mut Map<String, Value>, at: &[String], op: Op) -> Result<(), String> {
+    let Some((last, parents)) = at.split_last() else {
+        return Err("a state change without a key".into());
+    };
+    let mut map = &mut *state;
+    for key in parents {
+        map = match map.get_mut(key) {
+            Some(Value::Object(m)) => m,
+            _ => return Err(format!("the state has no object at {}", parents.join("."))),
         };
-        let mut map = &mut *state;
-        for key in parents {
-            map = match map.get_mut(key) {
-                Some(Value::Object(m)) => m,
-                _ => return Err(format!("the state has no object at {}", parents.join("."))),
-            };
+    }
+    match op {
+        Op::Set(v) => {
+            map.insert(last.clone(), v);
         }
-        match op {
-            Op::Set(v) => {
-                map.insert(last.clone(), v);
-            }
-            Op::Del => {
-                map.shift_remove(last);
-            }
-            Op::Push(items) => match map.get_mut(last) {
-                Some(Value::Array(a)) => a.extend(items),
-                _ => return Err(format!("the state has no array at {}", at.join("."))),
-            },
+        Op::Del => {
+            map.shift_remove(last);
         }
+        Op::Push(items) => match map.get_mut(last) {
+            Some(Value::Array(a)) => a.extend(items),
+            _ => return Err(format!("the state has no array at {}", at.join("."))),
+        },
     }
     Ok(())
 }
