@@ -16,6 +16,9 @@ fn main() -> ExitCode {
         return groundwork::sandbox::worker::run();
     }
     let cli = groundwork::cli::Cli::parse();
+    if cli.ends_soon() {
+        groundwork::sandbox::alloc::keep_freed_memory();
+    }
     let env = groundwork::paths::process_env();
     // Secrets are known before anything can print or log them.
     groundwork::errors::register_env(&env);

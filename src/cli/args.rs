@@ -22,6 +22,25 @@ pub struct Cli {
     pub workbench: WorkbenchArgs,
 }
 
+impl Cli {
+    /// Whether the command answers and exits (one question, one search, one listing):
+    /// not the workbench and not the batches (`ingest`, `eval`), which run long.
+    pub fn ends_soon(&self) -> bool {
+        matches!(
+            self.command,
+            Some(
+                Command::Ask(_)
+                    | Command::Search(_)
+                    | Command::Info(_)
+                    | Command::Delete(_)
+                    | Command::List(_)
+                    | Command::Inspect(_)
+                    | Command::Replay(_)
+            )
+        )
+    }
+}
+
 /// The capabilities of the workbench's questions.
 #[derive(Debug, Clone, Args, Default)]
 pub struct WorkbenchArgs {
@@ -340,6 +359,24 @@ mod tests {
                 .command
                 .is_none()
         );
+    }
+
+    /// The commands that answer and exit keep the memory they free; the workbench and
+    /// the batches give it back as mimalloc does.
+    #[test]
+    fn only_commands_that_end_soon_keep_freed_memory() {
+        let soon = |args: &[&str]| {
+            let mut all = vec!["groundwork"];
+            all.extend_from_slice(args);
+            Cli::try_parse_from(all).unwrap().ends_soon()
+        };
+        assert!(soon(&["ask", "q?"]));
+        assert!(soon(&["search", "lamp"]));
+        assert!(soon(&["inspect", "s.json"]));
+        assert!(soon(&["list"]));
+        assert!(!soon(&[]), "the workbench");
+        assert!(!soon(&["open", "s.json"]));
+        assert!(!soon(&["ingest", "docs"]));
     }
 
     /// `ask`'s configuration flags reach the configuration its agent is composed with.

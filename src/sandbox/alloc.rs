@@ -22,6 +22,36 @@ static HARD_CAP: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// mimalloc plus live-byte counting once armed.
 pub struct WorkerAlloc;
 
+/// mimalloc 3's `mi_option_purge_delay` (`mimalloc.h`; libmimalloc-sys names only the
+/// options of older versions).
+const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// The purge delay that never gives freed memory back to the OS.
+pub const NEVER_PURGE: i64 = -1;
+
+/// Keeps the memory a short-lived command frees for the rest of the process instead of
+/// giving it back to the OS, unless `MIMALLOC_PURGE_DELAY` says otherwise. A question
+/// frees what it read a session with (the file's text, what the threads that parsed it
+/// allocated) and then allocates as much again for its requests and its commit; given
+/// back (mimalloc purges a thread's freed pages when the thread ends, and any after a
+/// second), that memory is taken from the OS again, and every page of it zeroed again
+/// on first touch. Call it first thing in `main`, before any other thread runs
+/// (mimalloc's options are not thread-safe), and only for commands that end soon: the
+/// workbench and long batches keep mimalloc's default.
+pub fn keep_freed_memory() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        return;
+    }
+    // SAFETY: sets one of mimalloc's option values; no other thread runs yet.
+    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, NEVER_PURGE as _) }
+}
+
+/// mimalloc's current purge delay (milliseconds; [`NEVER_PURGE`]: never).
+pub fn purge_delay() -> i64 {
+    // SAFETY: reads one of mimalloc's option values.
+    i64::from(unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) })
+}
+
 /// Starts counting (from zero) and refuses allocations beyond `hard_cap` live bytes.
 pub fn arm(hard_cap: usize) {
     LIVE_MEMORY.store(0, Ordering::Relaxed);
@@ -101,4 +131,24 @@ unsafe impl GlobalAlloc for WorkerAlloc {
 /// Moves the hard cap (live bytes) while armed.
 pub fn arm_cap(hard_cap: usize) {
     HARD_CAP.store(hard_cap, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    /// The option set is mimalloc's purge delay: it starts at mimalloc 3's default
+    /// (1000 ms, `src/options.c`; no other option of mimalloc 3 does), and takes the
+    /// value asked.
+    #[test]
+    fn freed_memory_is_kept_through_the_purge_delay() {
+        if let Some(theirs) = std::env::var_os("MIMALLOC_PURGE_DELAY") {
+            // The user's setting wins: it is left as mimalloc read it.
+            let before = super::purge_delay();
+            super::keep_freed_memory();
+            assert_eq!(super::purge_delay(), before, "{theirs:?}");
+            return;
+        }
+        assert_eq!(super::purge_delay(), 1000);
+        super::keep_freed_memory();
+        assert_eq!(super::purge_delay(), super::NEVER_PURGE);
+    }
 }
