@@ -27,7 +27,7 @@ pub struct WorkerAlloc;
 const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// The purge delay that never gives freed memory back to the OS.
-pub const NEVER_PURGE: i64 = -1;
+pub const NEVER_PURGE: std::ffi::c_long = -1;
 
 /// Keeps the memory a short-lived command frees for the rest of the process instead of
 /// giving it back to the OS, unless `MIMALLOC_PURGE_DELAY` says otherwise. A question
@@ -43,13 +43,13 @@ pub fn keep_freed_memory() {
         return;
     }
     // SAFETY: sets one of mimalloc's option values; no other thread runs yet.
-    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, NEVER_PURGE as _) }
+    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, NEVER_PURGE) }
 }
 
 /// mimalloc's current purge delay (milliseconds; [`NEVER_PURGE`]: never).
-pub fn purge_delay() -> i64 {
+pub fn purge_delay() -> std::ffi::c_long {
     // SAFETY: reads one of mimalloc's option values.
-    i64::from(unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) })
+    unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) }
 }
 
 /// Starts counting (from zero) and refuses allocations beyond `hard_cap` live bytes.
