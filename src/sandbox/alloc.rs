@@ -35,21 +35,15 @@ pub const NEVER_PURGE: std::ffi::c_long = -1;
 /// allocated) and then allocates as much again for its requests and its commit; given
 /// back (mimalloc purges a thread's freed pages when the thread ends, and any after a
 /// second), that memory is taken from the OS again, and every page of it zeroed again
-/// on first touch. Call it first thing in `main`, before any other thread runs
-/// (mimalloc's options are not thread-safe), and only for commands that end soon: the
-/// workbench and long batches keep mimalloc's default.
+/// on first touch. Call it in `main` before any other thread runs (mimalloc's options
+/// are not thread-safe), and only for commands that end soon: the workbench and long
+/// batches keep mimalloc's default.
 pub fn keep_freed_memory() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
         return;
     }
     // SAFETY: sets one of mimalloc's option values; no other thread runs yet.
     unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, NEVER_PURGE) }
-}
-
-/// mimalloc's current purge delay (milliseconds; [`NEVER_PURGE`]: never).
-pub fn purge_delay() -> std::ffi::c_long {
-    // SAFETY: reads one of mimalloc's option values.
-    unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) }
 }
 
 /// Starts counting (from zero) and refuses allocations beyond `hard_cap` live bytes.
@@ -135,6 +129,12 @@ pub fn arm_cap(hard_cap: usize) {
 
 #[cfg(test)]
 mod tests {
+    /// mimalloc's current purge delay (milliseconds; [`super::NEVER_PURGE`]: never).
+    fn purge_delay() -> std::ffi::c_long {
+        // SAFETY: reads one of mimalloc's option values.
+        unsafe { libmimalloc_sys::mi_option_get(super::PURGE_DELAY) }
+    }
+
     /// The option set is mimalloc's purge delay: it starts at mimalloc 3's default
     /// (1000 ms, `src/options.c`; no other option of mimalloc 3 does), and takes the
     /// value asked.
@@ -142,13 +142,13 @@ mod tests {
     fn freed_memory_is_kept_through_the_purge_delay() {
         if let Some(theirs) = std::env::var_os("MIMALLOC_PURGE_DELAY") {
             // The user's setting wins: it is left as mimalloc read it.
-            let before = super::purge_delay();
+            let before = purge_delay();
             super::keep_freed_memory();
-            assert_eq!(super::purge_delay(), before, "{theirs:?}");
+            assert_eq!(purge_delay(), before, "{theirs:?}");
             return;
         }
-        assert_eq!(super::purge_delay(), 1000);
+        assert_eq!(purge_delay(), 1000);
         super::keep_freed_memory();
-        assert_eq!(super::purge_delay(), super::NEVER_PURGE);
+        assert_eq!(purge_delay(), super::NEVER_PURGE);
     }
 }
