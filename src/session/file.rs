@@ -318,7 +318,7 @@ impl From<SessionFile> for Session {
                     });
                     let l = enc.encode(
                         &session.groundwork.requests,
-                        &snap,
+                        std::borrow::Cow::Owned(*snap),
                         &session.messages,
                         &mut session.groundwork.tables,
                     );

@@ -28,6 +28,7 @@ mod lock;
 mod starts;
 pub mod state_diff;
 
+use std::borrow::Cow;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
@@ -246,7 +247,10 @@ impl Session {
                 self.set_messages(result.messages.clone());
                 crate::timing::mark("commit: messages set");
                 self.state = result.state.clone();
-                self.push_requests_estimated(result.requests.iter().cloned(), &result.estimates);
+                self.push_requests_estimated(
+                    result.requests.iter().map(Cow::Borrowed),
+                    &result.estimates,
+                );
                 crate::timing::mark("commit: requests pushed");
                 self.groundwork.timings.push(RunTiming {
                     run_id: result.run_id.clone(),
@@ -295,21 +299,23 @@ impl Session {
 
     /// Records requests made over the current history (after [`Session::set_messages`]).
     pub fn push_requests(&mut self, requests: impl IntoIterator<Item = RequestSnapshot>) {
-        self.push_requests_estimated(requests, &EstimateMemo::default());
+        let memo = EstimateMemo::default();
+        self.push_requests_estimated(requests.into_iter().map(Cow::Owned), &memo);
     }
 
     /// [`Session::push_requests`] of a run that estimated its messages in `estimates`
-    /// (taken from there rather than estimated again).
-    pub fn push_requests_estimated(
+    /// (taken from there rather than estimated again). A borrowed request is encoded
+    /// without copying its histories.
+    pub fn push_requests_estimated<'r>(
         &mut self,
-        requests: impl IntoIterator<Item = RequestSnapshot>,
-        estimates: &EstimateMemo,
+        requests: impl IntoIterator<Item = Cow<'r, RequestSnapshot>>,
+        estimates: &'r EstimateMemo,
     ) {
         let mut encoder = linear::Encoder::after(&self.groundwork.requests).with_memo(estimates);
         for snap in requests {
             let l = encoder.encode(
                 &self.groundwork.requests,
-                &snap,
+                snap,
                 &self.messages,
                 &mut self.groundwork.tables,
             );
@@ -718,7 +724,7 @@ mod tests {
         plain.commit(history.clone(), Map::new(), [snap.clone()]);
         let mut memoised = Session::new("m");
         memoised.set_messages(history);
-        memoised.push_requests_estimated([snap.clone()], &memo);
+        memoised.push_requests_estimated([Cow::Borrowed(&snap)], &memo);
         assert_eq!(memoised.groundwork.requests, plain.groundwork.requests);
         assert_eq!(memoised.groundwork.requests[0].raw_tokens, None);
         assert_eq!(memoised.groundwork.requests[0].sent_tokens, None);

@@ -222,9 +222,12 @@ impl SentList {
 
     /// The sources one by one.
     fn each(&self) -> impl Iterator<Item = Src> + '_ {
-        self.runs.iter().flat_map(|s| match *s {
-            Src::Raw(a, b) => (a..b).map(|j| Src::Raw(j, j + 1)).collect::<Vec<_>>(),
-            other => vec![other],
+        self.runs.iter().flat_map(|s| {
+            let (raw, other) = match *s {
+                Src::Raw(a, b) => (a..b, None),
+                other => (0..0, Some(other)),
+            };
+            raw.map(|j| Src::Raw(j, j + 1)).chain(other)
         })
     }
 }
@@ -313,9 +316,10 @@ pub struct Encoder<'m> {
     memo: Option<&'m EstimateMemo>,
     /// Token estimates of the committed messages, computed once per encoder.
     estimates: Option<Vec<usize>>,
-    /// The request this encoder encoded last: its sent list is `list`, message by
-    /// message, so a rewritten message need not be rebuilt from its edit to be compared.
-    last: Option<(Vec<ModelMessage>, Vec<ModelMessage>)>,
+    /// The request this encoder encoded last (kept, not copied): its sent list is `list`,
+    /// message by message, so a rewritten message need not be rebuilt from its edit to be
+    /// compared.
+    last: Option<std::borrow::Cow<'m, RequestSnapshot>>,
 }
 
 impl<'m> Encoder<'m> {
@@ -346,11 +350,12 @@ impl<'m> Encoder<'m> {
     }
 
     /// `snap`, the request after those already in `requests`, against the committed
-    /// history `messages`; its instructions and tools go into `tables`.
+    /// history `messages`; its instructions and tools go into `tables`. The encoder keeps
+    /// `snap` (borrowed or owned, never copied) to compare the next request with.
     pub fn encode(
         &mut self,
         requests: &[LinearRequest],
-        snap: &RequestSnapshot,
+        snap: std::borrow::Cow<'m, RequestSnapshot>,
         messages: &[ModelMessage],
         tables: &mut Tables,
     ) -> LinearRequest {
@@ -376,7 +381,7 @@ impl<'m> Encoder<'m> {
             // A rewritten message the request before sent, over the same stored message
             // there and here, is that request's message again.
             let as_last = |base: usize| {
-                let (raw, compacted) = last.as_ref()?;
+                let RequestSnapshot { raw, compacted, .. } = last.as_deref()?;
                 let same_base = raw.get(base).is_some_and(|b| snap.raw.get(base) == Some(b));
                 same_base.then(|| compacted.get(keep) == Some(sent))
             };
@@ -414,7 +419,6 @@ impl<'m> Encoder<'m> {
             tokens: snap.tokens.clone(),
         };
         self.list.apply(index, &r);
-        self.last = Some((snap.raw.clone(), snap.compacted.clone()));
         // The estimates are recomputed when read; kept only if the recorded ones differ.
         // The committed messages' estimates are shared by every request of the commit.
         let mut estimates = self.estimates.take().unwrap_or_default();
@@ -452,6 +456,7 @@ impl<'m> Encoder<'m> {
         if sent_tokens != snap.compacted_tokens {
             r.sent_tokens = Some(snap.compacted_tokens.clone());
         }
+        self.last = Some(snap);
         r
     }
 }
