@@ -56,6 +56,90 @@ async fn palette() {
     snapshot_both(&mut app, "palette_query");
 }
 
+/// Each command's row of the palette at `w` columns: its keys whole, after at least two
+/// spaces, and its name (whole when `whole`, else at least its first words) before them.
+fn palette_rows_hold(app: &mut App, w: u16, whole: bool) {
+    let text = screen(app, w, 40);
+    let lines: Vec<&str> = text.lines().collect();
+    let top = lines
+        .iter()
+        .position(|l| l.contains("│> "))
+        .expect("the query line");
+    for (k, a) in app.palette_entries("").iter().enumerate() {
+        let (name, hint) = (a.description(), app.keymap.hint(*a));
+        let row = lines[top + 1 + k];
+        let shown = if whole {
+            name
+        } else {
+            &name[..name.len().min(10)]
+        };
+        let at = row
+            .find(shown)
+            .unwrap_or_else(|| panic!("{name:?} at {w}: {row}"));
+        let after = &row[at + shown.len()..];
+        let gap = after
+            .find(&format!("  {hint}"))
+            .unwrap_or_else(|| panic!("no gap before {hint:?} at {w}: {row}"));
+        // The rest of the name, or its start cut with `…`, then only spaces.
+        let rest = after[..gap].trim_end();
+        let cut = rest.strip_suffix('…');
+        let fits = match cut {
+            Some(start) => name[shown.len()..].starts_with(start) && !whole,
+            None => rest.is_empty() || (!whole && name[shown.len()..] == *rest),
+        };
+        assert!(fits, "{name:?} at {w}: {row}");
+    }
+}
+
+#[tokio::test]
+async fn palette_keys_are_never_run_into_or_cut() {
+    let (_dir, rt, mut app) = offline();
+    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    // The longest name fits at 80 columns; at 50 the names are cut, never the keys.
+    palette_rows_hold(&mut app, 80, true);
+    palette_rows_hold(&mut app, 160, true);
+    palette_rows_hold(&mut app, 50, false);
+    let narrow = screen(&mut app, 50, 40);
+    assert!(narrow.contains('…'), "{narrow}");
+}
+
+#[tokio::test]
+async fn help_shows_every_description_whole_at_80_columns() {
+    let (_dir, rt, mut app) = offline();
+    press(&rt, &mut app, KeyCode::F(1));
+    let rows = app.keymap.help_rows();
+    // Tall enough for every row: what is cut shows as missing words.
+    let text = screen(&mut app, 80, rows.len() as u16 * 2 + 4);
+    // The popup's inside: the columns between its corners, on the rows below its top.
+    let lines: Vec<Vec<char>> = text.lines().map(|l| l.chars().collect()).collect();
+    let top = lines
+        .iter()
+        .position(|l| l.iter().collect::<String>().contains("╭ Keys"))
+        .expect("the help popup");
+    let left = lines[top].iter().position(|c| *c == '╭').unwrap();
+    let right = left
+        + 1
+        + lines[top][left + 1..]
+            .iter()
+            .position(|c| *c == '╮')
+            .unwrap();
+    let inside: String = lines[top + 1..]
+        .iter()
+        .filter(|l| l.len() > right)
+        .map(|l| l[left + 1..right].iter().collect::<String>())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let words: Vec<&str> = inside.split_whitespace().collect();
+    let joined = words.join(" ");
+    for (_, desc) in rows {
+        let desc = desc.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            joined.contains(&desc),
+            "{desc:?} is not shown whole:\n{text}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn document_filter() {
     let kb = demo_kb().await;

@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
 
 use crate::tui::app::{App, PathPurpose, Popup};
-use crate::tui::wrap::truncate;
+use crate::tui::wrap::{truncate, width, wrap_line};
 
 /// A `w`×`h` rectangle in the middle of `area` (smaller when `area` is).
 pub(super) fn centered(area: Rect, w: u16, h: u16) -> Rect {
@@ -37,17 +37,30 @@ pub fn render(app: &App, frame: &mut Frame) {
     match popup {
         Popup::Help { scroll } => {
             let rows = app.keymap.help_rows();
-            let area = centered(full, 76, rows.len() as u16 + 2);
-            let max_scroll = (rows.len() as u16 + 2).saturating_sub(area.height);
-            let lines: Vec<Line> = rows
-                .into_iter()
-                .map(|(keys, desc)| {
-                    Line::from(vec![
-                        Span::styled(format!("{:<22}", truncate(&keys, 21)), t.key),
-                        Span::styled(desc, t.text),
-                    ])
-                })
-                .collect();
+            // Keys in a column of their own; a description too long for the screen goes
+            // on under itself rather than being cut.
+            const KEYS: usize = 22;
+            let longest = rows.iter().map(|(_, d)| width(d)).max().unwrap_or(0);
+            let inner = (KEYS + longest)
+                .max(74)
+                .min(usize::from(full.width.saturating_sub(2)));
+            let desc_w = inner.saturating_sub(KEYS).max(1) as u16;
+            let mut lines: Vec<Line> = Vec::new();
+            for (keys, desc) in rows {
+                let pieces = wrap_line(&Line::styled(desc, t.text), desc_w);
+                for (k, piece) in pieces.into_iter().enumerate() {
+                    let keys = if k == 0 {
+                        truncate(&keys, KEYS - 1)
+                    } else {
+                        String::new()
+                    };
+                    let mut spans = vec![Span::styled(format!("{keys:<KEYS$}"), t.key)];
+                    spans.extend(piece.spans);
+                    lines.push(Line::from(spans));
+                }
+            }
+            let area = centered(full, inner as u16 + 2, lines.len() as u16 + 2);
+            let max_scroll = (lines.len() as u16 + 2).saturating_sub(area.height);
             frame.render_widget(Clear, area);
             frame.render_widget(
                 Paragraph::new(lines)
@@ -58,17 +71,38 @@ pub fn render(app: &App, frame: &mut Frame) {
         }
         Popup::Palette { query, selected } => {
             let entries = app.palette_entries(query);
-            let area = centered(full, 64, entries.len() as u16 + 4);
+            let hints: Vec<String> = entries.iter().map(|a| app.keymap.hint(*a)).collect();
+            // The names, two spaces, the keys and a space: as wide as the longest of each
+            // over every command (so the keys stay put while the list is filtered), or the
+            // screen (the names are cut first; a key is never run into or cut).
+            let every = app.palette_entries("");
+            let keys_w = every
+                .iter()
+                .map(|a| width(&app.keymap.hint(*a)))
+                .max()
+                .unwrap_or(0);
+            let names_w = every
+                .iter()
+                .map(|a| width(a.description()))
+                .max()
+                .unwrap_or(0);
+            let inner = (names_w + keys_w + 3)
+                .max(62)
+                .min(usize::from(full.width.saturating_sub(2)));
+            let names_w = names_w.min(inner.saturating_sub(keys_w + 3)).max(1);
+            let area = centered(full, inner as u16 + 2, entries.len() as u16 + 4);
             let mut lines = vec![Line::from(vec![
                 Span::styled("> ", t.key),
                 Span::styled(query.clone(), t.text),
             ])];
             let sel = (*selected).min(entries.len().saturating_sub(1));
-            for (k, a) in entries.iter().enumerate() {
+            for (k, (a, hint)) in entries.iter().zip(hints).enumerate() {
                 let style = if k == sel { t.selected } else { t.text };
+                let name = truncate(a.description(), names_w);
+                let pad = names_w.saturating_sub(width(&name)) + 2;
                 lines.push(Line::from(vec![
-                    Span::styled(format!("{:<46}", a.description()), style),
-                    Span::styled(app.keymap.hint(*a), t.dim),
+                    Span::styled(format!("{name}{:pad$}", ""), style),
+                    Span::styled(hint, t.dim),
                 ]));
             }
             frame.render_widget(Clear, area);
