@@ -16,6 +16,8 @@
 //! the messages and instructions; kept only if one ever differs). A version-1 snapshot
 //! (full copies) is read as [`StoredRequest::Full`] and converted against the history.
 
+use std::borrow::Cow;
+
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -237,8 +239,7 @@ pub(super) fn sent_message<'a>(
     raw: &'a [ModelMessage],
     tables: &Tables,
     src: Src,
-) -> Option<std::borrow::Cow<'a, ModelMessage>> {
-    use std::borrow::Cow;
+) -> Option<Cow<'a, ModelMessage>> {
     match src {
         Src::Raw(j, _) => raw.get(j).map(Cow::Borrowed),
         Src::Sent { request, piece } => match requests.get(request)?.tail.get(piece)? {
@@ -319,7 +320,7 @@ pub struct Encoder<'m> {
     /// The request this encoder encoded last (kept, not copied): its sent list is `list`,
     /// message by message, so a rewritten message need not be rebuilt from its edit to be
     /// compared.
-    last: Option<std::borrow::Cow<'m, RequestSnapshot>>,
+    last: Option<Cow<'m, RequestSnapshot>>,
 }
 
 impl<'m> Encoder<'m> {
@@ -355,7 +356,7 @@ impl<'m> Encoder<'m> {
     pub fn encode(
         &mut self,
         requests: &[LinearRequest],
-        snap: std::borrow::Cow<'m, RequestSnapshot>,
+        snap: Cow<'m, RequestSnapshot>,
         messages: &[ModelMessage],
         tables: &mut Tables,
     ) -> LinearRequest {

@@ -71,7 +71,6 @@ pub fn render(app: &App, frame: &mut Frame) {
         }
         Popup::Palette { query, selected } => {
             let entries = app.palette_entries(query);
-            let hints: Vec<String> = entries.iter().map(|a| app.keymap.hint(*a)).collect();
             // The names, two spaces, the keys and a space: as wide as the longest of each
             // over every command (so the keys stay put while the list is filtered), or the
             // screen (the names are cut first; a key is never run into or cut).
@@ -96,13 +95,13 @@ pub fn render(app: &App, frame: &mut Frame) {
                 Span::styled(query.clone(), t.text),
             ])];
             let sel = (*selected).min(entries.len().saturating_sub(1));
-            for (k, (a, hint)) in entries.iter().zip(hints).enumerate() {
+            for (k, a) in entries.iter().enumerate() {
                 let style = if k == sel { t.selected } else { t.text };
                 let name = truncate(a.description(), names_w);
                 let pad = names_w.saturating_sub(width(&name)) + 2;
                 lines.push(Line::from(vec![
                     Span::styled(format!("{name}{:pad$}", ""), style),
-                    Span::styled(hint, t.dim),
+                    Span::styled(app.keymap.hint(*a), t.dim),
                 ]));
             }
             frame.render_widget(Clear, area);
