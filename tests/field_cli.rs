@@ -621,10 +621,15 @@ fn timing_phases(log: &str) -> Vec<(String, f64)> {
         .filter(|l| l.contains("groundwork::timing"))
         .map(|l| {
             let phase = l.split("phase=\"").nth(1).and_then(|r| r.split('"').next());
-            let ms = l.split("ms=").nth(1).and_then(|r| r.trim().parse().ok());
-            match (phase, ms) {
-                (Some(p), Some(ms)) => (p.to_string(), ms),
-                _ => panic!("a timing line without its phase and time: {l}"),
+            let field = |name: &str| -> Option<f64> {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+                    .and_then(|v| v.parse().ok())
+            };
+            // Each line also gives the page faults so far and the committed memory.
+            match (phase, field("ms"), field("faults"), field("committed_kib")) {
+                (Some(p), Some(ms), Some(faults), Some(_)) if faults > 0.0 => (p.to_string(), ms),
+                _ => panic!("a timing line without its phase, time and memory: {l}"),
             }
         })
         .collect()

@@ -57,10 +57,9 @@ use error::{
     HttpFailure, MAX_RETRY_AFTER, TransportFailure, classify_reqwest, json_error_code,
     json_error_message,
 };
-use serde_json::value::RawValue;
 use stream::StreamAccumulator;
 use transport::{PROBE, Probe, Transport};
-use wire::{ChatChunk, ChatCompletion, WireMemo};
+use wire::{ChatChunk, ChatCompletion, WireBody, WireMemo};
 
 /// A client for an OpenAI-compatible chat-completions endpoint.
 #[derive(Clone)]
@@ -242,7 +241,7 @@ impl OpenAiModel {
     /// One attempt under the idle timeout, with its own probe.
     async fn attempt(
         &self,
-        body: &RawValue,
+        body: &WireBody,
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
         emitted: &mut bool,
     ) -> Result<ModelResponse, ModelError> {
@@ -269,7 +268,7 @@ impl OpenAiModel {
     /// Send, read (streaming or not), convert.
     async fn send(
         &self,
-        body: &RawValue,
+        body: &WireBody,
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
         emitted: &mut bool,
         probe: &Probe,
@@ -359,7 +358,7 @@ impl OpenAiModel {
     /// Attempts until one succeeds or the failure allows no more (see the module docs).
     async fn with_retries(
         &self,
-        body: &RawValue,
+        body: &WireBody,
         on_delta: &(dyn Fn(StreamDelta) + Send + Sync),
     ) -> Result<ModelResponse, ModelError> {
         let mut retries = 0u32;

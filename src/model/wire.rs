@@ -11,7 +11,6 @@
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::config::ModelConfig;
 use crate::engine::capability::ToolDef;
@@ -28,40 +27,79 @@ use crate::engine::prompts;
 pub(super) fn build_request_body(
     config: &ModelConfig,
     params: ModelRequestParams<'_>,
-) -> serde_json::Result<Box<RawValue>> {
+) -> serde_json::Result<WireBody> {
     WireMemo::default().body(config, params)
+}
+
+/// A request body as [`WireMemo::body`] wrote it: sent as it is, shared by the memo and
+/// every attempt. It serialises as the raw JSON it holds, as `serde_json`'s own
+/// `RawValue` does (through the same marker), without reading it through again to check
+/// it: the writer made it from serialised parts, and a long history's body is 1.7 MB.
+#[derive(Debug, Clone)]
+pub struct WireBody(std::sync::Arc<String>);
+
+/// The struct name `serde_json`'s serializer writes out verbatim (its `RawValue`).
+const RAW_MARKER: &str = "$serde_json::private::RawValue";
+
+impl WireBody {
+    /// The body's JSON.
+    pub fn get(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Serialize for WireBody {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut raw = s.serialize_struct(RAW_MARKER, 1)?;
+        raw.serialize_field(RAW_MARKER, self.get())?;
+        raw.end()
+    }
 }
 
 /// The wire form of the messages of a model's latest request. A request's history is
 /// mostly the one the request before sent (the same messages, compaction's rewrites
 /// included), so each of a run's later requests writes only what is new and copies the
-/// rest as text. Holds the messages it wrote, so no other message takes their addresses,
-/// and only those of the latest request.
+/// rest from the body before. Holds the messages it wrote, so no other message takes
+/// their addresses, and only those of the latest request.
 #[derive(Default)]
 pub(super) struct WireMemo {
     /// The latest request's messages in order, each with where its wire messages are in
-    /// `text`.
+    /// `body`: each wire message followed by one separator byte (`,`, or the list's `]`
+    /// after the last).
     messages: Vec<(ModelMessage, std::ops::Range<usize>)>,
-    /// Their wire messages, each followed by a comma.
-    text: Vec<u8>,
+    /// The latest request's body.
+    body: Option<WireBody>,
 }
 
 impl WireMemo {
-    /// The chat-completions JSON body for `params`: `model`, `messages`, `tools` when
-    /// any, `max_tokens` when configured, and `stream` with usage when streaming. A
-    /// message this memo holds from the request before is copied as written then (found
-    /// at its position, or else by its identity); the others are written here, all into
-    /// one text (a long history is neither copied into a JSON tree nor written message by
-    /// message into allocations of its own).
+    /// The chat-completions JSON body for `params`, in wire order: `model`, `messages`
+    /// (the instructions first as a system message), `tools` when any, `max_tokens` when
+    /// configured, and `stream` with usage when streaming. A message this memo holds
+    /// from the request before is copied as written then (found at its position, or else
+    /// by its identity); the others are written here. Everything goes into one text,
+    /// sized after the body before: a long history is neither copied into a JSON tree
+    /// nor written into allocations of its own, and a short-lived process pays for every
+    /// fresh page it touches.
     pub(super) fn body(
         &mut self,
         config: &ModelConfig,
         params: ModelRequestParams<'_>,
-    ) -> serde_json::Result<Box<RawValue>> {
+    ) -> serde_json::Result<WireBody> {
         let earlier = std::mem::take(&mut self.messages);
-        let earlier_text = std::mem::take(&mut self.text);
+        let earlier_body = self.body.take();
+        let old = earlier_body
+            .as_ref()
+            .map_or(&b""[..], |b| b.get().as_bytes());
         let mut by_identity: Option<std::collections::HashMap<usize, usize>> = None;
-        let mut text = Vec::with_capacity(earlier_text.len() + 4096);
+        let mut text = Vec::with_capacity(old.len() + params.instructions.len() + 4096);
+        text.extend_from_slice(br#"{"model":"#);
+        serde_json::to_writer(&mut text, &config.model)?;
+        text.extend_from_slice(br#","messages":["#);
+        if !params.instructions.trim().is_empty() {
+            serde_json::to_writer(&mut text, &Role("system", params.instructions))?;
+            text.push(b',');
+        }
         let mut messages = Vec::with_capacity(params.messages.len());
         for (i, message) in params.messages.iter().enumerate() {
             let identity = message.identity();
@@ -79,15 +117,42 @@ impl WireMemo {
                     .copied(),
             };
             let start = text.len();
-            match same {
-                Some(j) => text.extend_from_slice(&earlier_text[earlier[j].1.clone()]),
+            match same.map(|j| earlier[j].1.clone()) {
+                // Its wire messages as written, the last one's separator made a comma.
+                Some(range) if !range.is_empty() => {
+                    text.extend_from_slice(&old[range.start..range.end - 1]);
+                    text.push(b',');
+                }
+                Some(_) => {}
                 None => write_wire(message, &mut text)?,
             }
             messages.push((message.clone(), start..text.len()));
         }
+        // The last separator (after the last message or the instructions) ends the list.
+        match text.last_mut() {
+            Some(last) if *last == b',' => *last = b']',
+            _ => text.push(b']'),
+        }
+        if !params.tools.is_empty() {
+            text.extend_from_slice(br#","tools":"#);
+            let tools: Vec<_> = params.tools.iter().map(WireTool).collect();
+            serde_json::to_writer(&mut text, &tools)?;
+        }
+        if let Some(n) = config.max_tokens {
+            text.extend_from_slice(br#","max_tokens":"#);
+            serde_json::to_writer(&mut text, &n)?;
+        }
+        if config.stream {
+            text.extend_from_slice(br#","stream":true,"stream_options":{"include_usage":true}"#);
+        }
+        text.push(b'}');
+        drop(earlier_body);
+        let body = WireBody(std::sync::Arc::new(
+            String::from_utf8(text).map_err(serde::ser::Error::custom)?,
+        ));
         self.messages = messages;
-        self.text = text;
-        assemble(config, params.instructions, &self.text, params.tools)
+        self.body = Some(body.clone());
+        Ok(body)
     }
 }
 
@@ -111,52 +176,6 @@ fn write_wire(message: &ModelMessage, out: &mut Vec<u8>) -> serde_json::Result<(
         }
     }
     Ok(())
-}
-
-/// The body around the written messages (`messages`: wire messages each followed by a
-/// comma), in wire order: `model`, `messages` (the instructions first as a system
-/// message), `tools`, `max_tokens`, `stream` and `stream_options`. Held in exactly its
-/// length: a long history's body is hundreds of kB, and a short-lived process pays for
-/// every fresh page.
-fn assemble(
-    config: &ModelConfig,
-    instructions: &str,
-    messages: &[u8],
-    tools: &[ToolDef],
-) -> serde_json::Result<Box<RawValue>> {
-    let mut head = Vec::with_capacity(instructions.len() + config.model.len() + 64);
-    head.extend_from_slice(br#"{"model":"#);
-    serde_json::to_writer(&mut head, &config.model)?;
-    head.extend_from_slice(br#","messages":["#);
-    if !instructions.trim().is_empty() {
-        serde_json::to_writer(&mut head, &Role("system", instructions))?;
-        head.push(b',');
-    }
-    let messages = messages.strip_suffix(b",").unwrap_or(messages);
-    if messages.is_empty() && head.last() == Some(&b',') {
-        head.pop();
-    }
-    let mut tail = vec![b']'];
-    if !tools.is_empty() {
-        tail.extend_from_slice(br#","tools":"#);
-        let tools: Vec<_> = tools.iter().map(WireTool).collect();
-        serde_json::to_writer(&mut tail, &tools)?;
-    }
-    if let Some(n) = config.max_tokens {
-        tail.extend_from_slice(br#","max_tokens":"#);
-        serde_json::to_writer(&mut tail, &n)?;
-    }
-    if config.stream {
-        tail.extend_from_slice(br#","stream":true,"stream_options":{"include_usage":true}"#);
-    }
-    tail.push(b'}');
-    let mut body = Vec::with_capacity(head.len() + messages.len() + tail.len());
-    body.extend_from_slice(&head);
-    body.extend_from_slice(messages);
-    body.extend_from_slice(&tail);
-    let body = String::from_utf8(body).map_err(serde::ser::Error::custom)?;
-    // Read through once more to be checked: cheaper than a copy, not free.
-    RawValue::from_string(body)
 }
 
 struct WireTool<'a>(&'a ToolDef);
@@ -599,6 +618,35 @@ mod tests {
             build_request_body(&config, params(&history)).unwrap().get()
         );
         assert!(!third.get().contains("tool_calls"));
+    }
+
+    /// What the client sends is the body as written, byte for byte: serialised the way
+    /// async-openai serialises a request (`serde_json::to_vec`), the body is not quoted
+    /// as a string or re-encoded. A `serde_json` that stopped writing its marker verbatim
+    /// fails here.
+    #[test]
+    fn the_body_is_sent_as_written() {
+        let messages = vec![ModelMessage::from(ModelRequest::user("say \"hi\"\nthen é"))];
+        let body = build_request_body(
+            &ModelConfig::default(),
+            ModelRequestParams {
+                instructions: "be brief",
+                messages: &messages,
+                tools: &[],
+            },
+        )
+        .unwrap();
+        let sent = serde_json::to_vec(&body).unwrap();
+        assert_eq!(std::str::from_utf8(&sent).unwrap(), body.get());
+        let parsed: Value = serde_json::from_slice(&sent).unwrap();
+        assert_eq!(
+            parsed["messages"][1]["content"],
+            json!("say \"hi\"\nthen é")
+        );
+        // Inside another value too.
+        let nested: Value =
+            serde_json::from_str(&serde_json::to_string(&[&body, &body]).unwrap()).unwrap();
+        assert_eq!(nested[1], parsed);
     }
 
     /// No messages, with or without instructions: the list is still well formed.
