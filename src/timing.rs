@@ -4,9 +4,11 @@
 //! `GROUNDWORK_LOG=warn,groundwork::timing=debug`; the log then holds one line per phase:
 //! for `ask`, the session read and parsed (history, Groundwork's section and journal on
 //! threads of their own), the agent built, each request prepared, compacted, estimated,
-//! written and answered, the commit and the save; each line also gives the minor page
-//! faults so far and the allocator's committed memory (`faults`, `committed_kib`). This
-//! is how the figures of `benches/ask.rs` are taken apart phase by phase.
+//! written and answered, each search's legs (the query embedded, the full-text and
+//! vector legs, the documents read, pictures attached, context expanded), the commit and
+//! the save; each line also gives the minor page faults so far and the allocator's
+//! committed memory (`faults`, `committed_kib`). This is how the figures of
+//! `benches/ask.rs` are taken apart phase by phase.
 
 use std::sync::OnceLock;
 use std::time::Instant;

@@ -643,7 +643,10 @@ async fn an_ask_logs_its_phases_when_timing_is_enabled() {
     let embed = hashembed::start().await;
     let home = Home::new();
     let db = home.kb(&embed).await;
+    // The second question searches before it answers (uncited: the policy asks once more).
     let model = ScriptedServer::start(vec![
+        Reply::text("The lamp is electric."),
+        Reply::tool_call("rag_search", json!({"query": "lamp"})),
         Reply::text("The lamp is electric."),
         Reply::text("The lamp is electric."),
     ])
@@ -704,9 +707,24 @@ async fn an_ask_logs_its_phases_when_timing_is_enabled() {
         "ask: saved",
     ]);
     assert!(at("session: journal replayed") < at("ask: session opened"));
+    // The search, the uncited answer the policy sends back once, the answer.
     assert_eq!(
         names.iter().filter(|n| **n == "request: answered").count(),
-        1
+        3
     );
+    // The search between the two requests, leg by leg (the legs run side by side).
+    in_order(&[
+        "request: answered",
+        "search: query embedded",
+        "search: vector leg",
+    ]);
+    for leg in ["search: vector leg", "search: full-text leg"] {
+        in_order(&[leg, "search: documents read", "search: pictures attached"]);
+    }
+    in_order(&[
+        "search: pictures attached",
+        "search: expanded",
+        "run: finished",
+    ]);
     assert!(phases.iter().all(|(_, ms)| *ms >= 0.0 && *ms < 60_000.0));
 }

@@ -305,6 +305,7 @@ impl RagRun {
                 .await?;
             reports.extend(rerank);
             let mut found = store.expand(found).await?;
+            crate::timing::mark("search: expanded");
             for r in &mut found {
                 r.collection = name.clone();
             }

@@ -181,6 +181,7 @@ impl Store {
                 q = q.only_if(p);
             }
             let batches = collect(q.execute().await?).await?;
+            crate::timing::mark("search: full-text leg");
             Ok::<_, StoreError>(scored(&batches, "_score", |s| s))
         };
         let vector_leg = || async {
@@ -190,6 +191,7 @@ impl Store {
                 .await?
                 .pop()
                 .unwrap_or_default();
+            crate::timing::mark("search: query embedded");
             let mut q = table
                 .query()
                 .nearest_to(vector.as_slice())?
@@ -201,6 +203,7 @@ impl Store {
                 q = q.only_if(p);
             }
             let batches = collect(q.execute().await?).await?;
+            crate::timing::mark("search: vector leg");
             Ok::<_, StoreError>(scored(&batches, "_distance", |d| {
                 (1.0 / (1.0 + d)).max(0.0)
             }))
@@ -230,12 +233,15 @@ impl Store {
             .into_iter()
             .collect();
         let docs = self.cached_documents(&doc_ids).await?;
+        crate::timing::mark("search: documents read");
         let results: Vec<SearchResult> = hits
             .into_iter()
             .map(|(c, score)| result_from_chunk(c, score, &docs))
             .collect();
         let results = expand::dedup_picture_chunks(results);
-        self.attach_pictures(results).await
+        let results = self.attach_pictures(results).await;
+        crate::timing::mark("search: pictures attached");
+        results
     }
 
     /// Context expansion over the store's `document_items` (SPEC §5.3).
