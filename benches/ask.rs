@@ -6,9 +6,11 @@
 //! session is built by asking its questions one by one through the same binary and is
 //! kept under the target directory for later runs. Each measured `ask` starts from the
 //! same saved session (the file and its journal copied back and synced to disk, as the
-//! `ask` before left them). Prints the ratio of the two means, and the floor any `ask`
-//! that reads the history from its JSON pays: reading the long session and checking it
-//! as JSON without building anything. Where the time goes, phase by phase: each `ask`
+//! `ask` before left them). The two sessions are asked alternately, so that the machine's
+//! drift falls on both alike; the bench prints the mean and median wall time of each,
+//! their ratios and the difference, and the floor any `ask` that reads the history from
+//! its JSON pays: reading the long session and checking it as JSON without building
+//! anything. Where the time goes, phase by phase: each `ask`
 //! logs it with `GROUNDWORK_LOG=warn,groundwork::timing=debug` (see `src/timing.rs`),
 //! into the log of the bench's temporary home: to keep it, run the bench with its binary
 //! replaced by a script that sets `XDG_DATA_HOME` and starts the real one.
@@ -174,55 +176,104 @@ fn ask(c: &mut Criterion) {
 
     let short = session_of(&b, &keep, 1);
     let long = session_of(&b, &keep, n);
+    // The two sessions are asked alternately, in turn first, so that whatever the
+    // machine does meanwhile (another tenant, the page cache, the CPU's clock) falls on
+    // both alike: measured one after the other, the ratio moved more with the machine
+    // than with the code.
+    let pair = [(1usize, &short), (n, &long)].map(|(q, from)| Pair {
+        q,
+        pristine: std::fs::read(from).unwrap(),
+        // A long session's latest questions are in its journal until the next fold.
+        journal: std::fs::read(groundwork::session::journal_path(from)).ok(),
+        scratch: home.path().join(format!("s-{q}.json")),
+        walls: Vec::new(),
+    });
+    let pair = std::cell::RefCell::new(pair);
     let mut g = c.benchmark_group("ask");
     g.sample_size(10);
-    g.measurement_time(Duration::from_secs(20));
-    let scratch = home.path().join("s.json");
-    let mut means = Vec::new();
-    for (label, from, q) in [("1", &short, 1), (n.to_string().as_str(), &long, n)] {
-        let pristine = std::fs::read(from).unwrap();
-        // A long session's latest questions are in its journal until the next fold.
-        let journal = std::fs::read(groundwork::session::journal_path(from)).ok();
-        let mut total = Duration::ZERO;
-        let mut count = 0u32;
-        g.bench_function(
-            format!("ask on a session of {label} question(s)"),
-            |bench| {
-                bench.iter_batched(
-                    || {
-                        write_synced(&scratch, &pristine);
-                        let scratch_journal = groundwork::session::journal_path(&scratch);
-                        match &journal {
-                            Some(j) => write_synced(&scratch_journal, j),
-                            None => {
-                                let _ = std::fs::remove_file(&scratch_journal);
-                            }
-                        }
-                    },
-                    |()| {
+    g.measurement_time(Duration::from_secs(40));
+    let mut turn = 0usize;
+    g.bench_function(
+        format!("ask on a session of 1 question and on one of {n}, alternately"),
+        |bench| {
+            bench.iter_batched(
+                || pair.borrow().iter().for_each(Pair::restore),
+                |()| {
+                    turn += 1;
+                    for k in [turn % 2, (turn + 1) % 2] {
+                        let p = &mut pair.borrow_mut()[k];
                         let t = Instant::now();
-                        b.ask(&scratch, q);
-                        total += t.elapsed();
-                        count += 1;
-                    },
-                    BatchSize::PerIteration,
-                )
-            },
-        );
-        means.push(total / count.max(1));
-    }
+                        b.ask(&p.scratch, p.q);
+                        p.walls.push(t.elapsed());
+                    }
+                },
+                BatchSize::PerIteration,
+            )
+        },
+    );
     g.finish();
+    let [one, many] = pair.into_inner().map(|p| Stats::of(p.walls));
     println!(
-        "ask wall time: {:?} on 1 question, {:?} on {n}: ratio {:.2}",
-        means[0],
-        means[1],
-        means[1].as_secs_f64() / means[0].as_secs_f64()
+        "ask wall time over {} asks of each, alternately: on 1 question mean {:.1} ms, \
+         median {:.1} ms; on {n} mean {:.1} ms, median {:.1} ms; ratio of means {:.2}, \
+         of medians {:.2}; question {n} costs {:.1} ms more (medians)",
+        one.count,
+        one.mean,
+        one.median,
+        many.mean,
+        many.median,
+        many.mean / one.mean,
+        many.median / one.median,
+        many.median - one.median,
     );
     let (read, skim) = json_floor(&long);
     println!(
         "the floor of reading the {n}-question session as JSON (file and journal, nothing \
          built; best of 30): read {read:?}, checked {skim:?}"
     );
+}
+
+/// One session the bench asks, as saved, and the wall times of the asks on it.
+struct Pair {
+    q: usize,
+    pristine: Vec<u8>,
+    journal: Option<Vec<u8>>,
+    scratch: PathBuf,
+    walls: Vec<Duration>,
+}
+
+impl Pair {
+    /// The scratch session (and its journal) put back as the saved one.
+    fn restore(&self) {
+        write_synced(&self.scratch, &self.pristine);
+        let scratch_journal = groundwork::session::journal_path(&self.scratch);
+        match &self.journal {
+            Some(j) => write_synced(&scratch_journal, j),
+            None => {
+                let _ = std::fs::remove_file(&scratch_journal);
+            }
+        }
+    }
+}
+
+/// Mean and median of some wall times, in milliseconds.
+struct Stats {
+    count: usize,
+    mean: f64,
+    median: f64,
+}
+
+impl Stats {
+    fn of(mut walls: Vec<Duration>) -> Stats {
+        walls.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let count = walls.len().max(1);
+        Stats {
+            count: walls.len(),
+            mean: walls.iter().copied().map(ms).sum::<f64>() / count as f64,
+            median: walls.get(walls.len() / 2).copied().map_or(0.0, ms),
+        }
+    }
 }
 
 /// The least any `ask` that reads the history from its JSON pays: reading the session
