@@ -876,27 +876,20 @@ async fn scenario_65_cited_picture_is_rehydrated_from_the_store() {
     );
 }
 
-/// A cited picture the store does not have is not asked for at every request of a run:
-/// once a request's capsule has every picture's answer (found, or not there), the run's
-/// later requests reuse it. Here the inverter's document leaves the store after the
-/// first request of question 3: the second request still carries the picture the first
-/// fetched (fetched again, it would be gone), beside the turbine's, which was never there.
-#[tokio::test]
-async fn a_picture_the_store_does_not_have_is_not_fetched_again_within_a_run() {
-    let kb = kb().await;
-    let inverter = kb.chunk("Inverter", 0);
-    let turbine = kb.chunk("Turbine", 0);
+/// RAG over `kb` with evidence compaction, and a host tool `drop_inverter` that deletes
+/// the Inverter document from the store while a run goes on.
+fn caps_that_can_drop_the_inverter(kb: &Kb) -> impl Fn() -> Vec<Arc<dyn Capability>> + use<> {
     let store = kb.store.clone();
     let trace = Arc::new(Mutex::new(Vec::new()));
     let dropped = store.clone();
     let drop_inverter = TestCap::new("host", &trace)
         .tool("drop_inverter")
         .handler(move |_, _, _| {
-            let (store, title) = (dropped.clone(), "Inverter");
+            let store = dropped.clone();
             std::thread::spawn(move || {
                 tokio::runtime::Runtime::new().unwrap().block_on(async {
                     let docs = store.list_documents(None).await.unwrap();
-                    let doc = docs.iter().find(|d| d.title.as_deref() == Some(title));
+                    let doc = docs.iter().find(|d| d.title.as_deref() == Some("Inverter"));
                     store
                         .delete_document(doc.unwrap().id.as_str())
                         .await
@@ -908,45 +901,112 @@ async fn a_picture_the_store_does_not_have_is_not_fetched_again_within_a_run() {
             ToolOutcome::Ok(ToolOutput::text("dropped"))
         })
         .arc();
-    let caps = move || -> Vec<Arc<dyn Capability>> {
+    move || -> Vec<Arc<dyn Capability>> {
         vec![
             Arc::new(RagCapability::new(store.clone(), AppConfig::default())),
             Arc::new(EvidenceCompactionCapability::new()),
             drop_inverter.clone(),
         ]
-    };
-    let server = ScriptedServer::start(vec![
+    }
+}
+
+/// Question 1 cites the inverter and the turbine, question 2 searches, question 3 drops
+/// the inverter's document, then makes the calls in `then` and answers.
+fn inverter_script(inverter: &str, turbine: &str, then: Vec<Reply>) -> Vec<Reply> {
+    let mut script = vec![
         Reply::tool_call("rag_cite", json!({"chunk_ids": [inverter, turbine]})),
         Reply::text("first answer"),
         Reply::tool_call("rag_search", json!({"query": "wiring diagram", "limit": 1})),
         Reply::text("second answer"),
         Reply::tool_call("drop_inverter", json!({"query": "x"})),
-        Reply::text("third answer"),
-    ])
-    .await;
+    ];
+    script.extend(then);
+    script.push(Reply::text("third answer"));
+    script
+}
+
+/// Asks "first", "second" and "third" in one conversation over `server`.
+async fn three_questions(
+    server: &ScriptedServer,
+    caps: &dyn Fn() -> Vec<Arc<dyn Capability>>,
+) -> RunResult {
     let mut done: Option<RunResult> = None;
     for question in ["first", "second", "third"] {
         let mut input = RunInput::prompt(question);
         if let Some(before) = done.take() {
             input = input.with_history(before.messages).with_state(before.state);
         }
-        done = Some(run(&agent(&server, caps()), input).await.unwrap());
+        done = Some(run(&agent(server, caps()), input).await.unwrap());
     }
-    assert_eq!(text_output(&done.unwrap()), "third answer");
-    let requests = server.requests();
+    done.unwrap()
+}
+
+/// Each of `requests` carries the inverter's picture with its label, though the
+/// Inverter document has left the store.
+async fn the_inverter_stays_attached(kb: &Kb, requests: &[Value], inverter: &str) {
     let label = format!(
         "Figure from the knowledge base, attached again for previously cited evidence [{inverter}] (#/pictures/0). It was retrieved by search; the user did not supply it. {RETRIEVED_IMAGE_TAG}"
     );
-    for body in &requests[4..] {
+    for body in requests {
         let (texts, images) = user_texts(body);
         assert_eq!(
             images, 1,
-            "the inverter's picture, in both requests: {texts:?}"
+            "the inverter's picture, in every request: {texts:?}"
         );
         assert!(texts.contains(&label), "{texts:?}");
     }
     let docs = kb.store.list_documents(None).await.unwrap();
     assert!(docs.iter().all(|d| d.title.as_deref() != Some("Inverter")));
+}
+
+/// A cited picture the store does not have is not asked for at every request of a run:
+/// once a request's capsule has every picture's answer (found, or not there), the run's
+/// later requests reuse it. Here the inverter's document leaves the store after the
+/// first request of question 3: the second request still carries the picture the first
+/// fetched (fetched again, it would be gone), beside the turbine's, which was never there.
+#[tokio::test]
+async fn a_picture_the_store_does_not_have_is_not_fetched_again_within_a_run() {
+    let kb = kb().await;
+    let inverter = kb.chunk("Inverter", 0);
+    let turbine = kb.chunk("Turbine", 0);
+    let caps = caps_that_can_drop_the_inverter(&kb);
+    let server = ScriptedServer::start(inverter_script(&inverter, &turbine, vec![])).await;
+    let done = three_questions(&server, &caps).await;
+    assert_eq!(text_output(&done), "third answer");
+    the_inverter_stays_attached(&kb, &server.requests()[4..], &inverter).await;
+}
+
+/// A picture fetched once in a run is not fetched again when a later request of the run
+/// rebuilds the capsule (a citation changed it): the rebuilt capsule takes it from what
+/// the run already fetched. Here the inverter's document leaves the store after the
+/// first request of question 3, and the question then cites the turbine again, which
+/// rebuilds the capsule: the inverter's picture is still attached (fetched again, it
+/// would be gone).
+#[tokio::test]
+async fn a_rebuilt_capsule_takes_the_pictures_the_run_already_fetched() {
+    let kb = kb().await;
+    let inverter = kb.chunk("Inverter", 0);
+    let turbine = kb.chunk("Turbine", 0);
+    let caps = caps_that_can_drop_the_inverter(&kb);
+    let server = ScriptedServer::start(inverter_script(
+        &inverter,
+        &turbine,
+        vec![Reply::tool_call(
+            "rag_cite",
+            json!({"chunk_ids": [turbine]}),
+        )],
+    ))
+    .await;
+    let done = three_questions(&server, &caps).await;
+    assert_eq!(text_output(&done), "third answer");
+    // The citation of question 3 is recorded: the capsule's key changed after it.
+    let cited = done.state["rag"]["evidence"]["occurrences"][&turbine]["cited_in_questions"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(cited, 2, "{}", done.state["rag"]["evidence"]);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 7);
+    the_inverter_stays_attached(&kb, &requests[4..], &inverter).await;
 }
 
 #[tokio::test]

@@ -94,6 +94,12 @@ impl StoreHandle {
         StoreHandle { source, cell }
     }
 
+    /// The same for every clone of this handle, and different for handles that coexist
+    /// apart (each opens its own connection).
+    pub fn identity(&self) -> usize {
+        Arc::as_ptr(&self.cell) as *const () as usize
+    }
+
     /// The store, opening it on first use.
     pub async fn get(&self) -> anyhow::Result<Arc<Store>> {
         let store = self

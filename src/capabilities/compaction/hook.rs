@@ -65,13 +65,20 @@ struct Built {
 pub struct CompactorRun {
     cache: Option<Built>,
     rewrites: super::Rewrites,
+    /// Every picture a store answered for during the run (its bytes, or that it has none),
+    /// by store, document and ref: a capsule rebuilt later in the run (a citation changed
+    /// its key) takes them from here instead of asking the store again, as a settled
+    /// capsule is reused.
+    fetched: std::collections::HashMap<PictureKey, Option<Vec<u8>>>,
 }
+
+/// A picture's store ([`StoreHandle::identity`]), document and ref.
+type PictureKey = (usize, String, String);
 
 /// A picture to fetch: its owner's connection, document and ref.
 struct Wanted {
     store: StoreHandle,
-    document_id: String,
-    self_ref: String,
+    key: PictureKey,
 }
 
 fn decodable(bytes: &[u8]) -> Option<String> {
@@ -125,14 +132,16 @@ impl CapabilityRun for CompactorRun {
                     let wanted: Vec<Wanted> = capsule
                         .pictures
                         .iter()
-                        .map(|p| Wanted {
-                            store: evidence
+                        .map(|p| {
+                            let store = evidence
                                 .iter()
                                 .find(|e| e.namespace() == p.capability)
                                 .map(|e| e.picture_store(&p.chunk_id))
-                                .expect("pictures come from discovered capabilities"),
-                            document_id: p.document_id.clone(),
-                            self_ref: p.self_ref.clone(),
+                                .expect("pictures come from discovered capabilities");
+                            Wanted {
+                                key: (store.identity(), p.document_id.clone(), p.self_ref.clone()),
+                                store,
+                            }
                         })
                         .collect();
                     Some((key, step, capsule, wanted))
@@ -144,9 +153,19 @@ impl CapabilityRun for CompactorRun {
                 let mut settled = true;
                 for w in &wanted {
                     // `None`: the store failed; `Some(None)`: it has no such picture.
-                    let answer = match w.store.get().await {
-                        Ok(store) => store.picture(&w.document_id, &w.self_ref).await.ok(),
-                        Err(_) => None,
+                    let answer = match self.fetched.get(&w.key) {
+                        Some(known) => Some(known.clone()),
+                        None => {
+                            let (_, document_id, self_ref) = &w.key;
+                            let answer = match w.store.get().await {
+                                Ok(store) => store.picture(document_id, self_ref).await.ok(),
+                                Err(_) => None,
+                            };
+                            if let Some(known) = &answer {
+                                self.fetched.insert(w.key.clone(), known.clone());
+                            }
+                            answer
+                        }
                     };
                     settled &= answer.is_some();
                     fetched.push(answer.flatten());
