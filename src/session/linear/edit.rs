@@ -6,7 +6,7 @@ use serde_json::Value;
 use serde_json::value::{RawValue, to_raw_value};
 
 use super::Tables;
-use crate::engine::messages::ModelMessage;
+use crate::engine::messages::{ModelMessage, ModelRequest};
 
 /// A rewritten message as a change to the stored one it replaced: its parts (each a
 /// part of the stored message, by index, or a new part) and the other fields that
@@ -75,6 +75,17 @@ impl PartSrc {
             PartSrc::Text(t, rest) => text_part(*t, rest, tables),
         }
     }
+}
+
+/// Whether two requests agree in everything but their parts.
+fn same_but_parts(b: &ModelRequest, s: &ModelRequest) -> bool {
+    b.timestamp == s.timestamp
+        && b.instructions == s.instructions
+        && b.run_id == s.run_id
+        && b.conversation_id == s.conversation_id
+        && b.metadata == s.metadata
+        && b.state == s.state
+        && b.extra == s.extra
 }
 
 /// The part `rest` with text `t` of the table as its content.
@@ -154,14 +165,7 @@ impl Edit {
         let (ModelMessage::Request(b), ModelMessage::Request(s)) = (base, sent) else {
             return None;
         };
-        let same_fields = b.timestamp == s.timestamp
-            && b.instructions == s.instructions
-            && b.run_id == s.run_id
-            && b.conversation_id == s.conversation_id
-            && b.metadata == s.metadata
-            && b.state == s.state
-            && b.extra == s.extra;
-        if !same_fields {
+        if !same_but_parts(b, s) {
             return None;
         }
         let mut parts = Vec::with_capacity(s.parts.len());
@@ -178,6 +182,38 @@ impl Edit {
             unset: Vec::new(),
         };
         Some(edit.if_smaller(base, sent, tables))
+    }
+
+    /// Whether this edit of `base` surely gives `sent`, told without building the
+    /// message: the stored parts it keeps are compared in place and its new parts by
+    /// the text `sent`'s parts write (`buf` is scratch space). `false` means only that
+    /// it could not be told so (a capsule's text part, changed fields): the caller then
+    /// builds the message with [`Edit::apply`] and compares. Committing the first
+    /// request of a question compares one receipt per earlier question this way.
+    pub(super) fn surely_gives(
+        &self,
+        base: &ModelMessage,
+        sent: &ModelMessage,
+        buf: &mut Vec<u8>,
+    ) -> bool {
+        let (ModelMessage::Request(b), ModelMessage::Request(s)) = (base, sent) else {
+            return false;
+        };
+        if !self.set.is_empty()
+            || !self.unset.is_empty()
+            || self.parts.len() != s.parts.len()
+            || !same_but_parts(b, s)
+        {
+            return false;
+        }
+        self.parts.iter().zip(&s.parts).all(|(p, q)| match p {
+            PartSrc::Same(k) => b.parts.get(*k) == Some(q),
+            PartSrc::New(v) => {
+                buf.clear();
+                serde_json::to_writer(&mut *buf, q).is_ok() && buf == v.get().as_bytes()
+            }
+            PartSrc::Text(..) => false,
+        })
     }
 
     /// The message, given the stored one it replaced.
@@ -233,5 +269,65 @@ impl Edit {
             out.insert("parts".into(), Value::Array(parts));
         }
         serde_json::from_value(Value::Object(out)).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::messages::{ModelRequestPart, ToolReturnPart, UserPromptPart};
+    use serde_json::json;
+
+    fn request(parts: Vec<ModelRequestPart>) -> ModelMessage {
+        ModelMessage::from(ModelRequest::new(parts))
+    }
+
+    fn tool_return(content: Value) -> ModelRequestPart {
+        ModelRequestPart::ToolReturn(ToolReturnPart::new("search", content, "c1"))
+    }
+
+    /// A receipt in place of an evidence return is told to be what the edit gives
+    /// without building it; another content, another field or a capsule's shared text
+    /// is not (the caller then builds the message and compares).
+    #[test]
+    fn an_edit_is_told_to_give_a_message_without_building_it() {
+        let prompt = ModelRequestPart::UserPrompt(UserPromptPart::new("q"));
+        let base = request(vec![
+            prompt.clone(),
+            tool_return(json!([{"chunk_id": "a", "content": "evidence"}])),
+        ]);
+        let mut sent = base.clone();
+        sent.as_request_mut().unwrap().parts[1] = tool_return(json!("a short receipt"));
+        let mut tables = Tables::default();
+        let edit = Edit::of(0, &base, &sent, &mut tables).expect("an edit");
+        assert!(matches!(
+            edit.parts[..],
+            [PartSrc::Same(0), PartSrc::New(_)]
+        ));
+        let mut buf = Vec::new();
+        assert!(edit.surely_gives(&base, &sent, &mut buf));
+        assert_eq!(edit.apply(&base, &tables).as_ref(), Some(&sent));
+
+        let mut other = sent.clone();
+        other.as_request_mut().unwrap().parts[1] = tool_return(json!("another receipt"));
+        assert!(!edit.surely_gives(&base, &other, &mut buf));
+        let mut other = sent.clone();
+        other.as_request_mut().unwrap().run_id = Some("elsewhere".into());
+        assert!(!edit.surely_gives(&base, &other, &mut buf));
+        let mut other = sent.clone();
+        other.as_request_mut().unwrap().parts.push(prompt);
+        assert!(!edit.surely_gives(&base, &other, &mut buf));
+        let mut moved = base.clone();
+        moved.as_request_mut().unwrap().parts[0] =
+            ModelRequestPart::UserPrompt(UserPromptPart::new("another question"));
+        assert!(!edit.surely_gives(&moved, &sent, &mut buf), "another base");
+
+        let long = "capsule text ".repeat(40);
+        let mut capsule = base.clone();
+        capsule.as_request_mut().unwrap().parts[1] = tool_return(json!(long));
+        let edit = Edit::of(0, &base, &capsule, &mut tables).expect("an edit");
+        assert!(matches!(edit.parts[1], PartSrc::Text(..)));
+        assert!(!edit.surely_gives(&base, &capsule, &mut buf));
+        assert_eq!(edit.apply(&base, &tables).as_ref(), Some(&capsule));
     }
 }

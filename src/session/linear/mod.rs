@@ -254,6 +254,27 @@ pub(super) fn sent_message<'a>(
     }
 }
 
+/// Whether source `src` gives `sent`: an edit is first compared without rebuilding its
+/// message ([`Edit::surely_gives`]), and rebuilt only when that cannot tell.
+fn gives(
+    requests: &[LinearRequest],
+    raw: &[ModelMessage],
+    tables: &Tables,
+    src: Src,
+    sent: &ModelMessage,
+    scratch: &mut Vec<u8>,
+) -> bool {
+    if let Src::Sent { request, piece } = src
+        && let Some(Piece::Edit(e)) = requests.get(request).and_then(|r| r.tail.get(piece))
+        && raw
+            .get(e.base)
+            .is_some_and(|b| e.surely_gives(b, sent, scratch))
+    {
+        return true;
+    }
+    sent_message(requests, raw, tables, src).as_deref() == Some(sent)
+}
+
 /// The stored message a rewritten source was made from, when it is an edit of one.
 fn edit_base(requests: &[LinearRequest], src: Src) -> Option<usize> {
     let Src::Sent { request, piece } = src else {
@@ -375,6 +396,7 @@ impl<'m> Encoder<'m> {
         let mut keep = 0;
         let mut cursor = 0;
         let last = self.last.take();
+        let mut scratch = Vec::new();
         for src in self.list.each() {
             let Some(sent) = snap.compacted.get(keep) else {
                 break;
@@ -390,9 +412,7 @@ impl<'m> Encoder<'m> {
                 Src::Raw(j, _) => snap.raw.get(j) == Some(sent),
                 other => match edit_base(requests, other).and_then(as_last) {
                     Some(same) => same,
-                    None => {
-                        sent_message(requests, &snap.raw, tables, other).as_deref() == Some(sent)
-                    }
+                    None => gives(requests, &snap.raw, tables, other, sent, &mut scratch),
                 },
             };
             if !same {
