@@ -254,34 +254,32 @@ pub(super) fn sent_message<'a>(
     }
 }
 
-/// Whether source `src` gives `sent`: an edit is first compared without rebuilding its
-/// message ([`Edit::surely_gives`]), and rebuilt only when that cannot tell.
+/// Whether source `src` gives `sent`. When it is an edit (`edit`, [`edit_of`]), the edit
+/// is first compared without rebuilding its message ([`Edit::surely_gives`]), and rebuilt
+/// only when that cannot tell.
 fn gives(
     requests: &[LinearRequest],
     raw: &[ModelMessage],
     tables: &Tables,
     src: Src,
+    edit: Option<&Edit>,
     sent: &ModelMessage,
     scratch: &mut Vec<u8>,
 ) -> bool {
-    if let Src::Sent { request, piece } = src
-        && let Some(Piece::Edit(e)) = requests.get(request).and_then(|r| r.tail.get(piece))
-        && raw
-            .get(e.base)
+    let told = edit.is_some_and(|e| {
+        raw.get(e.base)
             .is_some_and(|b| e.surely_gives(b, sent, scratch))
-    {
-        return true;
-    }
-    sent_message(requests, raw, tables, src).as_deref() == Some(sent)
+    });
+    told || sent_message(requests, raw, tables, src).as_deref() == Some(sent)
 }
 
-/// The stored message a rewritten source was made from, when it is an edit of one.
-fn edit_base(requests: &[LinearRequest], src: Src) -> Option<usize> {
+/// The edit a rewritten source is, when it is an edit of a stored message.
+fn edit_of(requests: &[LinearRequest], src: Src) -> Option<&Edit> {
     let Src::Sent { request, piece } = src else {
         return None;
     };
     match requests.get(request)?.tail.get(piece)? {
-        Piece::Edit(e) => Some(e.base),
+        Piece::Edit(e) => Some(e),
         _ => None,
     }
 }
@@ -410,10 +408,13 @@ impl<'m> Encoder<'m> {
             };
             let same = match src {
                 Src::Raw(j, _) => snap.raw.get(j) == Some(sent),
-                other => match edit_base(requests, other).and_then(as_last) {
-                    Some(same) => same,
-                    None => gives(requests, &snap.raw, tables, other, sent, &mut scratch),
-                },
+                other => {
+                    let edit = edit_of(requests, other);
+                    match edit.and_then(|e| as_last(e.base)) {
+                        Some(same) => same,
+                        None => gives(requests, &snap.raw, tables, other, edit, sent, &mut scratch),
+                    }
+                }
             };
             if !same {
                 break;
