@@ -261,3 +261,150 @@ fn every_request_of_a_long_session_shows_as_recorded_and_as_the_older_file_shows
         groundwork::session::SESSION_FORMAT_VERSION
     );
 }
+
+/// Picture `n`'s bytes as base64: distinct for every picture, about 4 KB.
+fn picture_data(n: usize) -> String {
+    let mut state = n as u64 * 2_654_435_761 + 1;
+    (0..4096)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let k = (state % 64) as u8;
+            (match k {
+                0..=25 => b'A' + k,
+                26..=51 => b'a' + k - 26,
+                52..=61 => b'0' + k - 52,
+                62 => b'+',
+                _ => b'/',
+            }) as char
+        })
+        .collect()
+}
+
+/// Picture `n` as user content after its label, as a search attaches it and as the
+/// capsule attaches it again.
+fn picture(n: usize) -> [Value; 2] {
+    [
+        json!(format!(
+            "Figure of chunk c{n}-0 (#/pictures/{n}) [haiku.rag/retrieved-image]"
+        )),
+        json!({"kind": "binary", "data": picture_data(n), "media_type": "image/png",
+            "identifier": format!("#/pictures/{n}"), "vendor_metadata": null}),
+    ]
+}
+
+/// Every question retrieves a picture of its own and cites it, so the capsule sent with
+/// every request carries a picture more each question. The file keeps each picture's
+/// list as a change to the list before it: a picture costs the file its bytes in the
+/// history and once more in the text table, not once per request (which grew with the
+/// square of the conversation), and every request reads back exactly.
+#[test]
+fn the_capsules_pictures_cost_the_file_each_picture_once() {
+    const ASKED: usize = 40;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pictures.json");
+    let mut session = Session::new("m");
+    let mut recorded: Vec<RequestSnapshot> = Vec::new();
+    for q in 0..ASKED {
+        let (mut messages, snaps) = question(&session.messages, q);
+        // The search's return is followed by its picture in the history.
+        let start = session.messages.len();
+        let mut v = serde_json::to_value(&messages[start + 2]).unwrap();
+        v["parts"].as_array_mut().unwrap().push(json!({
+            "part_kind": "user-prompt", "content": picture(q), "timestamp": ts(q, 2)}));
+        messages[start + 2] = msg(v);
+        // What was sent: the capsule's pictures (every one cited so far) beside its
+        // text, in a new part every request; the history's pictures stripped.
+        let snaps: Vec<RequestSnapshot> = snaps
+            .into_iter()
+            .map(|mut s| {
+                s.raw.truncate(start);
+                s.raw.extend(
+                    messages[start..]
+                        .iter()
+                        .take(s.compacted.len() - start)
+                        .cloned(),
+                );
+                let mut sent: Vec<ModelMessage> = s.compacted[..start].to_vec();
+                sent.extend(s.raw[start..].iter().cloned());
+                if q > 0 {
+                    let mut v = serde_json::to_value(&sent[start]).unwrap();
+                    let pictures: Vec<Value> = (0..q).flat_map(picture).collect();
+                    let parts = v["parts"].as_array_mut().unwrap();
+                    parts.insert(
+                        0,
+                        s.compacted[start]
+                            .as_request()
+                            .map_or(json!(null), |r| serde_json::to_value(&r.parts[0]).unwrap()),
+                    );
+                    parts.insert(
+                        1,
+                        json!({"part_kind": "user-prompt", "content": pictures,
+                        "timestamp": ts(q, 60 + s.request)}),
+                    );
+                    sent[start] = msg(v);
+                }
+                for m in &mut sent[..start] {
+                    let mut v = serde_json::to_value(&*m).unwrap();
+                    let parts = v["parts"].as_array_mut().unwrap();
+                    let before = parts.len();
+                    parts.retain(|p| !p["content"].is_array());
+                    if parts.len() != before {
+                        *m = msg(v);
+                    }
+                }
+                s.compacted = sent;
+                s.raw_tokens = TokenCounts::estimate(&s.instructions, &s.raw);
+                s.compacted_tokens = TokenCounts::estimate(&s.instructions, &s.compacted);
+                s
+            })
+            .collect();
+        recorded.extend(snaps.iter().cloned());
+        session.commit(messages, state(q), snaps);
+        session
+            .save_with(
+                &path,
+                groundwork::session::Policy {
+                    journal_from: 0,
+                    fold_ratio: 1,
+                },
+            )
+            .unwrap();
+    }
+    for (i, s) in session.requests().enumerate() {
+        assert!(s == recorded[i], "request {} as committed", i + 1);
+    }
+    let replayed = Session::load(&path).unwrap();
+    assert!(
+        replayed.requests().eq(recorded.iter().cloned()),
+        "saved question by question (file and journal), every request reads back"
+    );
+    let whole = dir.path().join("whole.json");
+    replayed.save(&whole).unwrap();
+    let loaded = Session::load(&whole).unwrap();
+    assert!(
+        loaded.requests().eq(recorded.iter().cloned()),
+        "written whole, every request reads back"
+    );
+
+    let file: Value = serde_json::from_slice(&std::fs::read(&whole).unwrap()).unwrap();
+    let pictures: usize = (0..ASKED).map(|n| picture_data(n).len()).sum();
+    let base = serde_json::to_vec(&json!({"messages": file["messages"], "state": file["state"]}))
+        .unwrap()
+        .len();
+    let section = serde_json::to_vec(&file["groundwork"]).unwrap().len();
+    // Each picture once more, and a few hundred bytes a request for the rest (the
+    // receipts, the capsule's text as a change to the one before, references).
+    let requests = 3 * ASKED;
+    assert!(
+        section <= pictures + 1200 * requests,
+        "Groundwork's section takes {section} bytes for {pictures} bytes of pictures \
+         and {requests} requests (the history and state: {base})"
+    );
+    let texts = file["groundwork"]["tables"]["texts"].as_array().unwrap();
+    assert!(
+        texts.iter().any(|t| t.get("over").is_some()),
+        "a list is stored as a change to the list before it, over the capsule between"
+    );
+}

@@ -48,11 +48,13 @@ pub use starts::RunStart;
 
 use file::{MetaOut, SavedImage, SessionFile, SnapshotOut};
 
-/// Current `groundwork.version`: 3 keeps requests in linear form ([`linear`]) and each
-/// text of the text table as a change to the one before ([`linear::Texts`]); version 2
-/// kept those texts whole, version 1 full copies of every request's history. Both are
-/// converted when read.
-pub const SESSION_FORMAT_VERSION: u32 = 3;
+/// Current `groundwork.version`: 4 keeps requests in linear form ([`linear`]), each text
+/// of the text table as a change to an earlier one ([`linear::Texts`]), and long list
+/// contents (the capsule's pictures) in that table too; version 3 changed each text from
+/// the one just before and kept lists in every request, version 2 kept texts whole,
+/// version 1 full copies of every request's history. All are read; a file of an older
+/// version is written whole in this one by its next save.
+pub const SESSION_FORMAT_VERSION: u32 = 4;
 
 /// A conversation with its state and Groundwork's metadata.
 ///

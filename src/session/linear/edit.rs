@@ -37,6 +37,11 @@ pub enum PartSrc {
     /// A new part whose long `content` is text `.0` of the text table (a capsule is
     /// sent again with every request of a question, in a new part each time).
     Text(usize, Box<RawValue>),
+    /// A new part whose long list `content` is text `.0` of the text table, written
+    /// one item a line ([`list_text`]): the capsule's cited pictures, sent again with
+    /// every request and growing by a picture when a question cites one, cost the file
+    /// each picture once (format version 4).
+    List(usize, Box<RawValue>),
 }
 
 impl PartialEq for PartSrc {
@@ -44,7 +49,8 @@ impl PartialEq for PartSrc {
         match (self, other) {
             (PartSrc::Same(a), PartSrc::Same(b)) => a == b,
             (PartSrc::New(a), PartSrc::New(b)) => a.get() == b.get(),
-            (PartSrc::Text(t, a), PartSrc::Text(u, b)) => t == u && a.get() == b.get(),
+            (PartSrc::Text(t, a), PartSrc::Text(u, b))
+            | (PartSrc::List(t, a), PartSrc::List(u, b)) => t == u && a.get() == b.get(),
             _ => false,
         }
     }
@@ -57,13 +63,22 @@ impl PartSrc {
     /// A part of the sent message the stored one does not have: its long content goes
     /// to the text table.
     fn new_part(mut p: Value, tables: &mut Tables) -> Option<PartSrc> {
-        Some(match p.get("content") {
+        let list = match p.get("content") {
             Some(Value::String(text)) if text.len() >= SHARED_TEXT => {
                 let at = tables.texts.index_of(text);
                 p["content"] = Value::Null;
-                PartSrc::Text(at, to_raw_value(&p).ok()?)
+                return Some(PartSrc::Text(at, to_raw_value(&p).ok()?));
             }
-            _ => PartSrc::New(to_raw_value(&p).ok()?),
+            Some(Value::Array(items)) => list_text(items).filter(|t| t.len() >= SHARED_TEXT),
+            _ => None,
+        };
+        Some(match list {
+            Some(text) => {
+                let at = tables.texts.index_of(&text);
+                p["content"] = Value::Null;
+                PartSrc::List(at, to_raw_value(&p).ok()?)
+            }
+            None => PartSrc::New(to_raw_value(&p).ok()?),
         })
     }
 
@@ -73,8 +88,37 @@ impl PartSrc {
             PartSrc::Same(k) => base_parts.get(*k).cloned().unwrap_or(Value::Null),
             PartSrc::New(v) => serde_json::from_str(v.get()).unwrap_or(Value::Null),
             PartSrc::Text(t, rest) => text_part(*t, rest, tables),
+            PartSrc::List(t, rest) => list_part(*t, rest, tables),
         }
     }
+}
+
+/// A list as the text table keeps it: its items as compact JSON, one a line (JSON
+/// writes no line break inside a value), each after the first led by its comma, so that
+/// a list that grew by an item is stored as the lines of the list before it plus that
+/// item's line.
+fn list_text(items: &[Value]) -> Option<String> {
+    let mut text = String::from("[");
+    for (i, item) in items.iter().enumerate() {
+        text.push_str(if i == 0 { "\n" } else { "\n," });
+        text.push_str(&serde_json::to_string(item).ok()?);
+    }
+    text.push_str("\n]");
+    Some(text)
+}
+
+/// The part `rest` with list `t` of the table as its content.
+fn list_part(t: usize, rest: &RawValue, tables: &Tables) -> Value {
+    let mut p: Value = serde_json::from_str(rest.get()).unwrap_or(Value::Null);
+    if let Value::Object(m) = &mut p {
+        let list = tables
+            .texts
+            .get(t)
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or(Value::Null);
+        m.insert("content".into(), list);
+    }
+    p
 }
 
 /// Whether two requests agree in everything but their parts.
@@ -212,7 +256,7 @@ impl Edit {
                 buf.clear();
                 serde_json::to_writer(&mut *buf, q).is_ok() && buf == v.get().as_bytes()
             }
-            PartSrc::Text(..) => false,
+            PartSrc::Text(..) | PartSrc::List(..) => false,
         })
     }
 
@@ -232,6 +276,9 @@ impl Edit {
                     PartSrc::New(v) => serde_json::from_str(v.get()).ok(),
                     PartSrc::Text(t, rest) => {
                         serde_json::from_value(text_part(*t, rest, tables)).ok()
+                    }
+                    PartSrc::List(t, rest) => {
+                        serde_json::from_value(list_part(*t, rest, tables)).ok()
                     }
                 })
                 .collect::<Option<Vec<_>>>()?;
@@ -329,5 +376,57 @@ mod tests {
         assert!(matches!(edit.parts[1], PartSrc::Text(..)));
         assert!(!edit.surely_gives(&base, &capsule, &mut buf));
         assert_eq!(edit.apply(&base, &tables).as_ref(), Some(&capsule));
+    }
+
+    /// A new part whose content is a long list (the capsule's pictures) keeps that list
+    /// in the text table, one item a line; the edit gives the sent message back, and a
+    /// list grown by an item adds that item's line to the table, not the whole list.
+    #[test]
+    fn a_long_list_content_is_kept_in_the_text_table() {
+        let prompt = ModelRequestPart::UserPrompt(UserPromptPart::new("q"));
+        let base = request(vec![prompt.clone()]);
+        let picture = |n: usize| {
+            vec![
+                json!(format!("Figure {n} [haiku.rag/retrieved-image]")),
+                json!({"kind": "binary", "data": "QUJD".repeat(100 + n), "media_type": "image/png",
+                    "identifier": format!("#/pictures/{n}"), "vendor_metadata": null}),
+            ]
+        };
+        let with = |n: usize| {
+            let items: Vec<Value> = (0..n).flat_map(picture).collect();
+            let part: ModelRequestPart = serde_json::from_value(json!({
+                "part_kind": "user-prompt", "content": items, "timestamp": "2026-01-01T00:00:00Z"}))
+            .unwrap();
+            request(vec![part, prompt.clone()])
+        };
+        let mut tables = Tables::default();
+        let one = with(1);
+        let edit = Edit::of(0, &base, &one, &mut tables).expect("an edit");
+        assert!(matches!(
+            edit.parts[..],
+            [PartSrc::List(0, _), PartSrc::Same(0)]
+        ));
+        assert_eq!(edit.apply(&base, &tables).as_ref(), Some(&one));
+        assert!(!edit.surely_gives(&base, &one, &mut Vec::new()));
+        let json = serde_json::to_string(&edit).unwrap();
+        assert!(
+            !json.contains("QUJD"),
+            "the pictures are in the table: {json}"
+        );
+        let read: Edit = serde_json::from_str(&json).unwrap();
+        assert_eq!(read.apply(&base, &tables).as_ref(), Some(&one));
+
+        let two = with(2);
+        let edit = Edit::of(0, &base, &two, &mut tables).expect("an edit");
+        assert_eq!(edit.apply(&base, &tables).as_ref(), Some(&two));
+        let added = serde_json::to_string(&tables.texts.stored_from(1)).unwrap();
+        assert_eq!(
+            added.matches("QUJD").count(),
+            100 + 1,
+            "only the new picture: {added}"
+        );
+        // The same list again is the same text.
+        Edit::of(0, &base, &two, &mut tables).expect("an edit");
+        assert_eq!(tables.texts.len(), 2);
     }
 }

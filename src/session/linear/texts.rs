@@ -9,6 +9,11 @@
 //! lines. Nothing here knows what a capsule is: any text works, and reading rebuilds it
 //! byte for byte. The first text is written whole; a bare string elsewhere is a text of
 //! an older file (version 2, each text whole), converted as it is read.
+//!
+//! Texts of different kinds take turns in the table (a question's capsule, then the
+//! list of its cited pictures, one item a line): a text is therefore written over the
+//! newest earlier text that begins like it ([`head`]), which is the text before it
+//! unless another kind came between (then it is stored as [`StoredText::Over`]).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -37,6 +42,23 @@ pub enum StoredText {
     Whole(String),
     /// Operations over the previous text of the table.
     Ops(Vec<TextOp>),
+    /// Operations over text `over` of the table, an earlier one than the previous
+    /// (format version 4).
+    Over {
+        /// The text they apply to.
+        over: usize,
+        /// The operations.
+        ops: Vec<TextOp>,
+    },
+}
+
+/// How a text begins: its first line, or its first 64 bytes when that line is longer.
+/// Texts of one kind (capsules under their header, lists of pictures) begin alike.
+fn head(text: &str) -> &[u8] {
+    let b = &text.as_bytes()[..text.len().min(64)];
+    b.iter()
+        .position(|&c| c == b'\n')
+        .map_or(b, |end| &b[..end])
 }
 
 /// The distinct long texts of a session's rewritten parts.
@@ -84,10 +106,26 @@ impl Texts {
         self.items.len() - 1
     }
 
-    /// Adds `text` last (stored as a change to the text before it).
+    /// Adds `text` last, stored as a change to the newest text that begins like it
+    /// (else to the text before it).
     pub fn push(&mut self, text: String) {
-        self.stored
-            .push(encode(self.items.last().map(String::as_str), &text));
+        let last = self.items.len().checked_sub(1);
+        let like = match last {
+            Some(l) if head(&self.items[l]) != head(&text) => self
+                .items
+                .iter()
+                .rposition(|t| head(t) == head(&text))
+                .filter(|&i| i != l),
+            _ => None,
+        };
+        let stored = match like {
+            Some(over) => match encode(Some(&self.items[over]), &text) {
+                StoredText::Ops(ops) => StoredText::Over { over, ops },
+                whole => whole,
+            },
+            None => encode(last.map(|l| self.items[l].as_str()), &text),
+        };
+        self.stored.push(stored);
         self.items.push(text);
     }
 
@@ -116,6 +154,16 @@ impl Texts {
                         .map_err(|e| format!("text {} does not apply: {e}", self.items.len()))?;
                     self.items.push(text);
                     self.stored.push(StoredText::Ops(ops));
+                }
+                StoredText::Over { over, ops } => {
+                    let n = self.items.len();
+                    let Some(base) = self.items.get(over) else {
+                        return Err(format!("text {n} is a change to text {over}, of {n}"));
+                    };
+                    let text =
+                        apply(base, &ops).map_err(|e| format!("text {n} does not apply: {e}"))?;
+                    self.items.push(text);
+                    self.stored.push(StoredText::Over { over, ops });
                 }
             }
         }
@@ -472,5 +520,61 @@ mod tests {
         assert!(serde_json::from_str::<Texts>(r#"[[[0, 1]]]"#).is_err());
         let err = serde_json::from_str::<Texts>(r#"["a\nb", [[1, 5]]]"#).unwrap_err();
         assert!(err.to_string().contains("text 1 does not apply"), "{err}");
+    }
+
+    /// Texts of two kinds taking turns: each is written over the newest one of its own
+    /// kind (not over the other kind just before it), and the table reads back the same
+    /// from its stored form, whole or after a table it continues (a journal's texts).
+    #[test]
+    fn texts_of_two_kinds_taking_turns_are_each_written_over_their_own_kind() {
+        let lists: Vec<String> = (1..=4)
+            .map(|n| {
+                let items: Vec<String> = (0..n).map(|k| format!("{{\"picture\":{k}}}")).collect();
+                format!("[\n{}\n]", items.join("\n,"))
+            })
+            .collect();
+        let capsules: Vec<String> = (1..=4)
+            .map(|n| capsule(&(0..n).map(|_| &["c1-0"][..]).collect::<Vec<_>>()))
+            .collect();
+        let mut t = Texts::default();
+        for (c, l) in capsules.iter().zip(&lists) {
+            t.index_of(c);
+            t.index_of(l);
+        }
+        assert_eq!(t.len(), 8);
+        let stored = t.stored_from(0).to_vec();
+        assert!(matches!(stored[0], StoredText::Whole(_)));
+        assert!(
+            matches!(stored[1], StoredText::Ops(_)),
+            "the first list: over the text before"
+        );
+        for (i, s) in stored.iter().enumerate().skip(2) {
+            let StoredText::Over { over, ops } = s else {
+                panic!("text {i} is not written over its own kind: {s:?}");
+            };
+            assert_eq!(*over, i - 2, "text {i}");
+            assert!(
+                ops.iter()
+                    .all(|op| !matches!(op, TextOp::Lines(l) if l.contains("picture\":0"))),
+                "text {i} copies what it shares: {ops:?}"
+            );
+        }
+        let json = serde_json::to_string(&t).unwrap();
+        let read: Texts = serde_json::from_str(&json).unwrap();
+        assert!(read.iter().eq(t.iter()), "read back whole");
+        let mut continued = Texts::default();
+        continued.extend_stored(stored[..3].to_vec()).unwrap();
+        continued.extend_stored(stored[3..].to_vec()).unwrap();
+        assert!(continued.iter().eq(t.iter()), "read back in two pieces");
+        // A change to a text the table does not have yet is refused.
+        let mut short = Texts::default();
+        let err = short.extend_stored(vec![
+            StoredText::Whole("a".into()),
+            StoredText::Over {
+                over: 5,
+                ops: vec![],
+            },
+        ]);
+        assert!(err.is_err());
     }
 }
