@@ -106,10 +106,15 @@ impl Bench {
     }
 }
 
-/// A session of `n` questions asked through the binary (kept in `dir` for later runs).
+/// A session of `n` questions asked through the binary (kept in `dir` for later runs of
+/// the same session format: a kept session of an older one would be rewritten whole by
+/// every measured `ask`).
 fn session_of(b: &Bench, dir: &Path, n: usize) -> PathBuf {
     let path = dir.join(format!("session-{n}.json"));
-    let done = dir.join(format!("session-{n}.done"));
+    let done = dir.join(format!(
+        "session-{n}.done-v{}",
+        groundwork::session::SESSION_FORMAT_VERSION
+    ));
     if done.exists() && path.exists() {
         return path;
     }
