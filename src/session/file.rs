@@ -87,6 +87,18 @@ pub(super) struct SessionFile<G = Option<GroundworkFile>> {
 /// beside it) read on a thread of its own while the history is read.
 pub(super) const PARALLEL_FROM: usize = 1 << 20;
 
+/// What a section of a newer format than this build reads is refused with, followed by
+/// its version ([`newer_format`] finds it in the error).
+const NEWER: &str = "the section is of a newer session format: ";
+
+/// The format version of a section refused as newer than this build reads.
+pub(super) fn newer_format(e: &serde_json::Error) -> Option<u64> {
+    let text = e.to_string();
+    let rest = &text[text.find(NEWER)? + NEWER.len()..];
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    rest[..digits].parse().ok()
+}
+
 /// How a session file written by Groundwork goes on from its state to its section.
 const SECTION_START: &str = r#"},"groundwork":{"#;
 
@@ -246,6 +258,16 @@ impl<'de> Deserialize<'de> for GroundworkFile {
                         "timings" => timings = map.next_value()?,
                         "scripted_demo" => scripted_demo = map.next_value()?,
                         "labels" => labels = map.next_value()?,
+                        "version" => {
+                            let version: Value = map.next_value()?;
+                            if let Some(v) = version
+                                .as_u64()
+                                .filter(|&v| v > u64::from(SESSION_FORMAT_VERSION))
+                            {
+                                return Err(serde::de::Error::custom(format!("{NEWER}{v}")));
+                            }
+                            extra.insert(key, version);
+                        }
                         _ => {
                             extra.insert(key, map.next_value()?);
                         }
@@ -334,6 +356,7 @@ impl From<SessionFile> for Session {
 mod tests {
     use super::*;
     use crate::engine::messages::ModelRequest;
+    use crate::session::SessionError;
 
     /// A session file of more than [`PARALLEL_FROM`] bytes, with labels and `extra`
     /// spliced in after its section.
@@ -405,5 +428,39 @@ mod tests {
         let read = fresh(read(&text).unwrap());
         assert_eq!(read.state["s"]["groundwork"], serde_json::json!({}));
         assert_eq!(read, fresh(read_in_one_go(&text).unwrap()));
+    }
+
+    /// A file of a newer format than this build reads is refused as that, in one line
+    /// naming it, short or long (its section then read on a thread of its own), and
+    /// before anything of its section is read.
+    #[test]
+    fn a_file_of_a_newer_format_is_refused_as_newer_not_as_corrupt() {
+        let newer = SESSION_FORMAT_VERSION + 1;
+        let short = format!(
+            r#"{{"messages":[],"state":{{}},"groundwork":{{"version":{newer},"created_at":"2026-01-01T00:00:00Z","requests":[{{"a form":"not known yet"}}]}}}}"#
+        );
+        let long = long_text("").replacen(
+            &format!(r#""version":{SESSION_FORMAT_VERSION}"#),
+            &format!(r#""version":{newer}"#),
+            1,
+        );
+        assert_ne!(long, long_text(""), "the long file names its version");
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [("short.json", short), ("long.json", long)] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, &text).unwrap();
+            let err = Session::load(&path).unwrap_err();
+            assert!(
+                matches!(err, SessionError::Newer { version, .. } if version == u64::from(newer)),
+                "{name}: {err:?}"
+            );
+            let line = err.to_string();
+            assert!(!line.contains('\n') && line.contains(name), "{line}");
+            assert!(line.contains("newer Groundwork"), "{line}");
+            assert!(matches!(
+                Session::from_json(&text, &path),
+                Err(SessionError::Newer { .. })
+            ));
+        }
     }
 }

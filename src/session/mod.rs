@@ -175,6 +175,18 @@ pub enum SessionError {
         /// The JSON error.
         message: String,
     },
+    /// The file was written by a newer Groundwork, in a format this one does not read.
+    #[error(
+        "{} was written by a newer Groundwork (session format {version}; this one reads \
+         formats up to {SESSION_FORMAT_VERSION}): update Groundwork to open it",
+        path.display()
+    )]
+    Newer {
+        /// The file.
+        path: PathBuf,
+        /// Its format version.
+        version: u64,
+    },
     /// Serializing failed.
     #[error("cannot serialize session: {0}")]
     Serialize(#[from] serde_json::Error),
@@ -200,6 +212,24 @@ pub enum SessionError {
         /// The session file.
         path: PathBuf,
     },
+}
+
+impl SessionError {
+    /// A session's text that did not read: newer than this build reads, or corrupt.
+    fn unreadable(e: serde_json::Error, path: &Path) -> SessionError {
+        match file::newer_format(&e) {
+            Some(version) => SessionError::Newer {
+                path: path.to_path_buf(),
+                version,
+            },
+            None => SessionError::Corrupt {
+                path: path.to_path_buf(),
+                line: e.line(),
+                column: e.column(),
+                message: e.to_string(),
+            },
+        }
+    }
 }
 
 /// Where [`Session::save_or_keep`] put the session.
@@ -360,12 +390,7 @@ impl Session {
 
     /// Parses a session from JSON text; `path` is only used in errors.
     pub fn from_json(text: &str, path: &Path) -> Result<Self, SessionError> {
-        serde_json::from_str(text).map_err(|e| SessionError::Corrupt {
-            path: path.to_path_buf(),
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
-        })
+        serde_json::from_str(text).map_err(|e| SessionError::unreadable(e, path))
     }
 
     /// Loads a session file (and removes temporaries killed writers left beside it),
@@ -435,12 +460,7 @@ impl Session {
     /// Parses a session file, with the snapshot identities it carries and whether it is
     /// of an older format.
     fn parse(text: &str, path: &Path) -> Result<(Self, journal::SnapshotIds, bool), SessionError> {
-        let file = SessionFile::parse(text).map_err(|e| SessionError::Corrupt {
-            path: path.to_path_buf(),
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
-        })?;
+        let file = SessionFile::parse(text).map_err(|e| SessionError::unreadable(e, path))?;
         let id = |key: &str| {
             file.groundwork
                 .as_ref()
