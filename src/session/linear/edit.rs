@@ -114,7 +114,7 @@ fn list_part(t: usize, rest: &RawValue, tables: &Tables) -> Value {
         let list = tables
             .texts
             .get(t)
-            .and_then(|text| serde_json::from_str(text).ok())
+            .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or(Value::Null);
         m.insert("content".into(), list);
     }
@@ -138,7 +138,7 @@ fn text_part(t: usize, rest: &RawValue, tables: &Tables) -> Value {
     if let Value::Object(m) = &mut p {
         m.insert(
             "content".into(),
-            Value::String(tables.texts.get(t).unwrap_or_default().to_string()),
+            Value::String(tables.texts.get(t).unwrap_or_default()),
         );
     }
     p

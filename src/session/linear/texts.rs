@@ -14,9 +14,15 @@
 //! list of its cited pictures, one item a line): a text is therefore written over the
 //! newest earlier text that begins like it ([`head`]), which is the text before it
 //! unless another kind came between (then it is stored as [`StoredText::Over`]).
+//!
+//! In memory a text is its lines, each shared with the texts it was copied from: a
+//! capsule or a list of pictures that grew by a line holds pointers to the lines of the
+//! one before, so the table costs memory (and reading it time) for what each text
+//! added, not for every text whole.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -61,11 +67,37 @@ fn head(text: &str) -> &[u8] {
         .map_or(b, |end| &b[..end])
 }
 
+/// A text as the table holds it: its lines (split at `\n`), shared between texts.
+type Lines = Vec<Arc<str>>;
+
+/// The lines of `text`, each held on its own.
+fn lines_of(text: &str) -> Lines {
+    text.split('\n').map(Arc::from).collect()
+}
+
+/// The text of `lines`.
+fn joined(lines: &[Arc<str>]) -> String {
+    let mut text = String::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+    for (i, l) in lines.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        text.push_str(l);
+    }
+    text
+}
+
+/// How the text of `lines` begins ([`head`]).
+fn head_of(lines: &[Arc<str>]) -> &[u8] {
+    let first = lines.first().map_or(&b""[..], |l| l.as_bytes());
+    &first[..first.len().min(64)]
+}
+
 /// The distinct long texts of a session's rewritten parts.
 #[derive(Debug, Clone, Default)]
 pub struct Texts {
-    items: Vec<String>,
-    /// `stored[i]` rebuilds `items[i]` from `items[i - 1]`.
+    items: Vec<Lines>,
+    /// `stored[i]` rebuilds `items[i]` from an earlier text (or is it whole).
     stored: Vec<StoredText>,
 }
 
@@ -87,46 +119,59 @@ impl Texts {
     }
 
     /// Text `i`.
-    pub fn get(&self, i: usize) -> Option<&str> {
-        self.items.get(i).map(String::as_str)
+    pub fn get(&self, i: usize) -> Option<String> {
+        self.items.get(i).map(|l| joined(l))
     }
 
     /// The texts in order.
-    pub fn iter(&self) -> impl Iterator<Item = &str> {
-        self.items.iter().map(String::as_str)
+    pub fn iter(&self) -> impl Iterator<Item = String> + '_ {
+        self.items.iter().map(|l| joined(l))
     }
 
     /// The index of `text`, added last if it is new.
     pub fn index_of(&mut self, text: &str) -> usize {
+        let want: Vec<&str> = text.split('\n').collect();
         // The newest texts are the likeliest.
-        if let Some(i) = self.items.iter().rposition(|x| x == text) {
+        let same =
+            |x: &Lines| x.len() == want.len() && x.iter().zip(&want).all(|(a, b)| **a == **b);
+        if let Some(i) = self.items.iter().rposition(same) {
             return i;
         }
-        self.push(text.to_string());
+        self.push(text);
         self.items.len() - 1
     }
 
     /// Adds `text` last, stored as a change to the newest text that begins like it
-    /// (else to the text before it).
-    pub fn push(&mut self, text: String) {
+    /// (else to the text before it), and held as lines shared with that text.
+    pub fn push(&mut self, text: &str) {
         let last = self.items.len().checked_sub(1);
         let like = match last {
-            Some(l) if head(&self.items[l]) != head(&text) => self
+            Some(l) if head_of(&self.items[l]) != head(text) => self
                 .items
                 .iter()
-                .rposition(|t| head(t) == head(&text))
+                .rposition(|t| head_of(t) == head(text))
                 .filter(|&i| i != l),
             _ => None,
         };
-        let stored = match like {
-            Some(over) => match encode(Some(&self.items[over]), &text) {
-                StoredText::Ops(ops) => StoredText::Over { over, ops },
-                whole => whole,
-            },
-            None => encode(last.map(|l| self.items[l].as_str()), &text),
+        let base = like.or(last);
+        let stored = match base {
+            None => StoredText::Whole(text.to_string()),
+            Some(b) => {
+                let prev: Vec<&str> = self.items[b].iter().map(|l| &**l).collect();
+                match (encode_over(&prev, text), like) {
+                    (ops, Some(over)) => StoredText::Over { over, ops },
+                    (ops, None) => StoredText::Ops(ops),
+                }
+            }
         };
+        let lines = match &stored {
+            StoredText::Ops(ops) | StoredText::Over { ops, .. } => {
+                base.and_then(|b| apply_lines(&self.items[b], ops).ok())
+            }
+            StoredText::Whole(_) => None,
+        };
+        self.items.push(lines.unwrap_or_else(|| lines_of(text)));
         self.stored.push(stored);
-        self.items.push(text);
     }
 
     /// The stored form of texts `from..`, each over the one before it.
@@ -145,14 +190,14 @@ impl Texts {
         for s in stored {
             match s {
                 // An older file's text (or the first): kept as this format stores it.
-                StoredText::Whole(text) => self.push(text),
+                StoredText::Whole(text) => self.push(&text),
                 StoredText::Ops(ops) => {
                     let Some(prev) = self.items.last() else {
                         return Err("the first text is a change to no text".into());
                     };
-                    let text = apply(prev, &ops)
+                    let lines = apply_lines(prev, &ops)
                         .map_err(|e| format!("text {} does not apply: {e}", self.items.len()))?;
-                    self.items.push(text);
+                    self.items.push(lines);
                     self.stored.push(StoredText::Ops(ops));
                 }
                 StoredText::Over { over, ops } => {
@@ -160,9 +205,9 @@ impl Texts {
                     let Some(base) = self.items.get(over) else {
                         return Err(format!("text {n} is a change to text {over}, of {n}"));
                     };
-                    let text =
-                        apply(base, &ops).map_err(|e| format!("text {n} does not apply: {e}"))?;
-                    self.items.push(text);
+                    let lines = apply_lines(base, &ops)
+                        .map_err(|e| format!("text {n} does not apply: {e}"))?;
+                    self.items.push(lines);
                     self.stored.push(StoredText::Over { over, ops });
                 }
             }
@@ -188,14 +233,22 @@ impl<'de> Deserialize<'de> for Texts {
     }
 }
 
-/// `text` stored over `prev`: whole when there is no previous text; otherwise as
-/// operations (a single `Lines` when nothing is shared, never a bare string, which
-/// would read as an older file's text and be converted again).
-pub fn encode(prev: Option<&str>, text: &str) -> StoredText {
+/// `text` stored over `prev` ([`encode_over`]), or whole when there is no previous text.
+#[cfg(test)]
+fn encode(prev: Option<&str>, text: &str) -> StoredText {
     let Some(prev) = prev else {
         return StoredText::Whole(text.to_string());
     };
-    let ops = diff(prev, text);
+    let prev: Vec<&str> = prev.split('\n').collect();
+    StoredText::Ops(encode_over(&prev, text))
+}
+
+/// The operations that store `text` over the lines `prev`: a single `Lines` when
+/// nothing shared makes them smaller (never a bare string, which would read as an older
+/// file's text and be converted again).
+fn encode_over(prev: &[&str], text: &str) -> Vec<TextOp> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let ops = diff_lines(prev, &lines);
     let size: usize = ops
         .iter()
         .map(|op| match op {
@@ -205,9 +258,9 @@ pub fn encode(prev: Option<&str>, text: &str) -> StoredText {
         })
         .sum();
     if size >= text.len() {
-        StoredText::Ops(vec![TextOp::Lines(text.to_string())])
+        vec![TextOp::Lines(text.to_string())]
     } else {
-        StoredText::Ops(ops)
+        ops
     }
 }
 
@@ -244,18 +297,9 @@ fn has_shape(line: &str, n: &Num, shape: &str) -> bool {
         && shape.as_bytes()[pre.len() + 1..] == *suf.as_bytes()
 }
 
-/// The text `ops` make of `prev`.
-pub fn apply(prev: &str, ops: &[TextOp]) -> Result<String, String> {
-    let lines: Vec<&str> = prev.split('\n').collect();
-    let mut out = String::with_capacity(prev.len() + 256);
-    let mut first = true;
-    let mut push = |out: &mut String, s: &str| {
-        if !first {
-            out.push('\n');
-        }
-        first = false;
-        out.push_str(s);
-    };
+/// The lines `ops` make of the lines `lines`: a copied line is the same line, shared.
+fn apply_lines(lines: &[Arc<str>], ops: &[TextOp]) -> Result<Lines, String> {
+    let mut out: Lines = Vec::with_capacity(lines.len() + 8);
     let run = |from: usize, len: usize| {
         lines
             .get(from..from.checked_add(len).ok_or("a run past the end")?)
@@ -263,12 +307,8 @@ pub fn apply(prev: &str, ops: &[TextOp]) -> Result<String, String> {
     };
     for op in ops {
         match op {
-            TextOp::Lines(s) => push(&mut out, s),
-            TextOp::Copy(from, len) => {
-                for l in run(*from, *len)? {
-                    push(&mut out, l);
-                }
-            }
+            TextOp::Lines(s) => out.extend(s.split('\n').map(Arc::from)),
+            TextOp::Copy(from, len) => out.extend_from_slice(run(*from, *len)?),
             TextOp::Shift(from, len, add, shape) => {
                 let (first, last) = (shape.as_bytes().first(), shape.as_bytes().last());
                 for l in run(*from, *len)? {
@@ -286,11 +326,13 @@ pub fn apply(prev: &str, ops: &[TextOp]) -> Result<String, String> {
                                 .checked_add_signed(*add)
                                 .ok_or("a number out of range")?;
                             let (pre, suf) = shape_of(l, &n);
-                            push(&mut out, pre);
-                            let _ = write!(out, "{value}");
-                            out.push_str(suf);
+                            let mut line = String::with_capacity(l.len() + 4);
+                            line.push_str(pre);
+                            let _ = write!(line, "{value}");
+                            line.push_str(suf);
+                            out.push(Arc::from(line));
                         }
-                        None => push(&mut out, l),
+                        None => out.push(l.clone()),
                     }
                 }
             }
@@ -299,7 +341,7 @@ pub fn apply(prev: &str, ops: &[TextOp]) -> Result<String, String> {
     Ok(out)
 }
 
-/// A run found by [`diff`]: `len` lines of the previous text from `from`, with the
+/// A run found by [`diff_lines`]: `len` lines of the previous text from `from`, with the
 /// numbers of lines of `shape` shifted by `add`.
 #[derive(Clone, Copy, Default)]
 struct Run<'a> {
@@ -308,12 +350,10 @@ struct Run<'a> {
     shift: Option<(i64, &'a str, &'a str)>,
 }
 
-/// Operations that make `text` of `prev`, in time linear in both (a few candidate
-/// runs are tried at each line: where the last run ended, and the first place after
-/// it holding the same line or a line of the same shape).
-pub fn diff(prev: &str, text: &str) -> Vec<TextOp> {
-    let p: Vec<&str> = prev.split('\n').collect();
-    let l: Vec<&str> = text.split('\n').collect();
+/// Operations that make the lines `l` of the lines `p`, in time linear in both (a few
+/// candidate runs are tried at each line: where the last run ended, and the first place
+/// after it holding the same line or a line of the same shape).
+fn diff_lines(p: &[&str], l: &[&str]) -> Vec<TextOp> {
     let pn: Vec<Option<Num>> = p.iter().map(|s| one_number(s)).collect();
     let ln: Vec<Option<Num>> = l.iter().map(|s| one_number(s)).collect();
     let mut exact: HashMap<&str, Vec<usize>> = HashMap::new();
@@ -450,9 +490,9 @@ mod tests {
     fn roundtrip(prev: &str, text: &str) -> StoredText {
         let stored = encode(Some(prev), text);
         let mut t = Texts::default();
-        t.push(prev.to_string());
+        t.push(prev);
         t.extend_stored(vec![stored.clone()]).unwrap();
-        assert_eq!(t.get(1), Some(text));
+        assert_eq!(t.get(1).as_deref(), Some(text));
         stored
     }
 
@@ -559,9 +599,14 @@ mod tests {
                 "text {i} copies what it shares: {ops:?}"
             );
         }
+        // A list that grew holds the lines of the list before it, not copies.
+        let shared =
+            |t: &Texts| (1..4).all(|k| Arc::ptr_eq(&t.items[2 * k + 1][1], &t.items[2 * k - 1][1]));
+        assert!(shared(&t), "lines shared as written");
         let json = serde_json::to_string(&t).unwrap();
         let read: Texts = serde_json::from_str(&json).unwrap();
         assert!(read.iter().eq(t.iter()), "read back whole");
+        assert!(shared(&read), "lines shared as read");
         let mut continued = Texts::default();
         continued.extend_stored(stored[..3].to_vec()).unwrap();
         continued.extend_stored(stored[3..].to_vec()).unwrap();
