@@ -165,12 +165,21 @@ impl Texts {
             }
         };
         let lines = match &stored {
-            StoredText::Ops(ops) | StoredText::Over { ops, .. } => {
-                base.and_then(|b| apply_lines(&self.items[b], ops).ok())
-            }
-            StoredText::Whole(_) => None,
+            StoredText::Ops(ops) | StoredText::Over { ops, .. } => base
+                .and_then(|b| apply_lines(&self.items[b], ops).ok())
+                .filter(|l| l.len() == text.split('\n').count()),
+            StoredText::Whole(_) => Some(lines_of(text)),
         };
-        self.items.push(lines.unwrap_or_else(|| lines_of(text)));
+        // What is stored always rebuilds what is held: were the operations ever not to
+        // apply, the text is stored as new lines.
+        let (stored, lines) = match lines {
+            Some(lines) => (stored, lines),
+            None => (
+                StoredText::Ops(vec![TextOp::Lines(text.to_string())]),
+                lines_of(text),
+            ),
+        };
+        self.items.push(lines);
         self.stored.push(stored);
     }
 
