@@ -109,14 +109,18 @@ fn list_text(items: &[Value]) -> Option<String> {
 
 /// The part `rest` with list `t` of the table as its content.
 fn list_part(t: usize, rest: &RawValue, tables: &Tables) -> Value {
+    let list = tables
+        .texts
+        .get(t)
+        .and_then(|text| serde_json::from_str(&text).ok());
+    with_content(rest, list.unwrap_or(Value::Null))
+}
+
+/// The part `rest` (a part whose content was taken out) with `content` put back.
+fn with_content(rest: &RawValue, content: Value) -> Value {
     let mut p: Value = serde_json::from_str(rest.get()).unwrap_or(Value::Null);
     if let Value::Object(m) = &mut p {
-        let list = tables
-            .texts
-            .get(t)
-            .and_then(|text| serde_json::from_str(&text).ok())
-            .unwrap_or(Value::Null);
-        m.insert("content".into(), list);
+        m.insert("content".into(), content);
     }
     p
 }
@@ -134,14 +138,7 @@ fn same_but_parts(b: &ModelRequest, s: &ModelRequest) -> bool {
 
 /// The part `rest` with text `t` of the table as its content.
 fn text_part(t: usize, rest: &RawValue, tables: &Tables) -> Value {
-    let mut p: Value = serde_json::from_str(rest.get()).unwrap_or(Value::Null);
-    if let Value::Object(m) = &mut p {
-        m.insert(
-            "content".into(),
-            Value::String(tables.texts.get(t).unwrap_or_default()),
-        );
-    }
-    p
+    with_content(rest, Value::String(tables.texts.get(t).unwrap_or_default()))
 }
 
 impl Edit {

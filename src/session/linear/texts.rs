@@ -144,36 +144,30 @@ impl Texts {
     /// Adds `text` last, stored as a change to the newest text that begins like it
     /// (else to the text before it), and held as lines shared with that text.
     pub fn push(&mut self, text: &str) {
-        let last = self.items.len().checked_sub(1);
-        let like = match last {
-            Some(l) if head_of(&self.items[l]) != head(text) => self
-                .items
-                .iter()
-                .rposition(|t| head_of(t) == head(text))
-                .filter(|&i| i != l),
-            _ => None,
+        let Some(last) = self.items.len().checked_sub(1) else {
+            self.items.push(lines_of(text));
+            self.stored.push(StoredText::Whole(text.to_string()));
+            return;
         };
-        let base = like.or(last);
-        let stored = match base {
-            None => StoredText::Whole(text.to_string()),
-            Some(b) => {
-                let prev: Vec<&str> = self.items[b].iter().map(|l| &**l).collect();
-                match (encode_over(&prev, text), like) {
-                    (ops, Some(over)) => StoredText::Over { over, ops },
-                    (ops, None) => StoredText::Ops(ops),
-                }
-            }
-        };
-        let lines = match &stored {
-            StoredText::Ops(ops) | StoredText::Over { ops, .. } => base
-                .and_then(|b| apply_lines(&self.items[b], ops).ok())
-                .filter(|l| l.len() == text.split('\n').count()),
-            StoredText::Whole(_) => Some(lines_of(text)),
-        };
+        let over = Some(last)
+            .filter(|&l| head_of(&self.items[l]) != head(text))
+            .and_then(|l| {
+                let i = self.items.iter().rposition(|t| head_of(t) == head(text))?;
+                (i != l).then_some(i)
+            });
+        let base = &self.items[over.unwrap_or(last)];
+        let prev: Vec<&str> = base.iter().map(|l| &**l).collect();
+        let ops = encode_over(&prev, text);
         // What is stored always rebuilds what is held: were the operations ever not to
         // apply, the text is stored as new lines.
-        let (stored, lines) = match lines {
-            Some(lines) => (stored, lines),
+        let (stored, lines) = match apply_lines(base, &ops)
+            .ok()
+            .filter(|l| l.len() == text.split('\n').count())
+        {
+            Some(lines) => match over {
+                Some(over) => (StoredText::Over { over, ops }, lines),
+                None => (StoredText::Ops(ops), lines),
+            },
             None => (
                 StoredText::Ops(vec![TextOp::Lines(text.to_string())]),
                 lines_of(text),
