@@ -4,9 +4,12 @@
 //! small knowledge base (tests/fixtures/ingest/sample.md, embedded over HTTP by the
 //! hashembed test model), with compaction and the policy on, as a user runs it. The long
 //! session is built by asking its questions one by one through the same binary and is
-//! kept under the target directory for later runs. Each measured `ask` starts from the
-//! same saved session (the file and its journal copied back and synced to disk, as the
-//! `ask` before left them). The two sessions are asked alternately, so that the machine's
+//! kept under the target directory for later runs (a question short: the bench copies
+//! it and asks its last question there, unmeasured, as the `ask` before a user's next
+//! one leaves a session: with its journal and, when it is long, its resume file, which
+//! names those very files). Each measured `ask` starts from that saved session (the file
+//! and its journal written back over themselves with their modification times, synced to
+//! disk, and the resume file put back). The two sessions are asked alternately, so that the machine's
 //! drift falls on both alike; the bench prints the mean and median wall time of each,
 //! their ratios and the difference, and the floor any `ask` that reads the history from
 //! its JSON pays: reading the long session and checking it as JSON without building
@@ -131,13 +134,16 @@ fn session_of(b: &Bench, dir: &Path, n: usize) -> PathBuf {
     path
 }
 
-/// Writes `bytes` to `path` and waits until they are on disk, outside the measured
-/// time: a user's session is on disk before the next `ask`, since the `ask` that wrote
-/// it synced it. Left unsynced, the measured `ask`'s own sync of the journal it appends
-/// to wrote the whole copy first (7.5 MB for the long session, several ms).
-fn write_synced(path: &Path, bytes: &[u8]) {
+/// Writes `bytes` over `path` (the same file when it exists), gives it the
+/// modification time `time` and waits until it is on disk, outside the measured time: a
+/// user's session is on disk before the next `ask`, since the `ask` that wrote it synced
+/// it. Left unsynced, the measured `ask`'s own sync of the journal it appends to wrote
+/// the whole copy first (7.5 MB for the long session, several ms).
+fn write_synced(path: &Path, bytes: &[u8], time: std::time::SystemTime) {
     std::fs::write(path, bytes).unwrap();
-    std::fs::File::open(path).unwrap().sync_all().unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.set_modified(time).unwrap();
+    f.sync_all().unwrap();
 }
 
 fn ask(c: &mut Criterion) {
@@ -179,19 +185,15 @@ fn ask(c: &mut Criterion) {
         .collect();
     assert!(!b.chunks.is_empty(), "search found nothing: {found}");
 
-    let short = session_of(&b, &keep, 1);
-    let long = session_of(&b, &keep, n);
+    let short = session_of(&b, &keep, 0);
+    let long = session_of(&b, &keep, n - 1);
     // The two sessions are asked alternately, in turn first, so that whatever the
     // machine does meanwhile (another tenant, the page cache, the CPU's clock) falls on
     // both alike: measured one after the other, the ratio moved more with the machine
     // than with the code.
-    let pair = [(1usize, &short), (n, &long)].map(|(q, from)| Pair {
-        q,
-        pristine: std::fs::read(from).unwrap(),
-        // A long session's latest questions are in its journal until the next fold.
-        journal: std::fs::read(groundwork::session::journal_path(from)).ok(),
-        scratch: home.path().join(format!("s-{q}.json")),
-        walls: Vec::new(),
+    let pair = [(1usize, &short), (n, &long)].map(|(q, from)| {
+        let scratch = home.path().join(format!("s-{q}.json"));
+        Pair::primed(&b, q, from, scratch)
     });
     let pair = std::cell::RefCell::new(pair);
     let mut g = c.benchmark_group("ask");
@@ -210,6 +212,7 @@ fn ask(c: &mut Criterion) {
                         let t = Instant::now();
                         b.ask(&p.scratch, p.q);
                         p.walls.push(t.elapsed());
+                        p.keep_primed(&b);
                     }
                 },
                 BatchSize::PerIteration,
@@ -241,22 +244,93 @@ fn ask(c: &mut Criterion) {
 /// One session the bench asks, as saved, and the wall times of the asks on it.
 struct Pair {
     q: usize,
-    pristine: Vec<u8>,
-    journal: Option<Vec<u8>>,
+    /// The kept session it is made from (a question fewer).
+    from: PathBuf,
+    /// The file, its journal and its resume file as the question before left them,
+    /// with the file's and the journal's modification times.
+    pristine: (Vec<u8>, std::time::SystemTime),
+    journal: Option<(Vec<u8>, std::time::SystemTime)>,
+    resume: Option<Vec<u8>>,
+    /// The file's and the journal's (device, inode).
+    inodes: (Option<(u64, u64)>, Option<(u64, u64)>),
     scratch: PathBuf,
     walls: Vec<Duration>,
 }
 
+/// A file's (device, inode).
+fn inode(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
 impl Pair {
-    /// The scratch session (and its journal) put back as the saved one.
+    /// The scratch session made from the kept one `from` and asked its last question
+    /// there (unmeasured), as a user's session is left by the `ask` before: with its
+    /// journal and, for a long one, its resume file, which names these very files
+    /// (their inodes and modification times, kept by [`Pair::restore`]).
+    fn primed(b: &Bench, q: usize, from: &Path, scratch: PathBuf) -> Pair {
+        let journal = |p: &Path| groundwork::session::journal_path(p);
+        let resume = |p: &Path| groundwork::session::resume::resume_path(p);
+        for p in [scratch.clone(), journal(&scratch), resume(&scratch)] {
+            let _ = std::fs::remove_file(p);
+        }
+        if from.exists() {
+            std::fs::copy(from, &scratch).unwrap();
+        }
+        if journal(from).exists() {
+            std::fs::copy(journal(from), journal(&scratch)).unwrap();
+        }
+        b.ask(&scratch, q.saturating_sub(1));
+        let with_time = |p: &Path| {
+            let bytes = std::fs::read(p).ok()?;
+            let time = std::fs::metadata(p).ok()?.modified().ok()?;
+            Some((bytes, time))
+        };
+        Pair {
+            q,
+            from: from.to_path_buf(),
+            pristine: with_time(&scratch).expect("the primed session"),
+            journal: with_time(&journal(&scratch)),
+            resume: std::fs::read(resume(&scratch)).ok(),
+            inodes: (inode(&scratch), inode(&journal(&scratch))),
+            scratch,
+            walls: Vec::new(),
+        }
+    }
+
+    /// The scratch session (its journal and its resume file) put back as the saved one,
+    /// each written over the same file so the resume file still names it.
     fn restore(&self) {
-        write_synced(&self.scratch, &self.pristine);
+        let (bytes, time) = &self.pristine;
+        write_synced(&self.scratch, bytes, *time);
         let scratch_journal = groundwork::session::journal_path(&self.scratch);
         match &self.journal {
-            Some(j) => write_synced(&scratch_journal, j),
+            Some((bytes, time)) => write_synced(&scratch_journal, bytes, *time),
             None => {
                 let _ = std::fs::remove_file(&scratch_journal);
             }
+        }
+        let resume = groundwork::session::resume::resume_path(&self.scratch);
+        match &self.resume {
+            Some(bytes) => std::fs::write(resume, bytes).unwrap(),
+            None => {
+                let _ = std::fs::remove_file(resume);
+            }
+        }
+    }
+
+    /// After an `ask` that wrote a new file (it folded the journal) or removed the
+    /// journal, the files the resume file names are gone: primes the session anew.
+    fn keep_primed(&mut self, b: &Bench) {
+        if self.resume.is_none() {
+            return;
+        }
+        let journal = groundwork::session::journal_path(&self.scratch);
+        let gone = inode(&self.scratch) != self.inodes.0 || inode(&journal) != self.inodes.1;
+        if gone {
+            let walls = std::mem::take(&mut self.walls);
+            *self = Pair::primed(b, self.q, &self.from.clone(), self.scratch.clone());
+            self.walls = walls;
         }
     }
 }

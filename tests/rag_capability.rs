@@ -1070,6 +1070,7 @@ async fn scenario_67_resumed_question_keeps_live_evidence() {
                     .with(call_id, ToolOutcome::Ok(ToolOutput::text("external done"))),
             ),
             run_id: None,
+            earlier: None,
         },
     )
     .await

@@ -94,6 +94,7 @@ async fn scenario_07_deferred_resumption_keeps_the_stored_identity() {
                         .with("call-2", ToolOutcome::Ok(ToolOutput::text("approved"))),
                 ),
                 run_id: None,
+                earlier: None,
             },
             tx,
             CancelToken::new(),

@@ -153,7 +153,10 @@ impl CapabilityRun for PolicyRun {
             if !enforce || status != CitationStatus::Missing {
                 return Ok(Vec::new());
             }
-            if already_asked(&ctx.messages, question) {
+            // The question's messages are in the run's window (a question in progress
+            // starts at or after it).
+            let from = question.saturating_sub(ctx.earlier_len() as u64);
+            if already_asked(&ctx.messages, from) {
                 return Ok(Vec::new());
             }
             if evidence.iter().any(|e| e.cite_available()) {

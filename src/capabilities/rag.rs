@@ -40,7 +40,8 @@ pub const DEFAULT_REQUEST_LIMIT: usize = 20;
 /// The fixed part of the search-limit failure.
 pub const SEARCH_LIMIT_MARKER: &str = "Search limit reached";
 
-const EVIDENCE_TOOLS: &[&str] = &[SEARCH_TOOL];
+/// The tools whose returns are evidence (compaction rewrites them).
+pub const EVIDENCE_TOOLS: &[&str] = &[SEARCH_TOOL];
 
 macro_rules! text {
     ($name:ident, $file:literal) => {

@@ -8,6 +8,13 @@ use anyhow::{Result, bail};
 
 use crate::host::compose::Composer;
 use crate::host::conversation::Conversation;
+use crate::host::resume::{Opened, Resumed};
+
+/// The session a question is asked over.
+enum Held {
+    Resumed(Box<Resumed>),
+    Whole(Conversation),
+}
 use crate::paths;
 
 use super::args::{AskArgs, GlobalArgs};
@@ -46,10 +53,18 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     };
     // One writer from loading to committing: a second `ask` on this session is refused.
     // A long session is read on another thread while the knowledge base is opened and
-    // the agent built (for a 500-question session both take about 20 ms).
+    // the agent built, through its resume file when it has one for this composition
+    // (`--json` prints every request whole, so it reads the session whole).
+    let owned = if a.json {
+        None
+    } else {
+        crate::host::compose::compacted_tools(&options)
+    };
     let opening = {
-        let (path, model_name) = (path.clone(), model_name.clone());
-        tokio::task::spawn_blocking(move || Conversation::open_locked(path, model_name))
+        let (path, model_name, owned) = (path.clone(), model_name.clone(), owned.clone());
+        tokio::task::spawn_blocking(move || {
+            crate::host::resume::open_for_question(path, &model_name, owned.as_deref())
+        })
     };
     let model: std::sync::Arc<dyn crate::engine::chat::ChatModel> =
         std::sync::Arc::new(crate::model::OpenAiModel::new(model_config)?);
@@ -61,23 +76,44 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
         .with_counter(Some(counter))
         .agent(&options)?;
     crate::timing::mark("ask: agent built");
-    let mut conversation = opening
+    let opened = opening
         .await
         .map_err(|e| anyhow::anyhow!("reading the session stopped: {e}"))??;
+    let mut held = match opened {
+        Opened::Resumed(r) if agent.takes_earlier() => Held::Resumed(r),
+        Opened::Resumed(r) => Held::Whole(r.into_whole(&model_name)?),
+        Opened::Whole(c) => Held::Whole(c),
+    };
     crate::timing::mark("ask: session opened");
-    let outcome = conversation
-        .ask(
-            &agent,
-            &a.question,
-            None,
-            crate::engine::cancel::CancelToken::new(),
-        )
-        .await?;
+    let cancel = crate::engine::cancel::CancelToken::new();
     // The answer is printed whatever the save does, and a failed save is reported after
     // it: a full disk or a read-only folder must not cost the user the answer. Never over
     // another writer's work: then the answer is kept beside.
-    crate::timing::mark("ask: answered and committed");
-    let saved = conversation.save();
+    let (outcome, saved) = match &mut held {
+        Held::Resumed(r) => {
+            let outcome = r.ask(&agent, &a.question, cancel).await?;
+            crate::timing::mark("ask: answered and committed");
+            (outcome, r.save(&agent))
+        }
+        Held::Whole(conversation) => {
+            let question = conversation.session().messages.len();
+            let outcome = conversation.ask(&agent, &a.question, None, cancel).await?;
+            crate::timing::mark("ask: answered and committed");
+            let saved = conversation.save();
+            if let Ok(s) = &saved
+                && s.note.is_none()
+            {
+                crate::host::resume::write_after_whole_save(
+                    &agent,
+                    conversation.session(),
+                    &s.path,
+                    question,
+                    owned.as_deref(),
+                );
+            }
+            (outcome, saved)
+        }
+    };
     crate::timing::mark("ask: saved");
     let path = saved.as_ref().map_or(path.clone(), |s| s.path.clone());
     let mut out = std::io::stdout().lock();
@@ -140,7 +176,9 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     }
     out.flush()?;
     drop(out);
-    conversation.close_for_exit();
+    if let Held::Whole(conversation) = held {
+        conversation.close_for_exit();
+    }
     match saved {
         Err(e) => {
             eprintln!(

@@ -208,8 +208,11 @@ pub trait Capability: Send + Sync {
 pub struct ForRunContext<'a> {
     /// The run id.
     pub run_id: &'a str,
-    /// The history as handed to the run, before the new prompt is appended.
+    /// The history as handed to the run, before the new prompt is appended (its window
+    /// only, after `earlier` messages, when the host handed over a window).
     pub history: &'a [ModelMessage],
+    /// How many messages come before `history` ([`crate::engine::agent::Earlier`]).
+    pub earlier: usize,
     /// Whether the run has a new user prompt.
     pub has_prompt: bool,
     /// Whether the run resumes deferred tool calls.
@@ -338,12 +341,17 @@ pub struct RunContext {
     pub run_id: String,
     /// Model requests started so far in this run (1 during the first request).
     pub run_step: usize,
-    /// The run's working history (a copy; the caller's history is untouched).
+    /// The run's working history (a copy; the caller's history is untouched). When the
+    /// host handed over only a window of a long history, its messages start at message
+    /// [`RunContext::earlier_len`]: every message index a hook keeps (a question's
+    /// identity, say) counts the earlier messages too.
     pub messages: Vec<ModelMessage>,
+    /// The messages before the window, as the host described them.
+    pub earlier: Option<std::sync::Arc<crate::engine::agent::Earlier>>,
     /// The run's working copy of the host state, keyed by namespace.
     pub state: Map<String, Value>,
     /// Number of messages in the history handed to the run, before the new prompt
-    /// (the question identity of SPEC §0.2).
+    /// (the question identity of SPEC §0.2), earlier messages included.
     pub history_len: usize,
     /// The run's cancellation token.
     pub cancel: CancelToken,
@@ -363,11 +371,23 @@ impl std::fmt::Debug for RunContext {
     }
 }
 
+impl ForRunContext<'_> {
+    /// The length of the history handed to the run, earlier messages included.
+    pub fn history_len(&self) -> usize {
+        self.earlier + self.history.len()
+    }
+}
+
 impl RunContext {
-    /// `messages.len()`: during `before_model_request` this is the epoch of the request
-    /// about to be sent (SPEC §0.2).
+    /// The history's length, earlier messages included: during `before_model_request`
+    /// this is the epoch of the request about to be sent (SPEC §0.2).
     pub fn epoch(&self) -> usize {
-        self.messages.len()
+        self.earlier_len() + self.messages.len()
+    }
+
+    /// How many messages come before [`RunContext::messages`].
+    pub fn earlier_len(&self) -> usize {
+        crate::engine::agent::Earlier::len_of(self.earlier.as_ref())
     }
 
     /// Ids of every registered capability, in registration order.

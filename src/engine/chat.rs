@@ -45,6 +45,10 @@ pub enum StreamDelta {
 pub struct ModelRequestParams<'a> {
     /// Instructions for this request (sent as the leading system message).
     pub instructions: &'a str,
+    /// The wire text of the messages before `messages`, sent as written after the
+    /// instructions (see [`crate::engine::agent::Earlier`]); only for a model whose
+    /// [`ChatModel::sends_earlier`] says so.
+    pub earlier: Option<&'a str>,
     /// The messages to send (already rewritten by `wrap_model_request`).
     pub messages: &'a [ModelMessage],
     /// The tools offered.
@@ -64,6 +68,14 @@ pub trait ChatModel: Send + Sync {
         on_delta: &'a (dyn Fn(StreamDelta) + Send + Sync),
         cancel: &'a CancelToken,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
+
+    /// `messages` in the wire form [`ModelRequestParams::earlier`] takes, for a model
+    /// that sends earlier messages as written; `None` for one that needs the whole
+    /// history (a run over a history window refuses it).
+    fn wire_text(&self, messages: &[ModelMessage]) -> Option<String> {
+        let _ = messages;
+        None
+    }
 }
 
 /// Why a model request failed.

@@ -83,6 +83,30 @@ impl Default for AskOptions {
     }
 }
 
+/// The evidence tools compaction rewrites for in a question composed with `opts`, in
+/// its order ([`crate::capabilities::compaction::owned_tools`]); `None` when compaction
+/// is off. Every registered evidence capability counts, loaded or not.
+pub fn compacted_tools(opts: &AskOptions) -> Option<Vec<String>> {
+    if !opts.compaction {
+        return None;
+    }
+    let mut choices = opts.capabilities.clone();
+    if choices.is_empty() {
+        choices.push(CapabilityChoice::Rag);
+    }
+    let mut names: Vec<String> = choices
+        .iter()
+        .flat_map(|c| match c {
+            CapabilityChoice::Rag => crate::capabilities::rag::EVIDENCE_TOOLS,
+            CapabilityChoice::Analysis => crate::capabilities::analysis::EVIDENCE_TOOLS,
+        })
+        .map(|t| t.to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    Some(names)
+}
+
 /// Configuration a question may override (an `ask` flag, an `eval` arm): the search
 /// limit and the budgets.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

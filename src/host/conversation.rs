@@ -171,6 +171,15 @@ impl Conversation {
     /// `model` when there is no file yet.
     pub fn open_locked(path: PathBuf, model: impl Into<String>) -> Result<Self, SessionError> {
         let lock = SessionLock::acquire(&path)?;
+        Self::open_with_lock(path, model, lock)
+    }
+
+    /// [`Conversation::open_locked`] with the session's lock already taken.
+    pub fn open_with_lock(
+        path: PathBuf,
+        model: impl Into<String>,
+        lock: SessionLock,
+    ) -> Result<Self, SessionError> {
         let session = if path.exists() {
             Session::load(&path)?
         } else {

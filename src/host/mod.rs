@@ -13,4 +13,5 @@ pub mod grounding;
 pub mod inspect;
 mod inspect_tokens;
 pub mod replay;
+pub mod resume;
 pub mod transcript;

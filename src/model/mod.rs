@@ -436,6 +436,10 @@ impl ChatModel for OpenAiModel {
         &self.config.model
     }
 
+    fn wire_text(&self, messages: &[crate::engine::messages::ModelMessage]) -> Option<String> {
+        wire::wire_text(messages).ok()
+    }
+
     fn request<'a>(
         &'a self,
         params: ModelRequestParams<'a>,

@@ -92,13 +92,19 @@ impl WireMemo {
             .as_ref()
             .map_or(&b""[..], |b| b.get().as_bytes());
         let mut by_identity: Option<std::collections::HashMap<usize, usize>> = None;
-        let mut text = Vec::with_capacity(old.len() + params.instructions.len() + 4096);
+        let earlier_len = params.earlier.map_or(0, str::len);
+        let mut text =
+            Vec::with_capacity(old.len().max(earlier_len) + params.instructions.len() + 4096);
         text.extend_from_slice(br#"{"model":"#);
         serde_json::to_writer(&mut text, &config.model)?;
         text.extend_from_slice(br#","messages":["#);
         if !params.instructions.trim().is_empty() {
             serde_json::to_writer(&mut text, &Role("system", params.instructions))?;
             text.push(b',');
+        }
+        // The earlier messages' wire text, each wire message followed by its comma.
+        if let Some(earlier) = params.earlier {
+            text.extend_from_slice(earlier.as_bytes());
         }
         let mut messages = Vec::with_capacity(params.messages.len());
         for (i, message) in params.messages.iter().enumerate() {
@@ -154,6 +160,17 @@ impl WireMemo {
         self.body = Some(body.clone());
         Ok(body)
     }
+}
+
+/// The wire messages of `messages` as a request body holds them, each followed by a
+/// comma: what [`crate::engine::agent::Earlier::wire`] holds for messages a host keeps as
+/// wire text.
+pub(super) fn wire_text(messages: &[ModelMessage]) -> serde_json::Result<String> {
+    let mut out = Vec::new();
+    for message in messages {
+        write_wire(message, &mut out)?;
+    }
+    String::from_utf8(out).map_err(serde::ser::Error::custom)
 }
 
 /// A message's wire messages, each followed by a comma: one per request part (parts of
@@ -539,6 +556,7 @@ mod tests {
         let body = body_value(
             &config,
             ModelRequestParams {
+                earlier: None,
                 instructions: "be brief",
                 messages: &messages,
                 tools: &[],
@@ -580,6 +598,7 @@ mod tests {
         let mut memo = WireMemo::default();
         fn params(messages: &[ModelMessage]) -> ModelRequestParams<'_> {
             ModelRequestParams {
+                earlier: None,
                 instructions: "be brief",
                 messages,
                 tools: &[],
@@ -620,6 +639,67 @@ mod tests {
         assert!(!third.get().contains("tool_calls"));
     }
 
+    /// Earlier messages given as their wire text (a run over a history window) make
+    /// the body the whole history makes, byte for byte, for every request of a run.
+    #[test]
+    fn earlier_wire_text_makes_the_body_of_the_whole_history() {
+        let config = ModelConfig::default();
+        let history = vec![
+            ModelMessage::from(ModelRequest::user("first")),
+            ModelMessage::from(ModelResponse::new(vec![ModelResponsePart::ToolCall(
+                ToolCallPart::new("search", r#"{"q":"x"}"#, "c1"),
+            )])),
+            ModelMessage::from(ModelRequest::new(vec![ModelRequestPart::ToolReturn(
+                ToolReturnPart::new("search", json!("hits"), "c1"),
+            )])),
+            ModelMessage::from(ModelResponse::new(vec![ModelResponsePart::Text(
+                TextPart::new("answer"),
+            )])),
+            ModelMessage::from(ModelRequest::user("second")),
+        ];
+        let wire = wire_text(&history[..3]).unwrap();
+        assert!(wire.ends_with(','), "each wire message ends with its comma");
+        let (mut whole, mut split) = (WireMemo::default(), WireMemo::default());
+        for end in [4, 5] {
+            let full = whole
+                .body(
+                    &config,
+                    ModelRequestParams {
+                        earlier: None,
+                        instructions: "be brief",
+                        messages: &history[..end],
+                        tools: &[],
+                    },
+                )
+                .unwrap();
+            let windowed = split
+                .body(
+                    &config,
+                    ModelRequestParams {
+                        earlier: Some(&wire),
+                        instructions: "be brief",
+                        messages: &history[3..end],
+                        tools: &[],
+                    },
+                )
+                .unwrap();
+            assert_eq!(windowed.get(), full.get());
+        }
+        // Nothing after the earlier messages: the list still closes.
+        let only = build_request_body(
+            &config,
+            ModelRequestParams {
+                earlier: Some(&wire),
+                instructions: "",
+                messages: &[],
+                tools: &[],
+            },
+        )
+        .unwrap();
+        let v: Value = serde_json::from_str(only.get()).unwrap();
+        assert_eq!(v["messages"].as_array().unwrap().len(), 3);
+    }
+
     /// What the client sends is the body as written, byte for byte: serialised the way
     /// async-openai serialises a request (`serde_json::to_vec`), the body is not quoted
     /// as a string or re-encoded. A `serde_json` that stopped writing its marker verbatim
@@ -630,6 +710,7 @@ mod tests {
         let body = build_request_body(
             &ModelConfig::default(),
             ModelRequestParams {
+                earlier: None,
                 instructions: "be brief",
                 messages: &messages,
                 tools: &[],
@@ -668,6 +749,7 @@ mod tests {
             let body = build_request_body(
                 &config,
                 ModelRequestParams {
+                    earlier: None,
                     instructions,
                     messages: &[],
                     tools: &[],
@@ -710,6 +792,7 @@ mod tests {
             ..ModelConfig::default()
         };
         let params = ModelRequestParams {
+            earlier: None,
             instructions: "be brief",
             messages: &messages,
             tools: &tools,
@@ -744,6 +827,7 @@ mod tests {
             ..ModelConfig::default()
         };
         let params = ModelRequestParams {
+            earlier: None,
             instructions: "",
             messages: &[],
             tools: &[],
@@ -768,6 +852,7 @@ mod tests {
         let body = body_value(
             &ModelConfig::default(),
             ModelRequestParams {
+                earlier: None,
                 instructions: "",
                 messages: &messages,
                 tools: &[],

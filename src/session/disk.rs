@@ -139,6 +139,25 @@ pub(crate) fn write_atomic_stamped(path: &Path, bytes: &[u8]) -> std::io::Result
 
 /// A new session file name in `dir` that no other session has: local time to the
 /// second, then a random suffix (`20261201-081918-3f9a1c07.json`).
+/// Replaces `path` with `bytes` through a temporary file renamed over it, without
+/// syncing: for a file that only saves work and is checked before use (a resume file),
+/// which a crash may leave old, empty or missing but never half written under its name.
+pub(crate) fn replace_unsynced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    remove_stale_temps(path);
+    let tmp = temp_path(path);
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        std::fs::rename(&tmp, path)
+    };
+    write().inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
 pub fn new_session_path(dir: &Path) -> PathBuf {
     loop {
         let random = uuid::Uuid::new_v4().simple().to_string();
@@ -187,7 +206,7 @@ pub(crate) fn beside(path: &Path, what: &str) -> PathBuf {
 
 /// What identifies one version of a file: which file it is, its size and modification
 /// time. Every atomic save makes a new file, so a save by anyone else changes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Stamp {
     len: u64,
     modified: Option<SystemTime>,

@@ -131,14 +131,14 @@ pub(crate) struct Image {
     state: Map<String, Value>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Lens {
-    messages: usize,
-    requests: usize,
-    instructions: usize,
-    tool_sets: usize,
-    texts: usize,
-    timings: usize,
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Lens {
+    pub(crate) messages: usize,
+    pub(crate) requests: usize,
+    pub(crate) instructions: usize,
+    pub(crate) tool_sets: usize,
+    pub(crate) texts: usize,
+    pub(crate) timings: usize,
 }
 
 fn lens(s: &Session) -> Lens {
@@ -172,7 +172,7 @@ impl Image {
 }
 
 /// The small fields of `groundwork`, whole in every record.
-fn meta_of(s: &Session) -> Value {
+pub(crate) fn meta_of(s: &Session) -> Value {
     let g = &s.groundwork;
     serde_json::json!({
         "model": g.model,
@@ -251,6 +251,147 @@ pub(crate) fn record_line(session: &Session, image: &Image) -> Result<Vec<u8>, s
     let mut line = serde_json::to_vec(&record)?;
     line.push(b'\n');
     Ok(line)
+}
+
+/// Where the files stand as an [`Image`] says, without the state (kept by a resume
+/// file, [`super::resume`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Standing {
+    snapshot: String,
+    snapshot_bytes: u64,
+    journal_bytes: u64,
+    seq: u64,
+    file_stamp: Option<Stamp>,
+    journal_stamp: Option<Stamp>,
+    pub(crate) lens: Lens,
+}
+
+impl Image {
+    /// Where the files stand, when everything is on disk (nothing of the session is
+    /// newer than the files).
+    pub(crate) fn standing(&self) -> Option<Standing> {
+        (self.messages_clean == self.lens.messages && self.requests_clean == self.lens.requests)
+            .then(|| Standing {
+                snapshot: self.snapshot.clone(),
+                snapshot_bytes: self.snapshot_bytes,
+                journal_bytes: self.journal_bytes,
+                seq: self.seq,
+                file_stamp: self.file_stamp.clone(),
+                journal_stamp: self.journal_stamp.clone(),
+                lens: self.lens,
+            })
+    }
+
+    /// The image of the files at `path` standing as `standing` says, with `state`.
+    pub(crate) fn standing_at(path: &Path, standing: Standing, state: Map<String, Value>) -> Image {
+        Image {
+            path: path.to_path_buf(),
+            snapshot: standing.snapshot,
+            snapshot_bytes: standing.snapshot_bytes,
+            journal_bytes: standing.journal_bytes,
+            seq: standing.seq,
+            messages_clean: standing.lens.messages,
+            requests_clean: standing.lens.requests,
+            file_stamp: standing.file_stamp,
+            journal_stamp: standing.journal_stamp,
+            lens: standing.lens,
+            state,
+        }
+    }
+
+    /// The committed state as saved.
+    pub(crate) fn state(&self) -> &Map<String, Value> {
+        &self.state
+    }
+}
+
+/// What a run over a history window adds to a session the process does not hold
+/// ([`super::resume`]): each list's new items, the state after it.
+pub(crate) struct Added<'a> {
+    pub(crate) messages: &'a [ModelMessage],
+    pub(crate) requests: &'a [LinearRequest],
+    pub(crate) instructions: &'a [String],
+    pub(crate) tool_sets: &'a [Vec<ToolDef>],
+    pub(crate) texts: &'a [StoredText],
+    pub(crate) timing: &'a RunTiming,
+    pub(crate) state: &'a Map<String, Value>,
+    /// `groundwork`'s small fields and the other hosts' keys, as the files hold them.
+    pub(crate) meta: &'a Value,
+    pub(crate) extra: &'a Map<String, Value>,
+}
+
+/// The record of `added` after `image`, as one line (with its newline): what
+/// [`record_line`] writes for a session holding the files' content and `added`.
+pub(crate) fn added_line(image: &Image, added: &Added<'_>) -> Result<Vec<u8>, serde_json::Error> {
+    let was = image.lens;
+    let mut state = Vec::new();
+    diff_state(&image.state, added.state, &mut Vec::new(), &mut state);
+    let record = Record {
+        seq: image.seq + 1,
+        messages: Tail {
+            base: was.messages,
+            keep: was.messages,
+            add: added.messages,
+        },
+        requests: Tail {
+            base: was.requests,
+            keep: was.requests,
+            add: added.requests,
+        },
+        instructions: Tail {
+            base: was.instructions,
+            keep: was.instructions,
+            add: added.instructions,
+        },
+        tool_sets: Tail {
+            base: was.tool_sets,
+            keep: was.tool_sets,
+            add: added.tool_sets,
+        },
+        texts: Tail {
+            base: was.texts,
+            keep: was.texts,
+            add: added.texts,
+        },
+        timings: Tail {
+            base: was.timings,
+            keep: was.timings,
+            add: std::slice::from_ref(added.timing),
+        },
+        state,
+        meta: added.meta.clone(),
+        extra: added.extra.clone(),
+    };
+    let mut line = serde_json::to_vec(&record)?;
+    line.push(b'\n');
+    Ok(line)
+}
+
+/// The image after `added`'s line (of `line_len` bytes) was appended to `image`'s
+/// journal, leaving it as `stamp` says.
+pub(crate) fn after_added(image: &Image, added: &Added<'_>, line_len: u64, stamp: Stamp) -> Image {
+    let was = image.lens;
+    let lens = Lens {
+        messages: was.messages + added.messages.len(),
+        requests: was.requests + added.requests.len(),
+        instructions: was.instructions + added.instructions.len(),
+        tool_sets: was.tool_sets + added.tool_sets.len(),
+        texts: was.texts + added.texts.len(),
+        timings: was.timings + 1,
+    };
+    Image {
+        path: image.path.clone(),
+        snapshot: image.snapshot.clone(),
+        snapshot_bytes: image.snapshot_bytes,
+        journal_bytes: image.journal_bytes.max(header_len(image)) + line_len,
+        seq: image.seq + 1,
+        messages_clean: lens.messages,
+        requests_clean: lens.requests,
+        file_stamp: image.file_stamp.clone(),
+        journal_stamp: Some(stamp),
+        lens,
+        state: added.state.clone(),
+    }
 }
 
 /// The image after `line` (made by [`record_line`]) was appended, leaving the journal

@@ -25,6 +25,7 @@ mod file;
 pub mod journal;
 pub mod linear;
 mod lock;
+pub mod resume;
 mod starts;
 pub mod state_diff;
 
@@ -645,6 +646,28 @@ impl Session {
             Err(e @ SessionError::Changed { .. }) => self.keep_beside(path, &e),
             Err(e) => Err(e),
         }
+    }
+
+    /// Saves to a new file beside `path` ([`kept_path`]), which another program changed
+    /// since this process read it, with the note saying so; later saves of `path` in
+    /// this process go there too.
+    pub fn keep_beside_changed(&self, path: &Path) -> Result<Saved, SessionError> {
+        self.keep_beside(
+            path,
+            &SessionError::Changed {
+                path: path.to_path_buf(),
+            },
+        )
+    }
+
+    /// Whether this session's saves at `path` append to a journal (it was read or saved
+    /// there, and its file is long enough: [`Policy::journal_from`]).
+    pub fn journals_at(&self, path: &Path) -> bool {
+        self.saved.with(|i| {
+            i.is_some_and(|i| {
+                disk::same_file(&i.path, path) && i.snapshot_bytes >= Policy::default().journal_from
+            })
+        })
     }
 
     fn keep_beside(&self, path: &Path, why: &SessionError) -> Result<Saved, SessionError> {

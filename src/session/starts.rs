@@ -93,6 +93,11 @@ impl Session {
     }
 
     /// The state run `index` started from, rebuilt from the recorded changes.
+    /// The state the latest committed run started from, when its start was recorded.
+    pub(crate) fn latest_start(&self) -> Option<Map<String, Value>> {
+        self.start_state(self.groundwork.timings.len().checked_sub(1)?)
+    }
+
     fn start_state(&self, index: usize) -> Option<Map<String, Value>> {
         if let Some(s) = self.starts.get(index) {
             return Some(s);

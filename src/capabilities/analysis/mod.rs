@@ -48,7 +48,8 @@ pub const NO_OUTPUT: &str = "No output.";
 /// Python recursion depth allowed in the sandbox.
 pub const MAX_RECURSION: u64 = 200;
 
-const EVIDENCE_TOOLS: &[&str] = &[SEARCH_TOOL, EXECUTE_TOOL];
+/// The tools whose returns are evidence (compaction rewrites them).
+pub const EVIDENCE_TOOLS: &[&str] = &[SEARCH_TOOL, EXECUTE_TOOL];
 
 macro_rules! text {
     ($name:ident, $file:literal) => {

@@ -10,6 +10,7 @@ use super::{
     compact_history_owned, image_media_type, owned_tools, question_in_progress, require_records,
 };
 use crate::capabilities::evidence::{StoreHandle, discover};
+use crate::engine::agent::Earlier;
 use crate::engine::capability::{BoxFuture, Capability, CapabilityRun, ForRunContext, RunContext};
 use crate::engine::messages::{ModelMessage, UserContent};
 
@@ -81,6 +82,47 @@ struct Wanted {
     key: PictureKey,
 }
 
+/// Whether `earlier` (the messages before the run's window) was rewritten as this
+/// request rewrites them: for the same evidence tools, without returns of a capability
+/// whose state was not carried, and with the carrier (and the question in progress) in
+/// the window, so that no earlier message would be rewritten otherwise.
+fn earlier_holds(
+    earlier: &Earlier,
+    views: &[EvidenceView<'_>],
+    owned: &[String],
+    boundary: usize,
+    window: &[ModelMessage],
+) -> anyhow::Result<()> {
+    if earlier.compacted_for != owned {
+        anyhow::bail!(
+            "the earlier messages were compacted for the tools {:?}, this request compacts \
+             for {owned:?}; run it over the whole history",
+            earlier.compacted_for
+        );
+    }
+    for view in views.iter().filter(|v| !v.state_carried) {
+        if view.tool_names.iter().any(|t| earlier.returns.contains(t)) {
+            return Err(
+                crate::capabilities::compaction::CompactionError::StateNotCarried {
+                    capability: view.capability.to_string(),
+                }
+                .into(),
+            );
+        }
+    }
+    let carrier_in_window = boundary >= earlier.len
+        && super::find_carrier(window, boundary - earlier.len, owned).is_some();
+    if earlier.len > 0 && !carrier_in_window {
+        anyhow::bail!(
+            "the question in progress or the newest evidence before it lies among the {} \
+             earlier messages, so they are not rewritten as they were; run it over the whole \
+             history",
+            earlier.len
+        );
+    }
+    Ok(())
+}
+
 fn decodable(bytes: &[u8]) -> Option<String> {
     image::load_from_memory(bytes).ok()?;
     image_media_type(bytes)
@@ -117,8 +159,18 @@ impl CapabilityRun for CompactorRun {
                 if boundary == 0 {
                     return Ok(outgoing);
                 }
-                require_records(&views, &outgoing, boundary)?;
                 let owned = owned_tools(&views);
+                // A run over a window of a long history: the earlier messages were
+                // rewritten as this request would rewrite them, and the boundary counts
+                // them too.
+                let boundary = match ctx.earlier.as_deref() {
+                    Some(earlier) => {
+                        earlier_holds(earlier, &views, &owned, boundary, &outgoing)?;
+                        boundary - earlier.len
+                    }
+                    None => boundary,
+                };
+                require_records(&views, &outgoing, boundary)?;
                 let step = (ctx.run_id.clone(), ctx.run_step);
                 let reusable = self
                     .cache

@@ -45,7 +45,7 @@ pub fn settle_state(
 ) -> anyhow::Result<(EvidenceState, bool)> {
     let awaits = awaits_the_model(ctx.history);
     let (state, carried) =
-        settle_for_run(kind, ctx.state.get(namespace), ctx.history.len(), awaits)?;
+        settle_for_run(kind, ctx.state.get(namespace), ctx.history_len(), awaits)?;
     ctx.state.insert(namespace.to_string(), state.to_value());
     Ok((state, carried))
 }

@@ -185,6 +185,49 @@ pub struct RunInput {
     /// The run id to use (a fresh UUID when `None`), so a host can tag the run before
     /// its first event arrives.
     pub run_id: Option<String>,
+    /// The messages before `history`, when the host hands over only the latest part of a
+    /// long history (see [`Earlier`]); `history` then starts at message `earlier.len`.
+    pub earlier: Option<Arc<Earlier>>,
+}
+
+/// The messages before a run's history window, as far as a run needs them, so that a
+/// host can run a question of a long conversation without building its earlier
+/// questions: how many there are, what they look like on the wire once compacted (every
+/// request of every later question sends them rewritten the same way), their token
+/// estimates, and the few facts the hooks read from them. A run given these sends the
+/// same request bodies as a run given the whole history, and its history, snapshots
+/// and per-message estimates hold the window only.
+///
+/// Valid only for what it was made with: the compaction of the tools in
+/// `compacted_for` (the run refuses another set), and a window that starts at or
+/// before the compaction's carrier (the newest evidence return before the question in
+/// progress), so that every message it holds is rewritten the same way by every request
+/// to come.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Earlier {
+    /// How many messages come before the window.
+    pub len: usize,
+    /// Their wire messages as compaction rewrote them, in order, each followed by a
+    /// comma (the chat-completions form [`crate::model`] writes).
+    pub wire: Arc<str>,
+    /// The evidence tools compaction rewrote them for, in its order.
+    pub compacted_for: Vec<String>,
+    /// The tools whose returns they hold (compaction refuses a capability whose state
+    /// was not carried when its returns are among them).
+    pub returns: std::collections::BTreeSet<String>,
+    /// Their token estimates summed, as stored and as sent.
+    pub raw_tokens: usize,
+    /// See `raw_tokens`.
+    pub sent_tokens: usize,
+    /// The deferred capabilities they loaded (`load_capability` calls answered).
+    pub loaded: std::collections::BTreeSet<String>,
+}
+
+impl Earlier {
+    /// How many messages come before the window of `earlier` (none without one).
+    pub fn len_of(earlier: Option<&Arc<Earlier>>) -> usize {
+        earlier.map_or(0, |e| e.len)
+    }
 }
 
 impl RunInput {
@@ -208,6 +251,13 @@ impl RunInput {
         self
     }
 
+    /// Hands over only the window of a long history: `history` then holds the messages
+    /// after `earlier.len`.
+    pub fn with_earlier(mut self, earlier: Arc<Earlier>) -> Self {
+        self.earlier = Some(earlier);
+        self
+    }
+
     /// Sets the run id.
     pub fn with_run_id(mut self, run_id: impl Into<String>) -> Self {
         self.run_id = Some(run_id.into());
@@ -222,10 +272,14 @@ pub struct RunResult {
     pub run_id: String,
     /// The output.
     pub output: RunOutput,
-    /// The full history after the run (input history + new messages).
+    /// The full history after the run (input history + new messages); the window's
+    /// messages only when the run was given [`RunInput::earlier`].
     pub messages: Vec<ModelMessage>,
-    /// Index of the first message this run added.
+    /// Index of the first message this run added (in `messages`).
     pub new_message_index: usize,
+    /// What the run was given before its window (`messages` and the snapshots' `raw`,
+    /// `compacted` and per-message estimates then start at message `earlier.len`).
+    pub earlier: Option<Arc<Earlier>>,
     /// The state after the run.
     pub state: Map<String, Value>,
     /// Usage.
@@ -358,6 +412,20 @@ impl Agent {
             max_retries: 3,
             counter: None,
         }
+    }
+
+    /// Whether a run of this agent can be given only a window of a long history
+    /// ([`RunInput::earlier`]): its model sends earlier messages as written, and its
+    /// token counter is the estimate (a tokenizer would have to count them all).
+    pub fn takes_earlier(&self) -> bool {
+        self.model.wire_text(&[]).is_some()
+            && self.counter.name() == crate::engine::tokens::ESTIMATE_NAME
+    }
+
+    /// `messages` as [`Earlier::wire`] holds them, for this agent's model (`None` when it
+    /// cannot send earlier messages as written).
+    pub fn earlier_wire(&self, messages: &[ModelMessage]) -> Option<String> {
+        self.model.wire_text(messages)
     }
 
     /// The registered capability ids, in order.

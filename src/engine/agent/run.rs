@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use super::step::{self, Decision, StepState};
 use super::{
-    Agent, DeferredResults, LOAD_CAPABILITY_TOOL, RunError, RunInput, RunOutput, RunResult,
+    Agent, DeferredResults, Earlier, LOAD_CAPABILITY_TOOL, RunError, RunInput, RunOutput, RunResult,
 };
 use crate::engine::cancel::CancelToken;
 use crate::engine::capability::{ForRunContext, RunContext, RunSlot, ToolDef};
@@ -49,12 +49,28 @@ impl Agent {
             mut state,
             deferred_results,
             run_id,
+            earlier,
         } = input;
         let run_id = run_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        let history_len = history.len();
+        let window_len = history.len();
+        let history_len = Earlier::len_of(earlier.as_ref()) + window_len;
+        if let Some(e) = &earlier
+            && let Err(why) = self.earlier_refused(e, &history)
+        {
+            let err = RunError::InvalidInput(why);
+            events.emit(CoreEvent::RunFailed {
+                run_id,
+                request: 0,
+                error: err.to_string(),
+            });
+            return Err(err);
+        }
 
         // 1. for_run: every registered capability gets a run copy.
-        let loaded = self.loaded_from_history(&history);
+        let mut loaded = self.loaded_from_history(&history);
+        if let Some(e) = &earlier {
+            loaded.extend(e.loaded.iter().cloned());
+        }
         let mut active = BTreeSet::new();
         let mut slots = Vec::with_capacity(self.capabilities.len());
         for cap in &self.capabilities {
@@ -65,6 +81,7 @@ impl Agent {
             let mut fctx = ForRunContext {
                 run_id: &run_id,
                 history: &history,
+                earlier: Earlier::len_of(earlier.as_ref()),
                 has_prompt: prompt.is_some(),
                 resuming_deferred: deferred_results.is_some(),
                 state: &mut state,
@@ -94,6 +111,7 @@ impl Agent {
             run_id: run_id.clone(),
             run_step: 0,
             messages: history,
+            earlier: earlier.clone(),
             state,
             history_len,
             cancel,
@@ -139,7 +157,8 @@ impl Agent {
                     run_id,
                     output,
                     messages: std::mem::take(&mut ctx.messages),
-                    new_message_index: history_len,
+                    new_message_index: window_len,
+                    earlier,
                     state: std::mem::take(&mut ctx.state),
                     usage: lp.usage,
                     requests: lp.snapshots,
@@ -241,6 +260,24 @@ impl Agent {
         }
     }
 
+    /// Why a run cannot take `earlier` before `window`, if it cannot: the model must
+    /// send earlier messages as wire text, and the window must hold at least the message
+    /// the question continues from.
+    fn earlier_refused(&self, earlier: &Earlier, window: &[ModelMessage]) -> Result<(), String> {
+        if !self.takes_earlier() {
+            return Err(format!(
+                "the model client {} (tokens counted by {}) needs the whole history, not \
+                 earlier messages as written",
+                self.model.model_name(),
+                self.counter.name()
+            ));
+        }
+        if earlier.len > 0 && window.is_empty() {
+            return Err("a history window after earlier messages cannot be empty".into());
+        }
+        Ok(())
+    }
+
     fn stamp(&self, mut request: ModelRequest, ctx: &RunContext) -> ModelRequest {
         request.run_id = Some(ctx.run_id.clone());
         request
@@ -332,8 +369,13 @@ impl Agent {
             }
         }
         crate::timing::mark("request: compacted");
-        let raw_tokens = lp.estimates.estimate(&instructions, &ctx.messages);
-        let compacted_tokens = lp.estimates.estimate(&instructions, &outgoing);
+        let mut raw_tokens = lp.estimates.estimate(&instructions, &ctx.messages);
+        let mut compacted_tokens = lp.estimates.estimate(&instructions, &outgoing);
+        // The earlier messages count in the totals; their per-message figures stay out.
+        if let Some(e) = &ctx.earlier {
+            raw_tokens.total += e.raw_tokens;
+            compacted_tokens.total += e.sent_tokens;
+        }
         // The estimate's figures are those just made, with the tool schemas.
         let tokens = if self.counter.name() == ESTIMATE_NAME {
             TokenReport::estimated(
@@ -392,6 +434,7 @@ impl Agent {
         };
         let params = ModelRequestParams {
             instructions: &instructions,
+            earlier: ctx.earlier.as_ref().map(|e| &*e.wire),
             messages: &outgoing,
             tools: &tools,
         };

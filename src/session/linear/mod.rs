@@ -30,10 +30,12 @@ use crate::engine::tokens::TokenReport;
 mod edit;
 mod read;
 mod texts;
+mod window;
 
 pub use edit::{Edit, PartSrc};
 pub use read::{RequestTotals, TokenPrefix, snapshot, snapshots, totals};
 pub use texts::{StoredText, TextOp, Texts};
+pub use window::{TableEnd, WindowEncoder, WindowTables, fingerprint, tools_fingerprint};
 
 /// A request's stored history: `messages[..upto]` with `patches` in place of the
 /// messages the committed history no longer holds in that form, then `extra`.
@@ -298,15 +300,30 @@ pub(super) fn sent_list(requests: &[LinearRequest], n: usize) -> SentList {
 pub(super) fn pieces(
     raw: &[ModelMessage],
     sent: &[ModelMessage],
+    cursor: usize,
+    tables: &mut Tables,
+) -> Vec<Piece> {
+    pieces_in(raw, 0, sent, cursor, tables)
+}
+
+/// [`pieces`] over a window of the raw history: `raw[k]` is message `offset + k`, and
+/// `cursor` and the pieces count from the history's start.
+fn pieces_in(
+    raw: &[ModelMessage],
+    offset: usize,
+    sent: &[ModelMessage],
     mut cursor: usize,
     tables: &mut Tables,
 ) -> Vec<Piece> {
+    let at = |j: usize| j.checked_sub(offset).and_then(|k| raw.get(k));
+    let end = offset + raw.len();
     let mut out: Vec<Piece> = Vec::new();
     for m in sent {
-        let found = if raw.get(cursor) == Some(m) {
+        let found = if at(cursor) == Some(m) {
             Some(cursor)
         } else {
-            (cursor.saturating_sub(2)..(cursor + 3).min(raw.len())).find(|&j| raw[j] == *m)
+            (cursor.saturating_sub(2).max(offset)..(cursor + 3).min(end))
+                .find(|&j| at(j) == Some(m))
         };
         match found {
             Some(j) => {
@@ -317,7 +334,7 @@ pub(super) fn pieces(
                 cursor = j + 1;
             }
             None => {
-                let edit = raw.get(cursor).and_then(|b| Edit::of(cursor, b, m, tables));
+                let edit = at(cursor).and_then(|b| Edit::of(cursor, b, m, tables));
                 out.push(match edit {
                     Some(e) => Piece::Edit(Box::new(e)),
                     None => Piece::Sent(Box::new(m.clone())),

@@ -152,7 +152,10 @@ impl Texts {
         let over = Some(last)
             .filter(|&l| head_of(&self.items[l]) != head(text))
             .and_then(|l| {
-                let i = self.items.iter().rposition(|t| head_of(t) == head(text))?;
+                let i = self
+                    .items
+                    .iter()
+                    .rposition(|t| !t.is_empty() && head_of(t) == head(text))?;
                 (i != l).then_some(i)
             });
         let base = &self.items[over.unwrap_or(last)];
@@ -186,6 +189,48 @@ impl Texts {
     pub(crate) fn truncate(&mut self, n: usize) {
         self.items.truncate(n);
         self.stored.truncate(n);
+    }
+
+    /// The newest text of each kind ([`head`]) among the last `back` texts, with its
+    /// index, oldest first: what a writer that continues the table without holding it
+    /// needs ([`Texts::continuing`]).
+    pub fn newest_by_head(&self, back: usize) -> Vec<(usize, String)> {
+        let mut seen: Vec<&[u8]> = Vec::new();
+        let mut out = Vec::new();
+        let from = self.items.len().saturating_sub(back);
+        for i in (from..self.items.len()).rev() {
+            // A text not held (a table continued without it) has no line.
+            if self.items[i].is_empty() {
+                continue;
+            }
+            let h = head_of(&self.items[i]);
+            if !seen.contains(&h) {
+                seen.push(h);
+                out.push((i, joined(&self.items[i])));
+            }
+        }
+        out.reverse();
+        out
+    }
+
+    /// A table of `len` texts of which only `known` (index, text) are held: texts pushed
+    /// onto it are stored as over the full table ([`Texts::push`]) when their base is
+    /// among the known ones, and as new lines otherwise, so what it adds
+    /// ([`Texts::stored_from`] `len`) continues the full table exactly. The texts it does
+    /// not hold are empty and never found by [`Texts::index_of`] (a text has a line).
+    pub fn continuing(len: usize, known: Vec<(usize, String)>) -> Result<Texts, String> {
+        let mut texts = Texts {
+            items: vec![Lines::new(); len],
+            stored: vec![StoredText::Ops(Vec::new()); len],
+        };
+        for (i, text) in known {
+            let slot = texts
+                .items
+                .get_mut(i)
+                .ok_or_else(|| format!("text {i} of a table of {len}"))?;
+            *slot = lines_of(&text);
+        }
+        Ok(texts)
     }
 
     /// Appends texts in stored form, each over the one before it.
@@ -563,6 +608,51 @@ mod tests {
         assert!(serde_json::from_str::<Texts>(r#"[[[0, 1]]]"#).is_err());
         let err = serde_json::from_str::<Texts>(r#"["a\nb", [[1, 5]]]"#).unwrap_err();
         assert!(err.to_string().contains("text 1 does not apply"), "{err}");
+    }
+
+    /// A table continued by a writer that holds only its newest text of each kind (a
+    /// question saved through a resume file) finds and stores texts as the whole table.
+    #[test]
+    fn a_table_continued_from_its_newest_texts_stores_what_the_whole_table_would() {
+        let lists: Vec<String> = (1..=6)
+            .map(|n| {
+                let items: Vec<String> = (0..n).map(|k| format!("{{\"picture\":{k}}}")).collect();
+                format!("[\n{}\n]", items.join("\n,"))
+            })
+            .collect();
+        let capsules: Vec<String> = (1..=6)
+            .map(|n| capsule(&(0..n).map(|_| &["c1-0"][..]).collect::<Vec<_>>()))
+            .collect();
+        let mut whole = Texts::default();
+        for (c, l) in capsules.iter().zip(&lists).take(4) {
+            whole.index_of(c);
+            whole.index_of(l);
+        }
+        let len = whole.len();
+        let newest = whole.newest_by_head(64);
+        assert_eq!(newest.len(), 2, "one text of each kind: {newest:?}");
+        let mut continued = Texts::continuing(len, newest).unwrap();
+        for (c, l) in capsules.iter().zip(&lists).skip(3) {
+            // The capsule of the 4th question again: found, not added.
+            assert_eq!(continued.index_of(c), whole.index_of(c));
+            assert_eq!(continued.index_of(l), whole.index_of(l));
+        }
+        assert_eq!(continued.len(), whole.len());
+        assert_eq!(continued.stored_from(len), whole.stored_from(len));
+        // What it added reads back over the whole table.
+        let mut read = Texts::default();
+        read.extend_stored(whole.stored_from(0)[..len].to_vec())
+            .unwrap();
+        read.extend_stored(continued.stored_from(len).to_vec())
+            .unwrap();
+        assert!(read.iter().eq(whole.iter()));
+        // Its own newest texts skip the texts it does not hold.
+        assert!(
+            continued
+                .newest_by_head(64)
+                .iter()
+                .all(|(_, t)| !t.is_empty())
+        );
     }
 
     /// Texts of two kinds taking turns: each is written over the newest one of its own
