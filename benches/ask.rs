@@ -252,13 +252,16 @@ struct Pair {
     journal: Option<(Vec<u8>, std::time::SystemTime)>,
     resume: Option<Vec<u8>>,
     /// The file's and the journal's (device, inode).
-    inodes: (Option<(u64, u64)>, Option<(u64, u64)>),
+    inodes: (Option<DevIno>, Option<DevIno>),
     scratch: PathBuf,
     walls: Vec<Duration>,
 }
 
 /// A file's (device, inode).
-fn inode(path: &Path) -> Option<(u64, u64)> {
+type DevIno = (u64, u64);
+
+/// A file's (device, inode), if it exists.
+fn inode(path: &Path) -> Option<DevIno> {
     use std::os::unix::fs::MetadataExt as _;
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }

@@ -13,7 +13,7 @@ use crate::host::resume::{Opened, Resumed};
 /// The session a question is asked over.
 enum Held {
     Resumed(Box<Resumed>),
-    Whole(Conversation),
+    Whole(Box<Conversation>),
 }
 use crate::paths;
 
@@ -81,7 +81,7 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
         .map_err(|e| anyhow::anyhow!("reading the session stopped: {e}"))??;
     let mut held = match opened {
         Opened::Resumed(r) if agent.takes_earlier() => Held::Resumed(r),
-        Opened::Resumed(r) => Held::Whole(r.into_whole(&model_name)?),
+        Opened::Resumed(r) => Held::Whole(Box::new(r.into_whole(&model_name)?)),
         Opened::Whole(c) => Held::Whole(c),
     };
     crate::timing::mark("ask: session opened");
@@ -177,7 +177,7 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     out.flush()?;
     drop(out);
     if let Held::Whole(conversation) = held {
-        conversation.close_for_exit();
+        (*conversation).close_for_exit();
     }
     match saved {
         Err(e) => {

@@ -340,7 +340,7 @@ pub enum Opened {
     /// Through its resume file.
     Resumed(Box<Resumed>),
     /// Read whole (or new).
-    Whole(super::conversation::Conversation),
+    Whole(Box<super::conversation::Conversation>),
 }
 
 /// Opens `path` for a question of `model` as its one writer: through its resume file
@@ -358,7 +358,8 @@ pub fn open_for_question(
             Err(l) => lock = l,
         }
     }
-    super::conversation::Conversation::open_with_lock(path, model, lock).map(Opened::Whole)
+    super::conversation::Conversation::open_with_lock(path, model, lock)
+        .map(|c| Opened::Whole(Box::new(c)))
 }
 
 impl Resumed {

@@ -644,7 +644,7 @@ mod tests {
     #[test]
     fn earlier_wire_text_makes_the_body_of_the_whole_history() {
         let config = ModelConfig::default();
-        let history = vec![
+        let history = [
             ModelMessage::from(ModelRequest::user("first")),
             ModelMessage::from(ModelResponse::new(vec![ModelResponsePart::ToolCall(
                 ToolCallPart::new("search", r#"{"q":"x"}"#, "c1"),
