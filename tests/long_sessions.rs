@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use groundwork::session::Session;
 use serde_json::{Value, json};
-use support::hashembed;
 use support::scripted_server::{Reply, ScriptedServer};
+use support::{hashembed, home};
 
 struct Home {
     dir: tempfile::TempDir,
@@ -51,17 +51,8 @@ impl Home {
 
     fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_groundwork"));
-        cmd.args(args)
-            .env("HOME", self.dir.path())
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
-            .env("OPENAI_API_KEY", "sk-test")
-            .env("GROUNDWORK_DISCOVER", "off")
-            .env_remove("HAIKU_RAG_DB")
-            .env_remove("GROUNDWORK_MODEL_URL")
-            .env_remove("GROUNDWORK_MODEL")
-            .env_remove("GROUNDWORK_EMBED_URL")
-            .env_remove("GROUNDWORK_EMBED_MODEL");
+        cmd.args(args).env("OPENAI_API_KEY", "sk-test");
+        home::hermetic(&mut cmd, self.dir.path());
         cmd
     }
 

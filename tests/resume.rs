@@ -15,8 +15,8 @@ use std::process::{Command, Output};
 
 use groundwork::session::Session;
 use serde_json::{Value, json};
-use support::hashembed;
 use support::scripted_server::{Reply, ScriptedServer};
+use support::{hashembed, home};
 
 struct Home {
     dir: tempfile::TempDir,
@@ -58,17 +58,9 @@ impl Home {
         cmd.args(["--db", &self.db, "--embed-url", &self.embed.url])
             .args(["--embed-model", hashembed::MODEL])
             .args(args)
-            .env("HOME", self.dir.path())
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
             .env("OPENAI_API_KEY", "sk-test")
-            .env("GROUNDWORK_DISCOVER", "off")
-            .env("GROUNDWORK_LOG", "warn,groundwork::host::resume=debug")
-            .env_remove("HAIKU_RAG_DB")
-            .env_remove("GROUNDWORK_MODEL_URL")
-            .env_remove("GROUNDWORK_MODEL")
-            .env_remove("GROUNDWORK_EMBED_URL")
-            .env_remove("GROUNDWORK_EMBED_MODEL");
+            .env("GROUNDWORK_LOG", "warn,groundwork::host::resume=debug");
+        home::hermetic(&mut cmd, self.dir.path());
         cmd
     }
 
@@ -327,6 +319,16 @@ async fn a_resume_file_the_session_no_longer_matches_is_not_used() {
     let o = home.ask(&server, &session, 12, 0).await;
     assert!(o.status.success(), "{}", err(&o));
     assert_eq!(home.resumed(), before + 1);
+    // Nor one whose text a crash left zeroed under a whole head (it is written unsynced).
+    let mut text = std::fs::read(resume_of(&session)).unwrap();
+    let n = text.len();
+    text[n - 10..].fill(0);
+    std::fs::write(resume_of(&session), &text).unwrap();
+    let o = home.ask(&server, &session, 13, 0).await;
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(home.resumed(), before + 1, "a spoiled resume file was used");
+    let s = Session::load(&session).unwrap();
+    assert_eq!(s.messages.len(), 14 * 6);
 
     // A question composed otherwise (no compaction, no policy) reads the session whole and removes
     // the resume file, which no longer describes what its requests sent.

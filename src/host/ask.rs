@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::capabilities::state::{self, EvidenceState, StateKind};
-use crate::engine::agent::{Agent, RunOutput};
+use crate::engine::agent::{Agent, RunOutput, RunResult};
 use crate::engine::cancel::CancelToken;
 use crate::engine::events::{CoreEvent, RequestSnapshot, RunUsage};
 use crate::session::Session;
@@ -70,13 +70,19 @@ pub async fn ask(
     crate::timing::mark("run: started");
     let outcome = agent.run(input, events, cancel).await;
     crate::timing::mark("run: finished");
-    let result = match &outcome {
-        Ok(r) => r.clone(),
+    let asked = match &outcome {
+        Ok(r) => outcome_of(r),
         Err(e) => return Err(AskError::Run(e.to_string())),
     };
     let start = state::as_a_new_question_sees_it(&session.state);
     session.commit_run_from(&outcome, start);
     crate::timing::mark("run: committed");
+    Ok(asked)
+}
+
+/// What a finished run tells its asker: the answer, the ledger view of its state, its
+/// requests and usage, and whether the answer was cut off.
+pub fn outcome_of(result: &RunResult) -> AskOutcome {
     let answer = match &result.output {
         RunOutput::Text(t) => t.clone(),
         RunOutput::Tool { args, .. } => args.to_string(),
@@ -88,10 +94,10 @@ pub async fn ask(
         .rev()
         .find_map(|m| m.as_response())
         .is_some_and(|r| r.is_cut_off());
-    let mut outcome = summarise(answer, &result.state, result.requests);
+    let mut outcome = summarise(answer, &result.state, result.requests.clone());
     outcome.cut_off = cut_off;
-    outcome.usage = result.usage;
-    Ok(outcome)
+    outcome.usage = result.usage.clone();
+    outcome
 }
 
 /// The ledger view of a state after a question: its citations, status and violation.

@@ -22,7 +22,7 @@ use crate::engine::messages::{ModelMessage, ModelRequestPart};
 use crate::session::resume::{EarlierMessages, Pending, Resume, resume_path};
 use crate::session::{Policy, Saved, Session, SessionError, SessionLock};
 
-use super::ask::{AskError, AskOutcome, summarise};
+use super::ask::{AskError, AskOutcome};
 
 /// The earlier messages `earlier` (with wire text `wire`) followed by `next`, rewritten
 /// for the `owned` evidence tools as every later request rewrites them (no capsule on
@@ -207,20 +207,7 @@ impl Resumed {
         let start = as_a_new_question_sees_it(r.state());
         let pending = r.encode(&result, start.clone());
         crate::timing::mark("run: committed");
-        let answer = match &result.output {
-            crate::engine::agent::RunOutput::Text(t) => t.clone(),
-            crate::engine::agent::RunOutput::Tool { args, .. } => args.to_string(),
-            other => format!("{other:?}"),
-        };
-        let cut_off = result
-            .messages
-            .iter()
-            .rev()
-            .find_map(|m| m.as_response())
-            .is_some_and(|r| r.is_cut_off());
-        let mut outcome = summarise(answer, &result.state, result.requests.clone());
-        outcome.cut_off = cut_off;
-        outcome.usage = result.usage.clone();
+        let outcome = super::ask::outcome_of(&result);
         self.asked = Some(Asked {
             result,
             start,

@@ -137,8 +137,6 @@ pub(crate) fn write_atomic_stamped(path: &Path, bytes: &[u8]) -> std::io::Result
     })
 }
 
-/// A new session file name in `dir` that no other session has: local time to the
-/// second, then a random suffix (`20261201-081918-3f9a1c07.json`).
 /// Replaces `path` with `bytes` through a temporary file renamed over it, without
 /// syncing: for a file that only saves work and is checked before use (a resume file),
 /// which a crash may leave old, empty or missing but never half written under its name.
@@ -158,6 +156,8 @@ pub(crate) fn replace_unsynced(path: &Path, bytes: &[u8]) -> std::io::Result<()>
     })
 }
 
+/// A new session file name in `dir` that no other session has: local time to the
+/// second, then a random suffix (`20261201-081918-3f9a1c07.json`).
 pub fn new_session_path(dir: &Path) -> PathBuf {
     loop {
         let random = uuid::Uuid::new_v4().simple().to_string();

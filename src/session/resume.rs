@@ -40,7 +40,7 @@ use crate::engine::capability::ToolDef;
 use crate::engine::messages::ModelMessage;
 
 /// Resume file format version (its first line's `groundwork_resume`).
-const RESUME_VERSION: u32 = 1;
+const RESUME_VERSION: u32 = 2;
 
 /// How many texts back the newest text of each kind is looked for.
 const TEXTS_BACK: usize = 64;
@@ -89,6 +89,9 @@ struct Head {
     texts: Vec<(usize, String)>,
     /// The wire text's length in bytes (it follows the line).
     wire_len: usize,
+    /// Its CRC-32: the file is replaced without syncing, so a crash may leave the head
+    /// whole and the text after it not.
+    wire_crc: u32,
 }
 
 /// A long session as its resume file holds it.
@@ -136,7 +139,10 @@ impl Resume {
         let end = bytes.iter().position(|&b| b == b'\n')?;
         let head: Head = serde_json::from_slice(&bytes[..end]).ok()?;
         let wire = &bytes[end + 1..];
-        if head.groundwork_resume != RESUME_VERSION || wire.len() != head.wire_len {
+        if head.groundwork_resume != RESUME_VERSION
+            || wire.len() != head.wire_len
+            || crc32fast::hash(wire) != head.wire_crc
+        {
             return None;
         }
         let image = Image::standing_at(path, head.standing, head.state);
@@ -229,6 +235,7 @@ impl Resume {
             tool_sets: self.tool_sets.clone(),
             texts: self.texts.clone(),
             wire_len: self.wire.len(),
+            wire_crc: crc32fast::hash(self.wire.as_bytes()),
         };
         let mut bytes = serde_json::to_vec(&head).map_err(std::io::Error::other)?;
         bytes.push(b'\n');

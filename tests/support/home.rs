@@ -3,7 +3,7 @@
 //! server): hermetic (no model server on this machine is found, no environment leaks
 //! in), every command run in the home's folder.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use super::hashembed;
@@ -54,17 +54,8 @@ impl Home {
             .arg(&self.db)
             .args(args)
             .current_dir(self.dir.path())
-            .env("HOME", self.dir.path())
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
-            .env("OPENAI_API_KEY", "sk-eval-test-SECRET")
-            // Hermetic: a model server running on this machine is never found.
-            .env("GROUNDWORK_DISCOVER", "off")
-            .env_remove("HAIKU_RAG_DB")
-            .env_remove("GROUNDWORK_MODEL_URL")
-            .env_remove("GROUNDWORK_MODEL")
-            .env_remove("GROUNDWORK_EMBED_URL")
-            .env_remove("GROUNDWORK_EMBED_MODEL");
+            .env("OPENAI_API_KEY", "sk-eval-test-SECRET");
+        hermetic(&mut cmd, self.dir.path());
         cmd
     }
 
@@ -74,6 +65,21 @@ impl Home {
             .await
             .unwrap()
     }
+}
+
+/// Makes `cmd` hermetic with `home` as its home: its data and configuration there, no
+/// model server on this machine discovered, and none of the environment's knowledge
+/// base, model or embedder settings leaking in.
+pub fn hermetic<'c>(cmd: &'c mut Command, home: &Path) -> &'c mut Command {
+    cmd.env("HOME", home)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("GROUNDWORK_DISCOVER", "off")
+        .env_remove("HAIKU_RAG_DB")
+        .env_remove("GROUNDWORK_MODEL_URL")
+        .env_remove("GROUNDWORK_MODEL")
+        .env_remove("GROUNDWORK_EMBED_URL")
+        .env_remove("GROUNDWORK_EMBED_MODEL")
 }
 
 pub fn err(o: &Output) -> String {
