@@ -330,6 +330,39 @@ async fn a_resume_file_the_session_no_longer_matches_is_not_used() {
     let s = Session::load(&session).unwrap();
     assert_eq!(s.messages.len(), 14 * 6);
 
+    // A model counted by a real tokenizer (tiktoken knows `gpt-4o` by name) must count every
+    // message, so its question reads the session whole, commits it all, and leaves no
+    // resume file behind (what it would hold are estimates, not that tokenizer's counts).
+    assert!(resume_of(&session).exists());
+    let chunk = &home.chunks[0];
+    server.push(Reply::tool_call(
+        "rag_search",
+        json!({"query": "the operator log", "limit": 3}),
+    ));
+    server.push(Reply::tool_call("rag_cite", json!({"chunk_ids": [chunk]})));
+    server.push(Reply::text(format!("Counted answer [{chunk}].")));
+    let o = home
+        .run(&[
+            "--session",
+            session.to_str().unwrap(),
+            "--model-url",
+            &server.base_url(),
+            "--model",
+            "gpt-4o",
+            "ask",
+            "Counted question?",
+        ])
+        .await;
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(
+        home.resumed(),
+        before + 1,
+        "a tokenizer's question was resumed"
+    );
+    assert!(!resume_of(&session).exists());
+    let s = Session::load(&session).unwrap();
+    assert_eq!(s.messages.len(), 15 * 6);
+
     // A question composed otherwise (no compaction, no policy) reads the session whole and removes
     // the resume file, which no longer describes what its requests sent.
     server.push(Reply::text("Plain answer."));
