@@ -10,7 +10,7 @@
 //! haiku.rag's benchmark resets its list outside its own. Loading the session and the state
 //! is excluded on both sides (a run does it once). A second figure includes cloning the
 //! 1.6 MB history (`compact_history` on a borrowed slice).
-//! `tests/compaction_fixture.rs` checks that the output is haiku.rag's.
+//! `tests/engine/compaction_fixture.rs` checks that the output is haiku.rag's.
 //!
 //! The capsule only changes when a citation does, so the hook keeps it for the run under
 //! its [`CapsuleKey`]: the first request of a question builds it, every later request of

@@ -1,0 +1,631 @@
+//! `groundwork eval` end to end: the real binary, the real async-openai client against
+//! the scripted server (whose researcher answers each request from what it carries, so
+//! concurrent questions get their own replies), a real LanceDB store. The policy arm and
+//! the no-policy arm differ exactly where uncited answers are redirected into
+//! declarations; a killed run continues without running a question twice; a failing
+//! endpoint is recorded per question; text question files and TOML experiment files.
+
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use crate::support::home::{Home, err};
+use crate::support::researcher::{self, Study, asked};
+use crate::support::scripted_server::ScriptedServer;
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// The whole lines of `results.jsonl` (one being written may not have its newline yet).
+fn results(dir: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(dir.join("results.jsonl")).unwrap_or_default();
+    let whole = text.rfind('\n').map_or(0, |i| i + 1);
+    text[..whole]
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The question each recorded request was made for (its last question).
+fn questions_of(server: &ScriptedServer) -> Vec<String> {
+    server
+        .requests()
+        .iter()
+        .map(|b| asked(b).last().cloned().unwrap_or_default())
+        .collect()
+}
+
+const SET: &str = r#"{"id": "a1", "question": "How did lighthouses start?", "label": "answerable"}
+{"id": "a2", "question": "Which lenses do lighthouse towers use?", "label": "answerable"}
+{"id": "u1", "question": "Who painted the towers?", "label": "unanswerable", "expect": "not in the guide"}
+{"id": "u2", "question": "What did the keeper eat?", "label": "unanswerable"}
+{"id": "u3", "question": "How tall was the tallest lighthouse in 1700?", "label": "unanswerable"}
+"#;
+
+/// Cites for questions about lighthouses; searches the rest and answers them uncited.
+fn researches(q: &str) -> Study {
+    if q.to_lowercase().contains("lighthouse") {
+        Study::Cite
+    } else {
+        Study::Uncited
+    }
+}
+
+#[tokio::test]
+async fn the_policy_arm_turns_uncited_answers_into_declarations_and_the_report_counts_it() {
+    let home = Home::new().await;
+    let model = ScriptedServer::responding(researcher::researcher(researches)).await;
+    std::fs::write(home.path("set.jsonl"), SET).unwrap();
+    let url = model.base_url();
+    let args = [
+        "--model-url",
+        &url,
+        "--model",
+        "scripted",
+        "eval",
+        "set.jsonl",
+        "--arm",
+        "base: --no-policy",
+        "--arm",
+        "policy:",
+        "--out",
+        "exp",
+        "--jobs",
+        "3",
+    ];
+    let o = home.run(&args).await;
+    assert!(o.status.success(), "{}", err(&o));
+    let out = home.path("exp");
+    let report = read_json(&out.join("report.json"));
+    let arm = |name: &str| {
+        report["arms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let (base, policy) = (arm("base"), arm("policy"));
+    assert_eq!(base["flags"], "--no-policy");
+    assert_eq!(policy["flags"], "");
+    assert_eq!(
+        base["counts"],
+        json!({"grounded": 3, "ungrounded": 0, "missing": 2, "failed": 0})
+    );
+    assert_eq!(
+        policy["counts"],
+        json!({"grounded": 3, "ungrounded": 2, "missing": 0, "failed": 0})
+    );
+    assert_eq!(
+        base["by_label"],
+        json!({"answerable": {"grounded": 2, "ungrounded": 0, "missing": 0, "failed": 0},
+               "unanswerable": {"grounded": 1, "ungrounded": 0, "missing": 2, "failed": 0}})
+    );
+    assert_eq!(
+        policy["by_label"]["unanswerable"],
+        json!({"grounded": 1, "ungrounded": 2, "missing": 0, "failed": 0})
+    );
+    for (a, grounded_unanswerable, declarations, answerable, redirects) in
+        [(&base, 1, 0, 2, 0), (&policy, 1, 2, 2, 2)]
+    {
+        assert_eq!(a["grounded_unanswerable"], grounded_unanswerable);
+        assert_eq!(a["ungrounded_declarations"], declarations);
+        assert_eq!(a["answerable_grounded"], answerable);
+        assert_eq!(a["redirects"], redirects);
+        assert_eq!(a["violations"], 0);
+        assert_eq!(a["done"], 5);
+    }
+    // Requests: search, cite, answer; or search, answer uncited, and when redirected an
+    // empty cite and the declaration.
+    assert_eq!(
+        base["requests"],
+        json!({"mean": 2.6, "p50": 3.0, "p95": 3.0})
+    );
+    assert_eq!(
+        policy["requests"],
+        json!({"mean": 3.4, "p50": 3.0, "p95": 4.0})
+    );
+    assert_eq!(model.requests().len(), 13 + 17);
+    let differing = report["differing"].as_array().unwrap();
+    assert_eq!(
+        differing
+            .iter()
+            .map(|d| (d["id"].as_str().unwrap(), d["outcomes"].clone()))
+            .collect::<Vec<_>>(),
+        [
+            ("u1", json!({"base": "missing", "policy": "ungrounded"})),
+            ("u2", json!({"base": "missing", "policy": "ungrounded"}))
+        ]
+    );
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains("| u1 | unanswerable | Who painted the towers? | missing | ungrounded |"),
+        "{md}"
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("# Experiment report"));
+
+    // One line per question and arm, with the ledger's view of each.
+    let rows = results(&out);
+    assert_eq!(rows.len(), 10);
+    let row = |arm: &str, id: &str| {
+        rows.iter()
+            .find(|r| r["arm"] == arm && r["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let u1 = row("policy", "u1");
+    assert_eq!(u1["status"], "ungrounded");
+    assert_eq!(u1["redirected"], true);
+    assert_eq!(u1["answer"], researcher::DECLINED);
+    assert_eq!(u1["requests"], 4);
+    assert_eq!(u1["error"], Value::Null);
+    let a1 = row("base", "a1");
+    assert_eq!(a1["status"], "grounded");
+    assert_eq!(a1["searches"], 1);
+    assert_eq!(a1["cited"].as_array().unwrap().len(), 1);
+    assert!(a1["raw_tokens"].as_u64().unwrap() >= a1["sent_tokens"].as_u64().unwrap());
+    assert!(a1["sent_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(row("base", "u1")["answer"], researcher::INVENTED);
+    // Each question has its own session, which the other commands read.
+    let session = out.join(u1["session"].as_str().unwrap());
+    assert_eq!(session, out.join("sessions/policy/u1.json"));
+    let saved = read_json(&session);
+    assert_eq!(saved["messages"].as_array().unwrap().len(), 8);
+    let text = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
+    assert!(!text.contains("SECRET"));
+
+    // A rerun has nothing left to ask; a review file is counted in the report.
+    std::fs::write(
+        out.join("reviews.jsonl"),
+        "{\"arm\": \"base\", \"id\": \"u3\", \"mark\": \"supported\"}\n{\"arm\": \"base\", \"id\": \"u3\", \"mark\": \"invented\", \"note\": \"cites a table\"}\n{\"arm\": \"policy\", \"id\": \"u1\", \"mark\": \"supported\"}\n",
+    )
+    .unwrap();
+    let o = home.run(&args).await;
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        err(&o).contains("0 run now, 10 already recorded"),
+        "{}",
+        err(&o)
+    );
+    assert_eq!(model.requests().len(), 30);
+    let report = read_json(&out.join("report.json"));
+    assert_eq!(report["reviewed"], 2);
+    assert_eq!(
+        report["arms"][0]["reviews"],
+        json!({"invented": 1, "supported": 0, "unsupported": 0, "wrong": 0})
+    );
+    assert_eq!(report["arms"][1]["reviews"]["supported"], 1);
+
+    // The workbench reviews experiments (tests/workbench/tui_review.rs); without a terminal it says
+    // so in one line, and a folder that is not an experiment is named.
+    let o = home.run(&["open", "exp"]).await;
+    assert!(!o.status.success());
+    assert!(err(&o).contains("needs a terminal"), "{}", err(&o));
+    std::fs::create_dir_all(home.path("half")).unwrap();
+    std::fs::write(home.path("half/results.jsonl"), "").unwrap();
+    let o = home.run(&["open", "half"]).await;
+    assert!(err(&o).contains("half is not an experiment"), "{}", err(&o));
+    assert_eq!(err(&o).trim().lines().count(), 1, "{}", err(&o));
+
+    // The same arm name with other flags is refused, and nothing is run.
+    let o = home
+        .run(&[
+            "--model-url",
+            &url,
+            "eval",
+            "set.jsonl",
+            "--arm",
+            "base: --no-compaction",
+            "--out",
+            "exp",
+        ])
+        .await;
+    assert!(!o.status.success());
+    assert!(
+        err(&o).contains(
+            "arm 'base' was run in exp with the flags `--no-policy`, not `--no-compaction`"
+        ),
+        "{}",
+        err(&o)
+    );
+    assert_eq!(model.requests().len(), 30);
+}
+
+/// Waits until `dir/results.jsonl` has at least `n` lines.
+fn wait_for_results(dir: &Path, n: usize) {
+    let start = Instant::now();
+    while results(dir).len() < n {
+        assert!(start.elapsed() < Duration::from_secs(60), "no results came");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test]
+async fn a_killed_or_interrupted_run_continues_and_never_runs_a_question_twice() {
+    let home = Home::new().await;
+    // Slow answers, so a kill finds a question in flight.
+    let research = researcher::researcher(|_| Study::Answer);
+    let model =
+        ScriptedServer::responding(move |b| research(b).delay(Duration::from_millis(300))).await;
+    let questions: Vec<String> = (1..=6).map(|i| format!("Question number {i}?")).collect();
+    std::fs::write(home.path("qs.txt"), questions.join("\n")).unwrap();
+    let url = model.base_url();
+    let args = [
+        "--model-url",
+        &url,
+        "eval",
+        "qs.txt",
+        "--arm",
+        "base: --no-policy",
+        "--out",
+        "exp",
+        "--jobs",
+        "1",
+    ];
+    let out = home.path("exp");
+
+    // Killed (SIGKILL) after two results.
+    let mut child = home
+        .command(&args)
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let dir = out.clone();
+    tokio::task::spawn_blocking(move || wait_for_results(&dir, 2))
+        .await
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let first: Vec<String> = results(&out)
+        .iter()
+        .map(|r| r["question"].as_str().unwrap().to_string())
+        .collect();
+    let asked_first = questions_of(&model);
+    assert!(first.len() >= 2 && first.len() < 6, "{first:?}");
+
+    // Interrupted (SIGINT, as Ctrl-C) after one more: it stops cleanly, saying so.
+    let child = home
+        .command(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dir = out.clone();
+    let want = first.len() + 1;
+    tokio::task::spawn_blocking(move || wait_for_results(&dir, want))
+        .await
+        .unwrap();
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let second_count = results(&out).len();
+    if second_count < 6 {
+        assert_eq!(o.status.code(), Some(130), "{}", err(&o));
+        assert!(err(&o).contains("eval stopped"), "{}", err(&o));
+    }
+
+    // The third run finishes.
+    let o = home.run(&args).await;
+    assert!(o.status.success(), "{}", err(&o));
+    let rows = results(&out);
+    let recorded: Vec<String> = rows
+        .iter()
+        .map(|r| r["question"].as_str().unwrap().to_string())
+        .collect();
+    let unique: HashSet<&String> = recorded.iter().collect();
+    assert_eq!(unique.len(), 6, "{recorded:?}");
+    assert_eq!(
+        recorded.len(),
+        6,
+        "no question recorded twice: {recorded:?}"
+    );
+    // A question recorded before a kill was never asked again; the ones in flight were.
+    let all = questions_of(&model);
+    let later = &all[asked_first.len()..];
+    for q in &first {
+        assert!(!later.contains(q), "{q} ran twice");
+    }
+    for q in &questions {
+        assert!(all.contains(q), "{q} never ran");
+    }
+    // One request a question, plus at most one question in flight at each stop.
+    assert!(all.len() <= 6 + 2, "{all:?}");
+    assert_eq!(
+        read_json(&out.join("report.json"))["arms"][0]["counts"]["missing"],
+        6
+    );
+}
+
+#[tokio::test]
+async fn failures_are_recorded_per_question_and_fail_fast_stops() {
+    let home = Home::new().await;
+    let model = ScriptedServer::responding(researcher::researcher(researches)).await;
+    std::fs::write(
+        home.path("qs.txt"),
+        "How did lighthouses start?\nWho painted the towers?\n",
+    )
+    .unwrap();
+    let url = model.base_url();
+    let o = home
+        .run(&[
+            "--model-url",
+            &url,
+            "eval",
+            "qs.txt",
+            "--arm",
+            "up: --no-policy",
+            "--arm",
+            "down: --model-url http://127.0.0.1:9/v1 --timeout 2",
+            "--out",
+            "exp",
+        ])
+        .await;
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("2 failed"), "{}", err(&o));
+    let rows = results(&home.path("exp"));
+    assert_eq!(rows.len(), 4);
+    for r in rows.iter().filter(|r| r["arm"] == "down") {
+        assert_eq!(r["status"], "failed");
+        assert!(
+            r["error"]
+                .as_str()
+                .unwrap()
+                .contains("cannot reach model endpoint"),
+            "{r}"
+        );
+    }
+    let up: Vec<&Value> = rows.iter().filter(|r| r["arm"] == "up").collect();
+    assert_eq!(
+        up.iter()
+            .map(|r| r["id"].as_str().unwrap())
+            .collect::<HashSet<_>>(),
+        HashSet::from(["q1", "q2"])
+    );
+    assert!(up.iter().all(|r| r["status"] != "failed"));
+    let text = std::fs::read_to_string(home.path("exp/results.jsonl")).unwrap();
+    assert!(!text.contains("SECRET") && !err(&o).contains("SECRET"));
+    let report = read_json(&home.path("exp/report.json"));
+    assert_eq!(report["arms"][1]["counts"]["failed"], 2);
+    assert_eq!(report["arms"][0]["counts"]["failed"], 0);
+
+    // A model that only ever sends broken tool arguments: the run ends on the retry
+    // budget and the question is recorded as failed, with why.
+    let broken = ScriptedServer::responding(|_| {
+        crate::support::scripted_server::Reply::tool_call_raw("rag_search", "{\"query\": ")
+    })
+    .await;
+    let broken_url = broken.base_url();
+    let o = home
+        .run(&[
+            "--model-url",
+            &broken_url,
+            "eval",
+            "qs.txt",
+            "--arm",
+            "broken:",
+            "--out",
+            "broken",
+        ])
+        .await;
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    let rows = results(&home.path("broken"));
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!(r["status"], "failed", "{r}");
+        let e = r["error"].as_str().unwrap();
+        assert!(e.contains("exceeded its retry budget"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+    }
+
+    // --fail-fast: the first failure (an endpoint refusing requests) stops the run.
+    let down = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let research = researcher::researcher(researches);
+    let flag = down.clone();
+    let flaky = ScriptedServer::responding(move |b| {
+        if flag.load(std::sync::atomic::Ordering::SeqCst) {
+            crate::support::scripted_server::Reply::status(400, "the model is not loaded")
+        } else {
+            research(b)
+        }
+    })
+    .await;
+    let flaky_url = flaky.base_url();
+    let args = [
+        "--model-url",
+        &flaky_url,
+        "eval",
+        "qs.txt",
+        "--arm",
+        "flaky: --no-policy",
+        "--out",
+        "fast",
+        "--fail-fast",
+        "--jobs",
+        "1",
+    ];
+    let o = home.run(&args).await;
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains("stopped at the first failure"),
+        "{}",
+        err(&o)
+    );
+    let rows = results(&home.path("fast"));
+    assert_eq!(rows.len(), 1);
+    assert!(
+        rows[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("the model is not loaded"),
+        "{}",
+        rows[0]
+    );
+
+    // The endpoint is back: a rerun runs what never ran, and --retry-failed what failed.
+    down.store(false, std::sync::atomic::Ordering::SeqCst);
+    let o = home.run(&args[..args.len() - 3]).await;
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        err(&o).contains("1 run now, 1 already recorded, 0 failed"),
+        "{}",
+        err(&o)
+    );
+    let mut retry = args[..args.len() - 3].to_vec();
+    retry.push("--retry-failed");
+    let o = home.run(&retry).await;
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        err(&o).contains("1 run now, 1 already recorded, 0 failed"),
+        "{}",
+        err(&o)
+    );
+    assert_eq!(results(&home.path("fast")).len(), 3);
+    let report = read_json(&home.path("fast/report.json"));
+    assert_eq!(
+        report["arms"][0]["counts"],
+        json!({"grounded": 1, "ungrounded": 0, "missing": 1, "failed": 0})
+    );
+}
+
+#[tokio::test]
+async fn an_experiment_file_with_a_text_question_set_and_a_conversation_entry() {
+    let home = Home::new().await;
+    let model = ScriptedServer::responding(researcher::researcher(|_| Study::Cite)).await;
+    let url = model.base_url();
+    std::fs::create_dir_all(home.path("exp")).unwrap();
+    std::fs::write(
+        home.path("exp/qs.txt"),
+        "How did lighthouses start?\n\nWhat do towers use?\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.path("exp/experiment.toml"),
+        format!(
+            "questions = \"qs.txt\"\nout = \"runs\"\njobs = 2\n\n[[arm]]\nname = \"wide\"\nflags = \"--model-url {url} --model scripted\"\n\n[[arm]]\nname = \"narrow\"\nmodel_url = \"{url}\"\nmodel = \"scripted\"\nsearch_limit = 1\npolicy = false\n"
+        ),
+    )
+    .unwrap();
+    let o = home
+        .run(&["eval", "--experiment", "exp/experiment.toml"])
+        .await;
+    assert!(o.status.success(), "{}", err(&o));
+    let out = home.path("exp/runs");
+    let rows = results(&out);
+    assert_eq!(rows.len(), 4);
+    assert!(rows.iter().all(|r| r["status"] == "grounded"), "{rows:?}");
+    let arms = read_json(&out.join("arms.json"));
+    assert_eq!(
+        arms["narrow"],
+        format!("--no-policy --model scripted --model-url {url} --search-limit 1")
+    );
+    // The narrow arm's searches returned one result, the wide arm's more.
+    let results_seen = |limit_one: bool| {
+        model
+            .requests()
+            .iter()
+            .filter(|b| {
+                b["messages"].as_array().unwrap().last().unwrap()["role"] == "tool"
+                    && b["messages"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|m| m["tool_calls"][0]["function"]["name"] == "rag_search")
+                    && b["messages"].as_array().unwrap().len() == 4
+            })
+            .map(|b| {
+                let last = b["messages"].as_array().unwrap().last().unwrap();
+                groundwork::host::transcript::result_ids(&researcher::content_text(last)).len()
+            })
+            .filter(|&n| (n == 1) == limit_one)
+            .count()
+    };
+    assert_eq!(results_seen(true), 2);
+    assert_eq!(results_seen(false), 2);
+
+    // A JSONL set with a conversation entry, the file's arms, another folder.
+    std::fs::write(
+        home.path("conv.jsonl"),
+        "{\"id\": \"c1\", \"turns\": [\"How did lighthouses start?\", \"And what came next?\"], \"label\": \"answerable\"}\n",
+    )
+    .unwrap();
+    let o = home
+        .run(&[
+            "eval",
+            "conv.jsonl",
+            "--experiment",
+            "exp/experiment.toml",
+            "--out",
+            "conv",
+        ])
+        .await;
+    assert!(o.status.success(), "{}", err(&o));
+    let rows = results(&home.path("conv"));
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!(r["turns"].as_array().unwrap().len(), 2, "{r}");
+        assert_eq!(r["requests"], 6);
+        assert_eq!(r["searches"], 2);
+        let saved = read_json(&home.path("conv").join(r["session"].as_str().unwrap()));
+        assert_eq!(
+            saved["messages"].as_array().unwrap().len(),
+            12,
+            "one session for both"
+        );
+    }
+
+    // Bad input: one line, nothing run, nothing written.
+    let before = model.requests().len();
+    for (args, says) in [
+        (
+            vec![
+                "eval",
+                "conv.jsonl",
+                "--arm",
+                "x: --no-polcy",
+                "--out",
+                "bad",
+            ],
+            "arm 'x': unexpected argument '--no-polcy' found",
+        ),
+        (vec!["eval", "conv.jsonl", "--out", "bad"], "no arms"),
+        (
+            vec!["eval", "missing.jsonl", "--arm", "x:", "--out", "bad"],
+            "missing.jsonl: cannot read",
+        ),
+    ] {
+        let o = home.run(&args).await;
+        assert!(!o.status.success());
+        let e = err(&o);
+        assert!(e.contains(says), "{e}");
+        assert_eq!(e.trim().lines().count(), 1, "{e}");
+    }
+    std::fs::write(
+        home.path("bad.toml"),
+        "[[arm]]\nname = \"a\"\npolcy = false\n",
+    )
+    .unwrap();
+    let o = home
+        .run(&[
+            "eval",
+            "conv.jsonl",
+            "--experiment",
+            "bad.toml",
+            "--out",
+            "bad",
+        ])
+        .await;
+    assert!(
+        err(&o).contains("bad.toml: arm 'a': unknown field `polcy`"),
+        "{}",
+        err(&o)
+    );
+    assert!(!home.path("bad").exists());
+    assert_eq!(model.requests().len(), before);
+}

@@ -1,0 +1,307 @@
+//! Every popup of the workbench (`tui::app::Popup`: help, palette, document filter,
+//! database info, the path prompt for each purpose, chunk detail), opened by its keys on
+//! the headless app and snapshotted over the whole screen at 80×24 and 160×48.
+//! The store-backed popups read the demo corpus in a temporary LanceDB store.
+
+
+use std::path::Path;
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyModifiers};
+use groundwork::tui::Runtime;
+use groundwork::tui::app::{App, Pane, PathPurpose, Popup};
+use crate::support::workbench::*;
+
+/// The whole screen at both sizes, as `<name>_80x24` and `<name>_160x48`.
+fn snapshot_both(app: &mut App, name: &str) {
+    let settings = redactions();
+    let _guard = settings.bind_to_scope();
+    for (w, h) in [(80u16, 24u16), (160, 48)] {
+        insta::assert_snapshot!(format!("{name}_{w}x{h}"), screen(app, w, h));
+    }
+}
+
+/// An app with no database: the popups that need none.
+fn offline() -> (tempfile::TempDir, Runtime, App) {
+    let dir = tempfile::tempdir().unwrap();
+    let app = new_app(dir.path());
+    let rt = Runtime::new(groundwork::tui::Services::new(
+        None,
+        None,
+        groundwork::config::AppConfig::default(),
+        vec![],
+        false,
+    ));
+    (dir, rt, app)
+}
+
+#[tokio::test]
+async fn help() {
+    let (_dir, rt, mut app) = offline();
+    press(&rt, &mut app, KeyCode::F(1));
+    assert!(matches!(app.popup, Some(Popup::Help { .. })));
+    snapshot_both(&mut app, "help");
+}
+
+#[tokio::test]
+async fn palette() {
+    let (_dir, rt, mut app) = offline();
+    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    assert!(matches!(app.popup, Some(Popup::Palette { .. })));
+    snapshot_both(&mut app, "palette");
+    // Typing filters the commands; the selection moves.
+    type_text(&rt, &mut app, "export");
+    press(&rt, &mut app, KeyCode::Down);
+    snapshot_both(&mut app, "palette_query");
+}
+
+/// Each command's row of the palette at `w` columns: its keys whole, after at least two
+/// spaces, and its name (whole when `whole`, else at least its first words) before them.
+fn palette_rows_hold(app: &mut App, w: u16, whole: bool) {
+    let text = screen(app, w, 40);
+    let lines: Vec<&str> = text.lines().collect();
+    let top = lines
+        .iter()
+        .position(|l| l.contains("│> "))
+        .expect("the query line");
+    for (k, a) in app.palette_entries("").iter().enumerate() {
+        let (name, hint) = (a.description(), app.keymap.hint(*a));
+        let row = lines[top + 1 + k];
+        let shown = if whole {
+            name
+        } else {
+            &name[..name.len().min(10)]
+        };
+        let at = row
+            .find(shown)
+            .unwrap_or_else(|| panic!("{name:?} at {w}: {row}"));
+        let after = &row[at + shown.len()..];
+        let gap = after
+            .find(&format!("  {hint}"))
+            .unwrap_or_else(|| panic!("no gap before {hint:?} at {w}: {row}"));
+        // The rest of the name, or its start cut with `…`, then only spaces.
+        let rest = after[..gap].trim_end();
+        let cut = rest.strip_suffix('…');
+        let fits = match cut {
+            Some(start) => name[shown.len()..].starts_with(start) && !whole,
+            None => rest.is_empty() || (!whole && name[shown.len()..] == *rest),
+        };
+        assert!(fits, "{name:?} at {w}: {row}");
+    }
+}
+
+#[tokio::test]
+async fn palette_keys_are_never_run_into_or_cut() {
+    let (_dir, rt, mut app) = offline();
+    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    // The longest name fits at 80 columns; at 50 the names are cut, never the keys.
+    palette_rows_hold(&mut app, 80, true);
+    palette_rows_hold(&mut app, 160, true);
+    palette_rows_hold(&mut app, 50, false);
+    let narrow = screen(&mut app, 50, 40);
+    assert!(narrow.contains('…'), "{narrow}");
+}
+
+#[tokio::test]
+async fn help_shows_every_description_whole_at_80_columns() {
+    let (_dir, rt, mut app) = offline();
+    press(&rt, &mut app, KeyCode::F(1));
+    let rows = app.keymap.help_rows();
+    // Tall enough for every row: what is cut shows as missing words.
+    let text = screen(&mut app, 80, rows.len() as u16 * 2 + 4);
+    // The popup's inside: the columns between its corners, on the rows below its top.
+    let lines: Vec<Vec<char>> = text.lines().map(|l| l.chars().collect()).collect();
+    let top = lines
+        .iter()
+        .position(|l| l.iter().collect::<String>().contains("╭ Keys"))
+        .expect("the help popup");
+    let left = lines[top].iter().position(|c| *c == '╭').unwrap();
+    let right = left
+        + 1
+        + lines[top][left + 1..]
+            .iter()
+            .position(|c| *c == '╮')
+            .unwrap();
+    let inside: String = lines[top + 1..]
+        .iter()
+        .filter(|l| l.len() > right)
+        .map(|l| l[left + 1..right].iter().collect::<String>())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let words: Vec<&str> = inside.split_whitespace().collect();
+    let joined = words.join(" ");
+    for (_, desc) in rows {
+        let desc = desc.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            joined.contains(&desc),
+            "{desc:?} is not shown whole:\n{text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn document_filter() {
+    let kb = demo_kb().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    type_text(&rt, &mut app, "filter");
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(matches!(app.popup, Some(Popup::Filter { all: None, .. })));
+    snapshot_both(&mut app, "filter_loading");
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| {
+            matches!(a.popup, Some(Popup::Filter { all: Some(_), .. }))
+        })
+        .await
+    );
+    press(&rt, &mut app, KeyCode::Down);
+    press(&rt, &mut app, KeyCode::Char(' '));
+    snapshot_both(&mut app, "filter");
+}
+
+#[tokio::test]
+async fn database_info() {
+    let kb = demo_kb().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    app.focus = Pane::Ledger;
+    press(&rt, &mut app, KeyCode::Char('I'));
+    assert!(matches!(app.popup, Some(Popup::Info(None))));
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| {
+            matches!(a.popup, Some(Popup::Info(Some(_))))
+        })
+        .await
+    );
+    snapshot_both(&mut app, "info");
+}
+
+/// A folder with a sub-folder, a session, an image and a file neither lists.
+fn fixture_dir(dir: &Path) {
+    std::fs::create_dir(dir.join("older")).unwrap();
+    std::fs::write(dir.join("session.json"), "{}").unwrap();
+    std::fs::write(dir.join("notes.txt"), "hello").unwrap();
+    image::RgbImage::from_pixel(4, 4, image::Rgb([200, 10, 10]))
+        .save(dir.join("chart.png"))
+        .unwrap();
+}
+
+/// Opens the path prompt for `purpose` by its key and waits for its completions.
+async fn path_prompt(rt: &mut Runtime, app: &mut App, purpose: PathPurpose) {
+    match purpose {
+        PathPurpose::AttachImage => press_mod(rt, app, KeyCode::Char('o'), KeyModifiers::CONTROL),
+        PathPurpose::SaveAs => press_mod(rt, app, KeyCode::Char('s'), KeyModifiers::CONTROL),
+        PathPurpose::Open => {
+            app.focus = Pane::Conversation;
+            press(rt, app, KeyCode::Char('o'));
+        }
+    }
+    assert!(matches!(app.popup, Some(Popup::Path { purpose: p, .. }) if p == purpose));
+    assert!(
+        rt.until(app, Duration::from_secs(10), |a| {
+            matches!(&a.popup, Some(Popup::Path { entries, .. }) if !entries.is_empty())
+        })
+        .await,
+        "the prompt lists its completions"
+    );
+}
+
+#[tokio::test]
+async fn path_prompts() {
+    let (dir, mut rt, mut app) = offline();
+    fixture_dir(dir.path());
+    app.start_dir = format!("{}/", dir.path().display());
+
+    path_prompt(&mut rt, &mut app, PathPurpose::AttachImage).await;
+    snapshot_both(&mut app, "path_attach_image");
+    press(&rt, &mut app, KeyCode::Esc);
+
+    path_prompt(&mut rt, &mut app, PathPurpose::SaveAs).await;
+    snapshot_both(&mut app, "path_save_as");
+    press(&rt, &mut app, KeyCode::Esc);
+
+    path_prompt(&mut rt, &mut app, PathPurpose::Open).await;
+    snapshot_both(&mut app, "path_open");
+    // Typing narrows the completions (listed by the Runtime, newest wins); Tab takes the
+    // highlighted one; Enter on a folder goes into it.
+    type_text(&rt, &mut app, "o");
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| {
+            matches!(&a.popup, Some(Popup::Path { entries, .. }) if entries.len() == 1)
+        })
+        .await
+    );
+    press(&rt, &mut app, KeyCode::Tab);
+    let older = format!("{}/older/", dir.path().display());
+    let Some(Popup::Path { input, .. }) = &app.popup else {
+        panic!("the prompt stays open")
+    };
+    assert_eq!(input.lines().join(""), older);
+    settle(&mut rt, &mut app).await;
+    press(&rt, &mut app, KeyCode::Esc);
+    assert!(app.popup.is_none());
+}
+
+#[tokio::test]
+async fn path_prompt_enter_goes_into_a_folder_and_opens_a_session() {
+    let (dir, mut rt, mut app) = offline();
+    fixture_dir(dir.path());
+    let session = groundwork::session::Session::new("scripted-model");
+    session.save(&dir.path().join("older/kept.json")).unwrap();
+    app.start_dir = format!("{}/", dir.path().display());
+    path_prompt(&mut rt, &mut app, PathPurpose::Open).await;
+    // The typed text is a folder: Enter takes the highlighted entry, `older/`, and enters it.
+    let older = format!("{}/older/", dir.path().display());
+    assert!(
+        matches!(&app.popup, Some(Popup::Path { entries, selected: 0, .. }) if entries[0] == older)
+    );
+    press(&rt, &mut app, KeyCode::Enter);
+    let kept = format!("{older}kept.json");
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| {
+            matches!(&a.popup, Some(Popup::Path { entries, .. }) if entries == std::slice::from_ref(&kept))
+        })
+        .await,
+        "the prompt moved into the folder"
+    );
+    // Enter on the highlighted session opens it.
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| a.popup.is_none()
+            && a.session_path.as_deref() == Some(Path::new(&kept)))
+            .await,
+        "the session was opened: {:?}",
+        app.error
+    );
+}
+
+#[tokio::test]
+async fn chunk_detail() {
+    let kb = demo_kb().await;
+    let session = groundwork::host::demo::session()
+        .expect("this build has the demo session")
+        .unwrap();
+    let mut app = App::new(session, None, host());
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    screen(&mut app, 160, 48);
+    press(&rt, &mut app, KeyCode::F(4));
+    press(&rt, &mut app, KeyCode::Char('g'));
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(app.ledger.in_chunks);
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(matches!(
+        app.popup,
+        Some(Popup::ChunkDetail { text: None, .. })
+    ));
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| {
+            matches!(a.popup, Some(Popup::ChunkDetail { text: Some(_), .. }))
+        })
+        .await
+    );
+    settle(&mut rt, &mut app).await;
+    snapshot_both(&mut app, "chunk_detail");
+}

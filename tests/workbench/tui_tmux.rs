@@ -1,0 +1,250 @@
+//! The real binary in a real terminal (tmux): start the workbench against the scripted
+//! OpenAI-compatible server, ask a question, see the answer and the ledger row, quit, and
+//! find the terminal restored (cooked mode, main screen).
+
+
+use serde_json::json;
+use crate::support::scripted_server::{Reply, ScriptedServer};
+use crate::support::tmux::{EXIT_SUFFIX, Tmux, assert_restored};
+use crate::support::workbench::{demo_kb, hit};
+
+#[tokio::test]
+async fn start_ask_see_answer_and_ledger_quit_and_terminal_is_restored() {
+    let kb = demo_kb().await;
+    let chunk = hit(&kb.store, "monthly solar output", |_| true)
+        .await
+        .chunk_id
+        .unwrap();
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("rag_search", json!({"query": "solar output July"})),
+        Reply::tool_call("rag_cite", json!({"chunk_ids": [chunk]})),
+        Reply::text("The array peaked in July at 61 MWh."),
+    ])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let session = home.path().join("e2e-session.json");
+    let tmux = Tmux::new("e2e");
+    let script = format!(
+        "env -u GROUNDWORK_MODEL_URL -u GROUNDWORK_MODEL HOME={home} XDG_DATA_HOME={home}/data \
+         XDG_CONFIG_HOME={home}/config OPENAI_API_KEY=sk-e2e-SECRET \
+         {bin} --db {db} --session {session} --model-url {url} --model scripted-model; {EXIT_SUFFIX}",
+        home = home.path().display(),
+        bin = env!("CARGO_BIN_EXE_groundwork"),
+        db = kb.db,
+        session = session.display(),
+        url = server.base_url(),
+    );
+    tmux.start(&script, 160, 48);
+
+    // First frame: the panes and the input.
+    tmux.wait_for("the first frame", 60, |s| {
+        s.contains("Conversation") && s.contains("Citation ledger") && s.contains("Question")
+    })
+    .await;
+    tmux.send(&["How much did the array produce in July?"]);
+    tmux.send(&["Enter"]);
+    let screen = tmux
+        .wait_for("the answer", 60, |s| {
+            s.contains("The array peaked in July at 61 MWh.")
+        })
+        .await;
+    assert!(screen.contains("rag_search"), "{screen}");
+    // The ledger row of the question.
+    let screen = tmux
+        .wait_for("the ledger row", 60, |s| {
+            s.lines()
+                .any(|l| l.contains("1   How") && l.contains("grounded"))
+        })
+        .await;
+    assert!(screen.contains("Sources (1)"), "{screen}");
+    // The session was saved, without the API key.
+    let saved = std::fs::read_to_string(&session).unwrap();
+    assert!(saved.contains("61 MWh"));
+    assert!(!saved.contains("sk-e2e-SECRET"));
+
+    tmux.send(&["C-q"]);
+    let screen = tmux.wait_exit().await;
+    assert_restored(&screen, "Citation ledger");
+}
+
+/// `groundwork open` on a conversation recorded by a haiku.rag host, with its database and
+/// no model: conversation, ledger and inspector are all there.
+#[tokio::test]
+async fn open_a_haiku_rag_session_without_a_model() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let home = tempfile::tempdir().unwrap();
+    let tmux = Tmux::new("open");
+    let script = format!(
+        "env -u GROUNDWORK_MODEL_URL -u GROUNDWORK_MODEL HOME={home} XDG_DATA_HOME={home}/data \
+         XDG_CONFIG_HOME={home}/config GROUNDWORK_DISCOVER=off \
+         {bin} --db {db} open {session}; {EXIT_SUFFIX}",
+        home = home.path().display(),
+        bin = env!("CARGO_BIN_EXE_groundwork"),
+        db = root.join("tests/fixtures/haiku/db.lancedb").display(),
+        session = root
+            .join("tests/fixtures/haiku_session/session.json")
+            .display(),
+    );
+    tmux.start(&script, 160, 48);
+    let screen = tmux
+        .wait_for("the recorded conversation", 60, |s| {
+            s.contains("Solar Panel Installation Manual") && s.contains("Citation ledger")
+        })
+        .await;
+    assert!(screen.contains("model none configured"), "{screen}");
+    assert!(
+        screen.contains("sent side not recorded") || screen.contains("not recorded"),
+        "{screen}"
+    );
+    tmux.send(&["C-q"]);
+    let screen = tmux.wait_exit().await;
+    assert_restored(&screen, "Citation ledger");
+}
+
+/// A panic inside the UI still restores the terminal (the panic hook restores first, then
+/// the message is printed on the main screen).
+#[tokio::test]
+async fn a_panic_restores_the_terminal() {
+    let kb = demo_kb().await;
+    let home = tempfile::tempdir().unwrap();
+    let tmux = Tmux::new("panic");
+    let script = format!(
+        "env HOME={home} XDG_DATA_HOME={home}/data XDG_CONFIG_HOME={home}/config \
+         RUST_BACKTRACE=0 GROUNDWORK_DISCOVER=off GROUNDWORK_TEST_PANIC=1 {bin} --db {db}; {EXIT_SUFFIX}",
+        home = home.path().display(),
+        bin = env!("CARGO_BIN_EXE_groundwork"),
+        db = kb.db,
+    );
+    tmux.start(&script, 120, 40);
+    let screen = tmux.wait_exit().await;
+    assert!(screen.contains("GROUNDWORK_TEST_PANIC is set"), "{screen}");
+    assert!(
+        !screen.contains("GW_EXIT=0"),
+        "a panic is a failure exit: {screen}"
+    );
+    let modes = screen
+        .lines()
+        .find(|l| l.contains("icanon"))
+        .unwrap_or_default();
+    let words: Vec<&str> = modes.split_whitespace().collect();
+    assert!(
+        words.contains(&"icanon") && words.contains(&"echo"),
+        "raw mode left: {modes:?}"
+    );
+    assert!(!screen.contains("Citation ledger"), "{screen}");
+}
+
+/// The workbench over the recorded haiku.rag session (no model, no embedding), in a tmux
+/// server configured with `tmux_config`, with `config_toml` as Groundwork's config file.
+fn open_fixture_in(tmux: &Tmux, home: &std::path::Path, config_toml: Option<&str>, redirect: &str) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    if let Some(c) = config_toml {
+        std::fs::create_dir_all(home.join("config/groundwork")).unwrap();
+        std::fs::write(home.join("config/groundwork/config.toml"), c).unwrap();
+    }
+    let script = format!(
+        "env -u GROUNDWORK_MODEL_URL -u GROUNDWORK_MODEL HOME={home} XDG_DATA_HOME={home}/data \
+         XDG_CONFIG_HOME={home}/config GROUNDWORK_DISCOVER=off \
+         {bin} --db {db} open {session} {redirect}; {EXIT_SUFFIX}",
+        home = home.display(),
+        bin = env!("CARGO_BIN_EXE_groundwork"),
+        db = root.join("tests/fixtures/haiku/db.lancedb").display(),
+        session = root
+            .join("tests/fixtures/haiku_session/session.json")
+            .display(),
+    );
+    tmux.start(&script, 160, 48);
+}
+
+/// The light theme's status bar background, and the dark theme's, as `capture-pane -e`
+/// shows them (the themes' `Color::Rgb` values).
+const LIGHT_STATUS: &str = "48;2;225;225;232";
+const DARK_STATUS: &str = "48;2;30;30;40";
+
+/// Issue 14 item 7: tmux (3.3) answers the OSC 11 query with the pane's configured
+/// background; on a light one the workbench picks the light theme, on a dark one the
+/// dark theme, and a theme set in the config wins. Without an answer (tmux knows no
+/// background here) the dark theme paints its own black background.
+#[tokio::test]
+async fn the_theme_follows_the_background_the_terminal_reports() {
+    let cases = [
+        (
+            "light",
+            "set -g window-style bg=colour231\n",
+            None,
+            LIGHT_STATUS,
+        ),
+        (
+            "dark",
+            "set -g window-style bg=colour16\n",
+            None,
+            DARK_STATUS,
+        ),
+        (
+            "forced",
+            "set -g window-style bg=colour231\n",
+            Some("[tui]\ntheme = \"dark\"\n"),
+            DARK_STATUS,
+        ),
+        ("unknown", "", None, DARK_STATUS),
+    ];
+    for (name, tmux_config, config_toml, status_bg) in cases {
+        let home = tempfile::tempdir().unwrap();
+        let tmux = Tmux::with_config(&format!("bg-{name}"), tmux_config);
+        open_fixture_in(&tmux, home.path(), config_toml, "");
+        tmux.wait_for("the first frame", 60, |s| {
+            s.contains("Citation ledger") && s.contains("model none configured")
+        })
+        .await;
+        let styled = tmux.capture_styled();
+        assert!(
+            styled.contains(status_bg),
+            "{name}: the status bar should have {status_bg}:\n{styled}"
+        );
+        let other = if status_bg == LIGHT_STATUS {
+            DARK_STATUS
+        } else {
+            LIGHT_STATUS
+        };
+        assert!(!styled.contains(other), "{name}:\n{styled}");
+        if name == "forced" || name == "unknown" {
+            // The dark theme on a light or unknown background paints black under the
+            // header and the panes (ANSI colour 0).
+            let header = styled.lines().next().unwrap_or_default();
+            assert!(
+                header.contains("[40m") || header.contains("48;5;0m"),
+                "{name}: header not on the theme's background: {header:?}"
+            );
+        }
+        // The query's answer did not leak into the input as typed text.
+        let screen = tmux.capture();
+        assert!(!screen.contains("rgb:"), "{name}:\n{screen}");
+        assert!(!screen.contains("11;"), "{name}:\n{screen}");
+        tmux.send(&["C-q"]);
+        let screen = tmux.wait_exit().await;
+        assert_restored(&screen, "Citation ledger");
+    }
+}
+
+/// Issue 14 item 17: with stdin a terminal but stdout redirected to a file, the workbench
+/// refuses in one line (on stderr) and exits non-zero, drawing nothing into the file.
+#[tokio::test]
+async fn the_workbench_with_stdout_redirected_refuses_in_one_line() {
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("out.txt");
+    let tmux = Tmux::new("redirect");
+    open_fixture_in(&tmux, home.path(), None, &format!("> {}", out.display()));
+    let screen = tmux.wait_exit().await;
+    assert!(screen.contains("GW_EXIT=1"), "{screen}");
+    assert!(
+        screen.contains("error: the workbench needs a terminal"),
+        "{screen}"
+    );
+    assert!(screen.contains("groundwork inspect SESSION"), "{screen}");
+    assert!(!screen.contains("os error"), "{screen}");
+    assert_eq!(
+        std::fs::read(&out).unwrap(),
+        b"",
+        "nothing drawn into the file"
+    );
+}
