@@ -1,5 +1,7 @@
 //! Object storage (`s3://`, `gs://`, `az://`) and LanceDB Cloud (`db://`): connecting, and
 //! the one line a user reads when the bucket, the credentials or the endpoint are wrong.
+//! S3 is in every build; Google Cloud Storage, Azure and LanceDB Cloud need the `cloud`
+//! feature.
 //!
 //! lance reads the object store's settings from the environment itself (every `AWS_*`,
 //! `GOOGLE_*` and `AZURE_*` variable its builders know, e.g. `AWS_ENDPOINT`,
@@ -18,7 +20,7 @@ use super::{Result, StoreError};
 /// Cloud's. (`memory://` is built in.)
 const CLOUD_SCHEMES: [&str; 6] = ["s3", "s3+ddb", "gs", "az", "abfss", "db"];
 
-/// The scheme of `uri` when it is one that needs the `cloud` feature.
+/// The scheme of `uri` when it is an object store's or LanceDB Cloud's.
 pub fn cloud_scheme(uri: &str) -> Option<&'static str> {
     let (scheme, _) = uri.split_once("://")?;
     CLOUD_SCHEMES
@@ -30,11 +32,11 @@ pub fn cloud_scheme(uri: &str) -> Option<&'static str> {
 /// Connects to the database at `uri` (already made absolute when local).
 pub(super) async fn connect(uri: &str) -> Result<lancedb::Connection> {
     let scheme = cloud_scheme(uri);
-    if scheme.is_some() && !cfg!(feature = "cloud") {
+    if let Some(scheme) = scheme.filter(|s| needs_cloud_feature(s)) {
         return Err(StoreError::Other(format!(
             "{uri} is on {}, which this build of groundwork cannot open: build it with \
              `cargo build --release --features cloud`",
-            place(scheme.unwrap_or_default())
+            place(scheme)
         )));
     }
     let builder = lancedb::connect(uri);
@@ -68,6 +70,12 @@ fn lancedb_cloud(
         builder = builder.host_override(&host);
     }
     Ok(builder)
+}
+
+/// Whether this build lacks what opens `scheme` (S3 is in every build; the others come
+/// with the `cloud` feature).
+fn needs_cloud_feature(scheme: &str) -> bool {
+    !cfg!(feature = "cloud") && !matches!(scheme, "s3" | "s3+ddb")
 }
 
 /// What a scheme is, for messages.

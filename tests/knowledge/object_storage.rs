@@ -1,14 +1,14 @@
-//! Object storage, exercised (issue 15 part 4): the `cloud` build of the binary against a
-//! local S3 server (moto on 127.0.0.1, authentication on) with the database at
+//! Object storage, exercised (issue 15 part 4): the default build of the binary (S3 is in
+//! every build) against a local S3 server (moto on 127.0.0.1, authentication on) with the database at
 //! `s3://groundwork/kb.lancedb` and the endpoint and key given the usual way
 //! (`AWS_ENDPOINT`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
 //! `AWS_ALLOW_HTTP`): ingest, re-ingest, info, search, `ask` against the scripted model,
 //! the workbench in tmux, two ingests at once, and the one-line errors for a missing
-//! bucket, bad credentials and an unreachable endpoint. The default build's refusal of an
-//! `s3://` URI is checked with the default binary.
+//! bucket, bad credentials and an unreachable endpoint. The default build's refusal of a
+//! `gs://`, `az://` or `db://` URI (the `cloud` feature's) is checked too.
 //!
-//! `.ci/setup` installs moto and builds the `cloud` binary (see `support/s3.rs`); without
-//! them these tests fail saying so.
+//! `.ci/setup-tests` installs moto (see `support/s3.rs`); without it these tests fail
+//! saying so.
 
 
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use crate::support::hashembed::{self, EmbedServer};
-use crate::support::s3::{AWS_VARS, BUCKET, Moto, cloud_bin, free_port};
+use crate::support::s3::{AWS_VARS, BUCKET, Moto, groundwork_bin, free_port};
 use crate::support::scripted_server::{Reply, ScriptedServer};
 use crate::support::tmux::{EXIT_SUFFIX, Tmux, assert_restored};
 
@@ -114,7 +114,7 @@ async fn ingest(
 
 #[tokio::test]
 async fn ingest_search_ask_and_the_workbench_on_s3() {
-    let bin = cloud_bin();
+    let bin = groundwork_bin();
     let moto = Moto::start(&[]);
     let env = moto.env();
     let embed = hashembed::start().await;
@@ -323,7 +323,7 @@ async fn one_line_error(
 
 #[tokio::test]
 async fn a_missing_bucket_bad_credentials_and_an_unreachable_endpoint_are_one_clear_line() {
-    let bin = cloud_bin();
+    let bin = groundwork_bin();
     let moto = Moto::start(&[]);
     let embed = hashembed::start().await;
     let user = User::new();
@@ -422,7 +422,7 @@ async fn a_missing_bucket_bad_credentials_and_an_unreachable_endpoint_are_one_cl
 /// succeed and every document is there once.
 #[tokio::test]
 async fn two_ingests_at_once_into_one_bucket_database_both_land() {
-    let bin = cloud_bin();
+    let bin = groundwork_bin();
     let moto = Moto::start(&[]);
     let env = moto.env();
     let embed = hashembed::start().await;
@@ -498,15 +498,15 @@ async fn two_ingests_at_once_into_one_bucket_database_both_land() {
     }
 }
 
-/// The default build (no `cloud` feature) refuses an object-store URI in one line that
-/// says how to get a build that opens it.
+/// The default build (no `cloud` feature) refuses a Google Cloud Storage, Azure or LanceDB
+/// Cloud URI in one line that says how to get a build that opens it.
 #[tokio::test]
-async fn the_default_build_says_object_storage_needs_the_cloud_feature() {
+async fn the_default_build_says_gcs_azure_and_lancedb_cloud_need_the_cloud_feature() {
     let user = User::new();
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_groundwork"));
+    let bin = groundwork_bin();
     for (uri, place) in [
-        ("s3://bucket/kb.lancedb", "S3 object storage (s3://)"),
         ("gs://bucket/kb.lancedb", "Google Cloud Storage (gs://)"),
+        ("az://container/kb.lancedb", "Azure Blob Storage (az://)"),
         ("db://my-database", "LanceDB Cloud (db://)"),
     ] {
         let line = one_line_error(&user, &bin, &["--db", uri, "info"], &[], &[]).await;

@@ -5,3 +5,4 @@
 
 mod architecture;
 mod core_is_terminal_free;
+mod build_once;

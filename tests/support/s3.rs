@@ -1,17 +1,14 @@
 //! A local S3-compatible server for tests: moto in server mode on 127.0.0.1, with request
-//! authentication on (an IAM user whose key may do every S3 action), and the `cloud` build
-//! of the binary that talks to it.
+//! authentication on (an IAM user whose key may do every S3 action).
 //!
-//! `.ci/setup` installs `moto[server]` into a venv outside the clone
-//! (`$GROUNDWORK_MOTO_VENV`, default `~/.cache/groundwork-moto-venv`) and builds
-//! `cargo build --features cloud --bin groundwork` into a cached target dir
-//! (`$GROUNDWORK_CLOUD_TARGET`, default `~/.cache/groundwork-cloud`); the binary is
-//! `$GROUNDWORK_CLOUD_BIN` when set. Without either, [`Moto::start`] and [`cloud_bin`] panic
-//! saying what is missing and to run `.ci/setup`: these tests fail, they never skip.
+//! `.ci/setup-tests` installs `moto[server]` into a venv outside the clone
+//! (`$GROUNDWORK_MOTO_VENV`, default `~/.cache/groundwork-moto-venv`). Without it
+//! [`Moto::start`] panics saying what is missing and to run `.ci/setup-tests`: these tests
+//! fail, they never skip.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -30,54 +27,14 @@ fn env_path(key: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The venv `.ci/setup` installs moto into.
+/// The venv `.ci/setup-tests` installs moto into.
 pub fn moto_venv() -> PathBuf {
     env_path("GROUNDWORK_MOTO_VENV").unwrap_or_else(|| home().join(".cache/groundwork-moto-venv"))
 }
 
-/// The `cloud` build of the binary, checked to exist and to be newer than every source
-/// file (a stale one would test old code); a panic names what to run otherwise.
-pub fn cloud_bin() -> PathBuf {
-    let bin = env_path("GROUNDWORK_CLOUD_BIN").unwrap_or_else(|| {
-        env_path("GROUNDWORK_CLOUD_TARGET")
-            .unwrap_or_else(|| home().join(".cache/groundwork-cloud"))
-            .join("debug/groundwork")
-    });
-    let built = std::fs::metadata(&bin)
-        .and_then(|m| m.modified())
-        .unwrap_or_else(|_| {
-            panic!(
-                "the `cloud` build of groundwork is missing at {}: run .ci/setup (it runs \
-                 `cargo build --features cloud --bin groundwork` into a cached target dir), \
-                 or set GROUNDWORK_CLOUD_BIN",
-                bin.display()
-            )
-        });
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let newest = ["src", "assets", "sessions", "Cargo.toml", "Cargo.lock"]
-        .iter()
-        .filter_map(|p| newest_mtime(&root.join(p)))
-        .max();
-    if let Some((newest, path)) = newest {
-        assert!(
-            built >= newest,
-            "the `cloud` build at {} is older than {}: run .ci/setup again to rebuild it",
-            bin.display(),
-            path.display()
-        );
-    }
-    bin
-}
-
-fn newest_mtime(path: &Path) -> Option<(SystemTime, PathBuf)> {
-    let meta = std::fs::metadata(path).ok()?;
-    if meta.is_file() {
-        return Some((meta.modified().ok()?, path.to_path_buf()));
-    }
-    std::fs::read_dir(path)
-        .ok()?
-        .filter_map(|e| newest_mtime(&e.ok()?.path()))
-        .max()
+/// The binary under test: S3 is in the default build.
+pub fn groundwork_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_groundwork"))
 }
 
 /// A running moto server with the tests' bucket and key. Dropping it kills the server.
@@ -95,7 +52,7 @@ impl Moto {
         let server = venv.join("bin/moto_server");
         assert!(
             server.exists(),
-            "moto is missing ({} does not exist): run .ci/setup, which installs \
+            "moto is missing ({} does not exist): run .ci/setup-tests, which installs \
              moto[server] into {}",
             server.display(),
             venv.display()
