@@ -7,10 +7,75 @@ ruled table). The Markdown, HTML and text documents beside it are written by han
 Run from anywhere:  python3 assets/demo-recipe/make_demo.py (writes into assets/demo/)
 """
 import os
+import re
 import struct
 import zlib
 
+# The PDF embeds its fonts, so that every machine rasterises its pages alike: URW's Nimbus
+# Sans (metric-compatible with Helvetica, so the layout is Helvetica's), Type 1, from
+# Debian's fonts-urw-base35 (AGPL-3.0 with the font exception that lets documents embed it).
+URW = "/usr/share/fonts/type1/urw-base35"
 HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demo")
+
+
+# ---------------------------------------------------------------- fonts
+
+def type1_program(name):
+    """The Type 1 program of URW's `name` as a PDF FontFile wants it: the clear-text part,
+    the eexec part in binary (converted when the file has it in hex) and the trailer of
+    zeros with `cleartomark`."""
+    with open(os.path.join(URW, name + ".t1"), "rb") as fh:
+        pfa = fh.read()
+    marker = b"currentfile eexec"
+    start = pfa.index(marker) + len(marker)
+    while pfa[start:start + 1] in (b"\r", b"\n"):
+        start += 1
+    clear = pfa[:start]
+    # The trailer: 512 zeros over a few lines, then cleartomark, at the very end.
+    end = pfa.rindex(b"0" * 64, 0, pfa.rindex(b"cleartomark"))
+    while pfa[end - 1:end] in (b"0", b"\r", b"\n"):
+        end -= 1
+    encrypted, trailer = pfa[start:end], pfa[end:]
+    if re.fullmatch(rb"[0-9A-Fa-f\s]+", encrypted):
+        encrypted = bytes.fromhex(re.sub(rb"\s+", b"", encrypted).decode("ascii"))
+    return clear, encrypted, trailer
+
+
+def afm_metrics(name):
+    """Widths by character code (StandardEncoding) and the descriptor's numbers."""
+    widths, head = {}, {}
+    with open(os.path.join(URW, name + ".afm"), encoding="latin-1") as fh:
+        for line in fh:
+            if line.startswith("C "):
+                fields = dict(f.strip().split(" ", 1) for f in line.split(";") if f.strip())
+                code = int(fields["C"])
+                if code >= 0:
+                    widths[code] = int(float(fields["WX"]))
+            else:
+                parts = line.split()
+                if parts:
+                    head[parts[0]] = parts[1:]
+    return widths, head
+
+
+def embed_type1(add, stream, name):
+    """Adds `name` as an embedded Type 1 font (program, descriptor, font); its object id."""
+    clear, binary, trailer = type1_program(name)
+    program = add(stream(f"/Length1 {len(clear)} /Length2 {len(binary)} /Length3 {len(trailer)} "
+                         "/Filter /FlateDecode", zlib.compress(clear + binary + trailer, 9)))
+    widths, head = afm_metrics(name)
+    bbox = " ".join(str(int(float(v))) for v in head["FontBBox"])
+    stem = int(float(head.get("StdVW", ["80"])[0]))
+    # URW's AFM files give Ascender and Descender as 0; Helvetica's (Adobe's AFM: 718 and
+    # -207) keep every line box where the corpus has always had it.
+    ascent, descent = 718, -207
+    desc = add((f"<< /Type /FontDescriptor /FontName /{name} /Flags 32 /FontBBox [{bbox}] "
+                f"/ItalicAngle {head['ItalicAngle'][0]} /Ascent {ascent} "
+                f"/Descent {descent} /CapHeight {head['CapHeight'][0]} "
+                f"/StemV {stem} /FontFile {program} 0 R >>").encode())
+    ws = " ".join(str(widths.get(c, 0)) for c in range(32, 256))
+    return add((f"<< /Type /Font /Subtype /Type1 /BaseFont /{name} /FirstChar 32 "
+                f"/LastChar 255 /Widths [{ws}] /FontDescriptor {desc} 0 R >>").encode())
 
 
 # ---------------------------------------------------------------- images
@@ -181,8 +246,8 @@ def write_pdf():
     def stream(extra, data):
         return f"<< {extra} /Length {len(data)} >>\nstream\n".encode() + data + b"\nendstream"
 
-    f1 = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    f2 = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold >>")
+    f1 = embed_type1(add, stream, "NimbusSans-Regular")
+    f2 = embed_type1(add, stream, "NimbusSans-Bold")
     im = add(stream(f"/Type /XObject /Subtype /Image /Width {w} /Height {h} "
                     "/ColorSpace /DeviceRGB /BitsPerComponent 8 /Filter /FlateDecode", img))
     contents = [add(stream("", p.encode("latin-1"))) for p in (p1, p2, p3)]
