@@ -1,5 +1,5 @@
 //! PDF ingestion throughput: `groundwork::ingest::parse_file` on libtasn1-doc's manual
-//! (36 pages typeset by TeX; `.ci/setup` installs the Debian package), reported in pages
+//! (36 pages typeset by TeX; `.ci/setup-tests` installs the Debian package), reported in pages
 //! per second: poppler's subprocesses (`pdftohtml -xml`, `pdftoppm` for the page rasters)
 //! plus our structure (headings, furniture, reading order, tables, boxes).
 //!
@@ -18,7 +18,7 @@ fn bench(c: &mut Criterion) {
     let manual = Path::new(MANUAL);
     assert!(
         manual.is_file(),
-        "{MANUAL} is missing: install the Debian package libtasn1-doc (.ci/setup does)"
+        "{MANUAL} is missing: install the Debian package libtasn1-doc (.ci/setup-tests does)"
     );
     let parsed = parse_file(manual).unwrap_or_else(|e| panic!("parsing {MANUAL}: {e}"));
     let pages = parsed.pages.len() as u64;

@@ -126,11 +126,11 @@ async fn ask_answers_cites_saves_and_continues() {
     assert_eq!(saved["state"]["rag"]["evidence"]["in_progress"], false);
     assert_eq!(saved["state"]["citation_policy"]["violations"], json!([]));
 
-    // pydantic-ai reads it. Never a silent pass: .ci/setup makes the checker's venv.
+    // pydantic-ai reads it. Never a silent pass: .ci/setup-tests makes the checker's venv.
     let py = home_python();
     assert!(
         py.exists(),
-        "the pydantic-ai check needs {}: run .ci/setup",
+        "the pydantic-ai check needs {}: run .ci/setup-tests",
         py.display()
     );
     let checker =
@@ -291,7 +291,7 @@ async fn ask_analysis_counts_over_the_demo_corpus() {
     assert_eq!(saved["state"]["analysis"]["evidence"]["in_progress"], false);
 }
 
-/// The python of the pydantic-ai checker's venv, which `.ci/setup` makes.
+/// The python of the pydantic-ai checker's venv, which `.ci/setup-tests` makes.
 fn home_python() -> std::path::PathBuf {
     Path::new(&std::env::var("HOME").unwrap_or_default())
         .join(".cache/groundwork-pai-venv/bin/python")

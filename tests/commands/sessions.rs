@@ -175,7 +175,7 @@ fn a_haiku_rag_host_session_loads() {
 }
 
 /// Our own sessions (a real run with a tool call, a failure, an image and deferred
-/// loading) validate with pydantic-ai. Needs the venv `.ci/setup` creates; without it
+/// loading) validate with pydantic-ai. Needs the venv `.ci/setup-tests` creates; without it
 /// the test fails, saying so.
 #[tokio::test]
 async fn pydantic_ai_accepts_our_sessions() {
@@ -239,10 +239,10 @@ async fn pydantic_ai_accepts_our_sessions() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ours.json");
     session.save(&path).unwrap();
-    // Never a silent pass: .ci/setup makes the venv.
+    // Never a silent pass: .ci/setup-tests makes the venv.
     assert!(
         python.exists(),
-        "the pydantic-ai check needs {}: run .ci/setup",
+        "the pydantic-ai check needs {}: run .ci/setup-tests",
         python.display()
     );
     let out = std::process::Command::new(&python)

@@ -420,7 +420,7 @@ async fn the_same_conversation_has_the_same_structure_on_the_wire_as_haiku_rag()
 }
 
 /// The haiku.rag venv's loader script, or `None` (with a notice) when the venv is missing
-/// (`.ci/setup` builds it with `tests/fixtures/haiku/venv.sh`).
+/// (`.ci/setup-tests` builds it with `tests/fixtures/haiku/venv.sh`).
 fn haiku_loader() -> (PathBuf, PathBuf) {
     let venv = std::env::var("FIXTURE_VENV")
         .map(PathBuf::from)
@@ -430,10 +430,10 @@ fn haiku_loader() -> (PathBuf, PathBuf) {
         });
     let python = venv.join("bin/python");
     // venv.sh writes the stamp only after the pinned packages installed.
-    // Never a silent pass: .ci/setup builds the venv (Python 3.12 and haiku.rag-slim 0.77).
+    // Never a silent pass: .ci/setup-tests builds the venv (Python 3.12 and haiku.rag-slim 0.77).
     assert!(
         python.exists() && venv.join(".groundwork-lock.sha256").exists(),
-        "the haiku.rag load check needs its venv at {}: run .ci/setup (or bash \
+        "the haiku.rag load check needs its venv at {}: run .ci/setup-tests (or bash \
          tests/fixtures/haiku/venv.sh)",
         venv.display()
     );

@@ -1,8 +1,8 @@
 //! Against a real llama.cpp `llama-server` (SmolLM2-135M-Instruct, 127.0.0.1, a free port,
 //! one slot, `-t 2`, `-c 2048`): streaming, the usage stored against the server's own, cancel,
 //! the context-overflow and 404 messages, a server that is still loading, and a server killed
-//! mid-answer. `.ci/setup` builds the server and fetches the model (see `crate::support::llama`);
-//! without them every test here fails with "run .ci/setup".
+//! mid-answer. `.ci/setup-tests` builds the server and fetches the model (see `crate::support::llama`);
+//! without them every test here fails with "run .ci/setup-tests".
 //!
 //! The tests take turns (one server at a time): two servers on two cores would make each
 //! other crawl.

@@ -1,4 +1,4 @@
-//! A real PDF from a Debian package: libtasn1-doc's manual (`.ci/setup` installs it),
+//! A real PDF from a Debian package: libtasn1-doc's manual (`.ci/setup-tests` installs it),
 //! 36 pages typeset by TeX with a running header ("Chapter 3: Utilities") and page
 //! numbers at the top of every page. Its chapters and sections must come out as
 //! headings, no chunk may hold the running header or a bare page number, and a known
@@ -17,7 +17,7 @@ fn manual() -> &'static Path {
     let p = Path::new(MANUAL);
     assert!(
         p.is_file(),
-        "{MANUAL} is missing: install the Debian package libtasn1-doc (.ci/setup does)"
+        "{MANUAL} is missing: install the Debian package libtasn1-doc (.ci/setup-tests does)"
     );
     p
 }

