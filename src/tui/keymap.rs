@@ -436,6 +436,29 @@ impl Keymap {
         self.keys(action).into_iter().next().unwrap_or_default()
     }
 
+    /// Every binding as a Markdown table, in help order: the keys, what they do, the
+    /// action's name in `[tui.keys]` and where they work (docs/reference/keys.md is this
+    /// table for the defaults, checked by tests/project/docs.rs).
+    pub fn reference_table(&self) -> String {
+        let mut out = String::from(
+            "| keys | action | name in `[tui.keys]` | where |\n|---|---|---|---|\n",
+        );
+        for &a in Action::ALL {
+            let keys: Vec<String> = self.keys(a).iter().map(|k| format!("`{k}`")).collect();
+            let scope = match a.scope() {
+                Scope::Global => "everywhere",
+                Scope::Pane => "in a pane",
+            };
+            out.push_str(&format!(
+                "| {} | {} | `{}` | {scope} |\n",
+                keys.join(", "),
+                a.description(),
+                action_name(a)
+            ));
+        }
+        out
+    }
+
     /// `(keys, description)` for every action, in help order.
     pub fn help_rows(&self) -> Vec<(String, &'static str)> {
         Action::ALL

@@ -6,3 +6,4 @@
 mod architecture;
 mod core_is_terminal_free;
 mod build_once;
+mod docs;
