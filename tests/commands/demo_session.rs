@@ -7,7 +7,7 @@
 //! This test records it again and fails if the committed file is stale (timestamps, run
 //! ids and durations aside). To re-record after a deliberate change:
 //!
-//!     GROUNDWORK_RECORD_DEMO=1 cargo test --test demo_session
+//!     GROUNDWORK_RECORD_DEMO=1 cargo test --test commands demo_session::
 
 
 use std::path::Path;
@@ -255,7 +255,7 @@ async fn the_committed_demo_session_is_what_groundwork_records_today() {
         return;
     }
     let committed = Session::load(&path).unwrap_or_else(|e| {
-        panic!("{e}; record it with GROUNDWORK_RECORD_DEMO=1 cargo test --test demo_session")
+        panic!("{e}; record it with GROUNDWORK_RECORD_DEMO=1 cargo test --test commands demo_session::")
     });
     assert!(committed.groundwork.scripted_demo);
     let mut want = serde_json::to_value(&committed).unwrap();
@@ -265,7 +265,7 @@ async fn the_committed_demo_session_is_what_groundwork_records_today() {
     if let Some(d) = first_difference(&got, &want, "") {
         panic!(
             "sessions/demo.json is stale (first difference at {d}); re-record it with \
-             GROUNDWORK_RECORD_DEMO=1 cargo test --test demo_session"
+             GROUNDWORK_RECORD_DEMO=1 cargo test --test commands demo_session::"
         );
     }
     // The binary carries the same file.

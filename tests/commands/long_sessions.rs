@@ -334,7 +334,7 @@ fn a_save_killed_midway_leaves_a_whole_file_and_no_temp() {
     let mut kills_mid_write = 0;
     for _ in 0..5 {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "save_loop_helper", "--ignored", "--nocapture"])
+            .args(["--exact", "long_sessions::save_loop_helper", "--ignored", "--nocapture"])
             .env(SAVE_LOOP, &path)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -373,7 +373,7 @@ fn a_save_killed_midway_leaves_a_whole_file_and_no_temp() {
     // And the next save removes one as well.
     loop {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "save_loop_helper", "--ignored", "--nocapture"])
+            .args(["--exact", "long_sessions::save_loop_helper", "--ignored", "--nocapture"])
             .env(SAVE_LOOP, &path)
             .stdout(Stdio::null())
             .stderr(Stdio::null())

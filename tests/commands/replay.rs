@@ -318,11 +318,11 @@ mod workbench {
     use groundwork::tui::app::{App, Msg, ReplayState};
     use groundwork::tui::{Runtime, Services};
 
-    use super::support::home::Home;
-    use super::support::researcher;
-    use super::support::scripted_server::ScriptedServer;
-    use super::support::test_config;
-    use super::support::workbench::{host, press, press_mod, redactions, screen};
+    use crate::support::home::Home;
+    use crate::support::researcher;
+    use crate::support::scripted_server::ScriptedServer;
+    use crate::support::test_config;
+    use crate::support::workbench::{host, press, press_mod, redactions, screen};
     use super::{asked_session, listing, researches};
 
     async fn open(home: &Home, model_url: &str) -> (App, Runtime) {
@@ -501,7 +501,7 @@ mod workbench {
         press(&rt, &mut app, KeyCode::Esc);
         assert!(app.replay.is_none());
         tokio::time::sleep(Duration::from_millis(500)).await;
-        super::support::workbench::settle(&mut rt, &mut app).await;
+        crate::support::workbench::settle(&mut rt, &mut app).await;
         assert!(app.replay.is_none() && app.error.is_none());
         assert_eq!(std::fs::read(home.path("s.json")).unwrap(), before);
         assert_eq!(listing(home.dir.path()), expected);
