@@ -57,6 +57,26 @@ fn lancedb_cloud(
     uri: &str,
     var: &dyn Fn(&str) -> Option<String>,
 ) -> Result<lancedb::connection::ConnectBuilder> {
+    let settings = cloud_settings(uri, var)?;
+    let mut builder = builder.api_key(&settings.key).region(&settings.region);
+    if let Some(host) = &settings.host {
+        builder = builder.host_override(host);
+    }
+    Ok(builder)
+}
+
+/// What connecting to LanceDB Cloud takes from the environment.
+#[derive(Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "cloud"), allow(dead_code))]
+struct CloudSettings {
+    key: String,
+    region: String,
+    host: Option<String>,
+}
+
+/// LanceDB Cloud's key (required), region (default `us-east-1`) and host override.
+#[cfg_attr(not(feature = "cloud"), allow(dead_code))]
+fn cloud_settings(uri: &str, var: &dyn Fn(&str) -> Option<String>) -> Result<CloudSettings> {
     let set = |k: &str| var(k).filter(|v| !v.trim().is_empty());
     let Some(key) = set("LANCEDB_API_KEY") else {
         return Err(StoreError::Other(format!(
@@ -64,12 +84,11 @@ fn lancedb_cloud(
              default us-east-1)"
         )));
     };
-    let region = set("LANCEDB_REGION").unwrap_or_else(|| "us-east-1".into());
-    let mut builder = builder.api_key(&key).region(&region);
-    if let Some(host) = set("LANCEDB_HOST_OVERRIDE") {
-        builder = builder.host_override(&host);
-    }
-    Ok(builder)
+    Ok(CloudSettings {
+        key,
+        region: set("LANCEDB_REGION").unwrap_or_else(|| "us-east-1".into()),
+        host: set("LANCEDB_HOST_OVERRIDE"),
+    })
 }
 
 /// Whether this build lacks what opens `scheme` (S3 is in every build; the others come
@@ -264,6 +283,48 @@ mod tests {
         assert_eq!(cloud_scheme("memory://x"), None);
         assert_eq!(cloud_scheme("/tmp/kb.lancedb"), None);
         assert_eq!(cloud_scheme("file:///tmp/kb"), None);
+    }
+
+    #[test]
+    fn lancedb_cloud_needs_a_key_and_defaults_the_region() {
+        let err = cloud_settings("db://my-database", &vars(&[("LANCEDB_API_KEY", " ")]))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "db://my-database is a LanceDB Cloud database: set LANCEDB_API_KEY (and \
+             LANCEDB_REGION, default us-east-1)"
+        );
+        assert_eq!(
+            cloud_settings("db://x", &vars(&[("LANCEDB_API_KEY", "k-123")])).unwrap(),
+            CloudSettings {
+                key: "k-123".into(),
+                region: "us-east-1".into(),
+                host: None
+            }
+        );
+        let all = vars(&[
+            ("LANCEDB_API_KEY", "k-123"),
+            ("LANCEDB_REGION", "eu-west-1"),
+            ("LANCEDB_HOST_OVERRIDE", "http://127.0.0.1:9"),
+        ]);
+        assert_eq!(
+            cloud_settings("db://x", &all).unwrap().host.as_deref(),
+            Some("http://127.0.0.1:9")
+        );
+    }
+
+    #[test]
+    fn the_default_build_opens_s3_and_names_the_feature_for_the_rest() {
+        assert!(!needs_cloud_feature("s3"));
+        assert!(!needs_cloud_feature("s3+ddb"));
+        for scheme in ["gs", "az", "abfss", "db"] {
+            assert_eq!(
+                needs_cloud_feature(scheme),
+                !cfg!(feature = "cloud"),
+                "{scheme}"
+            );
+        }
     }
 
     #[test]

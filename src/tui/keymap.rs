@@ -440,9 +440,8 @@ impl Keymap {
     /// action's name in `[tui.keys]` and where they work (docs/reference/keys.md is this
     /// table for the defaults, checked by tests/project/docs.rs).
     pub fn reference_table(&self) -> String {
-        let mut out = String::from(
-            "| keys | action | name in `[tui.keys]` | where |\n|---|---|---|---|\n",
-        );
+        let mut out =
+            String::from("| keys | action | name in `[tui.keys]` | where |\n|---|---|---|---|\n");
         for &a in Action::ALL {
             let keys: Vec<String> = self.keys(a).iter().map(|k| format!("`{k}`")).collect();
             let scope = match a.scope() {

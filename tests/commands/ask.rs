@@ -2,13 +2,12 @@
 //! scripted OpenAI-compatible server, a real LanceDB store; the session it writes is read
 //! back by `inspect` and by pydantic-ai itself, and a failed question commits nothing.
 
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use serde_json::{Value, json};
 use crate::support::hashembed;
 use crate::support::scripted_server::{Reply, ScriptedServer, system_text, tool_names};
+use serde_json::{Value, json};
 
 struct Home(tempfile::TempDir);
 

@@ -2,12 +2,11 @@
 //! flag before and after the subcommand, `HAIKU_RAG_DB`, and errors on stderr with a
 //! non-zero exit status.
 
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use serde_json::Value;
 use crate::support::hashembed;
+use serde_json::Value;
 
 struct Env {
     home: tempfile::TempDir,

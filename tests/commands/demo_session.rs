@@ -9,16 +9,15 @@
 //!
 //!     GROUNDWORK_RECORD_DEMO=1 cargo test --test commands demo_session::
 
-
 use std::path::Path;
 
+use crate::support::scripted_server::{Reply, ScriptedServer};
+use crate::support::workbench::{ask, demo_kb, hit, host, services};
 use groundwork::host::ask::CapabilityChoice;
 use groundwork::session::Session;
 use groundwork::tui::Runtime;
 use groundwork::tui::app::App;
 use serde_json::{Value, json};
-use crate::support::scripted_server::{Reply, ScriptedServer};
-use crate::support::workbench::{ask, demo_kb, hit, host, services};
 
 const LABEL: &str = "Scripted demonstration: every model turn in this session was scripted for \
 the demo and replayed through Groundwork's engine against a scripted OpenAI-compatible server; \
@@ -255,7 +254,9 @@ async fn the_committed_demo_session_is_what_groundwork_records_today() {
         return;
     }
     let committed = Session::load(&path).unwrap_or_else(|e| {
-        panic!("{e}; record it with GROUNDWORK_RECORD_DEMO=1 cargo test --test commands demo_session::")
+        panic!(
+            "{e}; record it with GROUNDWORK_RECORD_DEMO=1 cargo test --test commands demo_session::"
+        )
     });
     assert!(committed.groundwork.scripted_demo);
     let mut want = serde_json::to_value(&committed).unwrap();

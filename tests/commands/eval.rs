@@ -5,16 +5,15 @@
 //! declarations; a killed run continues without running a question twice; a failing
 //! endpoint is recorded per question; text question files and TOML experiment files.
 
-
 use std::collections::HashSet;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
 use crate::support::home::{Home, err};
 use crate::support::researcher::{self, Study, asked};
 use crate::support::scripted_server::ScriptedServer;
+use serde_json::{Value, json};
 
 fn read_json(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()

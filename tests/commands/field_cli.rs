@@ -2,14 +2,13 @@
 //! 18c): the real binary with a private HOME, the scripted model server and the
 //! hashembed embedder on 127.0.0.1.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
 use crate::support::hashembed;
 use crate::support::scripted_server::{Reply, ScriptedServer, tool_names};
+use serde_json::{Value, json};
 
 const SECRET: &str = "sk-field-SECRET-7f3a9c";
 

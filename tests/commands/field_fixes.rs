@@ -2,9 +2,11 @@
 //! the citation redirect (item 19), and every capability's vision follows the driving
 //! model (item 21). Real agent loop, real client, scripted server, real LanceDB store.
 
-
 use std::sync::Arc;
 
+use crate::support::kb::*;
+use crate::support::scripted_server::{Reply, ScriptedServer};
+use crate::support::{agent_for, test_config};
 use groundwork::capabilities::policy::CitationPolicyCapability;
 use groundwork::config::{AppConfig, QaModelConfig};
 use groundwork::engine::agent::{RunInput, RunOutput};
@@ -13,9 +15,6 @@ use groundwork::engine::capability::ToolDef;
 use groundwork::engine::events::EventSink;
 use groundwork::host::ask::{CapabilityChoice, driving_vision};
 use serde_json::json;
-use crate::support::kb::*;
-use crate::support::scripted_server::{Reply, ScriptedServer};
-use crate::support::{agent_for, test_config};
 
 fn final_result_tool() -> ToolDef {
     ToolDef::output(

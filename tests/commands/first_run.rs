@@ -10,15 +10,14 @@
 //! off (`GROUNDWORK_DISCOVER=off`), so a model server running on this machine changes
 //! nothing.
 
-
 use crate::support::copy_dir;
 
 use std::io::Write;
 use std::process::Command;
 use std::time::Instant;
 
-use groundwork::embed::local::{ModelSource, ensure_model, locate_model};
 use crate::support::tmux::{EXIT_SUFFIX, Tmux, assert_restored};
+use groundwork::embed::local::{ModelSource, ensure_model, locate_model};
 
 #[tokio::test]
 async fn first_command_builds_the_demo_and_opens_the_workbench() {

@@ -2,17 +2,16 @@
 //! OpenAI-compatible server, with a capability that rewrites the outgoing request), and on a
 //! session in the shape a haiku.rag host writes (messages and state only).
 
-
 use std::process::Command;
 
+use crate::support::caps::{TestCap, Trace};
+use crate::support::scripted_server::{Reply, ScriptedServer};
+use crate::support::{agent_for, test_config};
 use groundwork::engine::agent::RunInput;
 use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::messages::{ModelRequestPart, UserContentValue};
 use groundwork::session::Session;
 use serde_json::{Value, json};
-use crate::support::caps::{TestCap, Trace};
-use crate::support::scripted_server::{Reply, ScriptedServer};
-use crate::support::{agent_for, test_config};
 
 fn inspect(args: &[&str]) -> (bool, String, String) {
     let home = tempfile::tempdir().unwrap();

@@ -3,15 +3,14 @@
 //! sessions get unique names, and a save killed midway leaves the previous or the new
 //! file (never a torn one) and no temporary file after the next save.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use groundwork::session::Session;
-use serde_json::{Value, json};
 use crate::support::scripted_server::{Reply, ScriptedServer};
 use crate::support::{hashembed, home};
+use groundwork::session::Session;
+use serde_json::{Value, json};
 
 struct Home {
     dir: tempfile::TempDir,
@@ -334,7 +333,12 @@ fn a_save_killed_midway_leaves_a_whole_file_and_no_temp() {
     let mut kills_mid_write = 0;
     for _ in 0..5 {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "long_sessions::save_loop_helper", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                "long_sessions::save_loop_helper",
+                "--ignored",
+                "--nocapture",
+            ])
             .env(SAVE_LOOP, &path)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -373,7 +377,12 @@ fn a_save_killed_midway_leaves_a_whole_file_and_no_temp() {
     // And the next save removes one as well.
     loop {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "long_sessions::save_loop_helper", "--ignored", "--nocapture"])
+            .args([
+                "--exact",
+                "long_sessions::save_loop_helper",
+                "--ignored",
+                "--nocapture",
+            ])
             .env(SAVE_LOOP, &path)
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -3,13 +3,12 @@
 //! other flags (`groundwork replay`), and the workbench's replay popup and side-by-side
 //! screen on TestBackend.
 
-
 use std::path::Path;
 
-use serde_json::Value;
 use crate::support::home::{Home, err};
 use crate::support::researcher::{self, DECLINED, INVENTED, Study, asked};
 use crate::support::scripted_server::ScriptedServer;
+use serde_json::Value;
 
 /// Cites for questions about lighthouses; searches the rest and answers them uncited.
 fn researches(q: &str) -> Study {
@@ -318,12 +317,12 @@ mod workbench {
     use groundwork::tui::app::{App, Msg, ReplayState};
     use groundwork::tui::{Runtime, Services};
 
+    use super::{asked_session, listing, researches};
     use crate::support::home::Home;
     use crate::support::researcher;
     use crate::support::scripted_server::ScriptedServer;
     use crate::support::test_config;
     use crate::support::workbench::{host, press, press_mod, redactions, screen};
-    use super::{asked_session, listing, researches};
 
     async fn open(home: &Home, model_url: &str) -> (App, Runtime) {
         let mut store = groundwork::store::Store::open(&home.db).await.unwrap();

@@ -8,14 +8,13 @@
 //! under an unchanged stamp and the question still runs), a resume file the session no
 //! longer matches is not used, and a question that cannot run over the window removes it.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use groundwork::session::Session;
-use serde_json::{Value, json};
 use crate::support::scripted_server::{Reply, ScriptedServer};
 use crate::support::{hashembed, home};
+use groundwork::session::Session;
+use serde_json::{Value, json};
 
 struct Home {
     dir: tempfile::TempDir,

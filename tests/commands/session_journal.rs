@@ -283,10 +283,15 @@ const ONCE: &str = "GROUNDWORK_TEST_JOURNAL_ONCE";
 /// This test binary again, as the writer.
 fn helper(path: &Path) -> Command {
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "session_journal::journal_loop_helper", "--ignored", "--nocapture"])
-        .env(HELPER, path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    c.args([
+        "--exact",
+        "session_journal::journal_loop_helper",
+        "--ignored",
+        "--nocapture",
+    ])
+    .env(HELPER, path)
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
     c
 }
 

@@ -1,8 +1,10 @@
 //! The pydantic-ai message fixture round trip and session files.
 
-
 use std::path::{Path, PathBuf};
 
+use crate::support::caps::TestCap;
+use crate::support::scripted_server::{Reply, ScriptedServer};
+use crate::support::{agent_for, test_config};
 use groundwork::engine::agent::RunInput;
 use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::messages::{
@@ -11,9 +13,6 @@ use groundwork::engine::messages::{
 };
 use groundwork::session::{Session, SessionError};
 use serde_json::{Value, json};
-use crate::support::caps::TestCap;
-use crate::support::scripted_server::{Reply, ScriptedServer};
-use crate::support::{agent_for, test_config};
 
 fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pydantic_ai")

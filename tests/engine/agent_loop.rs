@@ -7,10 +7,15 @@
 //! Over the usual 600 lines: one file holds every agent-loop scenario, so the loop's
 //! behaviour reads in one place.
 
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::caps::{TestCap, Trace};
+use crate::support::memory_model::{MEMORY_MODEL, MemoryModel, Turn};
+use crate::support::scripted_server::{
+    Reply, ScriptedServer, system_text, tool_names, wire_messages,
+};
+use crate::support::{agent_for, drain, events, test_config};
 use groundwork::engine::agent::{DeferredResults, RunError, RunInput, RunOutput};
 use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::capability::{ToolDef, ToolOutcome, ToolOutput};
@@ -22,10 +27,6 @@ use groundwork::engine::messages::{
 };
 use groundwork::session::Session;
 use serde_json::{Value, json};
-use crate::support::caps::{TestCap, Trace};
-use crate::support::memory_model::{MEMORY_MODEL, MemoryModel, Turn};
-use crate::support::scripted_server::{Reply, ScriptedServer, system_text, tool_names, wire_messages};
-use crate::support::{agent_for, drain, events, test_config};
 
 fn trace() -> Trace {
     Arc::new(Mutex::new(Vec::new()))

@@ -3,10 +3,15 @@
 //! running in the real sandbox worker (`groundwork __sandbox-worker`). Test names carry
 //! the SCENARIOS.md numbers.
 
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::caps::TestCap;
+use crate::support::kb::*;
+use crate::support::scripted_server::{
+    Reply, ScriptedServer, system_text, tool_names, wire_messages,
+};
+use crate::support::test_config;
 use groundwork::capabilities::analysis::{AnalysisCapability, CAPABILITY_ID};
 use groundwork::capabilities::policy::{CitationPolicyCapability, REDIRECT_TAG};
 use groundwork::capabilities::rag::RagCapability;
@@ -20,10 +25,6 @@ use groundwork::sandbox::host::Sandbox;
 use groundwork::sandbox::vfs::Corpus;
 use groundwork::store::NewDocument;
 use serde_json::{Map, Value, json};
-use crate::support::caps::TestCap;
-use crate::support::kb::*;
-use crate::support::scripted_server::{Reply, ScriptedServer, system_text, tool_names, wire_messages};
-use crate::support::test_config;
 
 // ----- fixtures -----------------------------------------------------------------------
 

@@ -3,19 +3,18 @@
 //! in one line how to configure one, naming the servers it asked. A server that is still
 //! loading its model (HTTP 503, as llama.cpp answers before `/health` is ok) is waited for.
 
-
 use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::support::scripted_server::{Reply, ScriptedServer};
+use crate::support::workbench::{demo_kb, hit};
 use groundwork::config::ModelOverrides;
 use groundwork::engine::discover::{
     Discovery, ModelChoice, choose_model, choose_model_with, discover, discover_waiting,
 };
 use serde_json::json;
-use crate::support::scripted_server::{Reply, ScriptedServer};
-use crate::support::workbench::{demo_kb, hit};
 
 fn closed_port() -> String {
     // Bind and drop: nothing listens there afterwards.

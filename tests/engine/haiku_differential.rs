@@ -11,12 +11,13 @@
 //! request by request, apart from prose. Then the session we wrote is handed to haiku.rag
 //! itself (`load_groundwork_session.py`), which must load it and continue it.
 
-
 use crate::support::copy_dir;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::support::hashembed;
+use crate::support::scripted_server::{Reply, ScriptedServer};
 use groundwork::capabilities::compaction::hook::EvidenceCompactionCapability;
 use groundwork::capabilities::compaction::{capsule_header, group_label, receipt};
 use groundwork::capabilities::policy::CitationPolicyCapability;
@@ -31,8 +32,6 @@ use groundwork::engine::messages::{
 use groundwork::session::Session;
 use groundwork::store::Store;
 use serde_json::{Map, Value, json};
-use crate::support::hashembed;
-use crate::support::scripted_server::{Reply, ScriptedServer};
 
 const REDIRECT_TAG: &str = "[haiku.rag/citation-redirect]";
 const RETRIEVED_IMAGE_TAG: &str = "[haiku.rag/retrieved-image]";

@@ -3,16 +3,15 @@
 //! the same hybrid, vector and full-text rankings, the same context expansion, the same
 //! agent text, and the same documents, items and chunks.
 
-
 use crate::support::copy_dir;
 
 use std::path::{Path, PathBuf};
 
+use crate::support::hashembed;
 use groundwork::embed::{self, EmbedderSpec};
 use groundwork::store::search::SearchMode;
 use groundwork::store::{Store, format};
 use serde_json::Value;
-use crate::support::hashembed;
 
 fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/haiku")

@@ -2,9 +2,10 @@
 //! garbage-speaking or stalled endpoint, non-streaming mode, and
 //! the API key staying out of everything but the Authorization header.
 
-
 use std::time::Duration;
 
+use crate::support::scripted_server::{Reply, ScriptedServer};
+use crate::support::{TEST_API_KEY, agent_for, drain, events, test_config};
 use groundwork::config::ModelConfig;
 use groundwork::engine::agent::{RunError, RunInput, RunOutput};
 use groundwork::engine::cancel::CancelToken;
@@ -12,8 +13,6 @@ use groundwork::engine::chat::ModelError;
 use groundwork::model::OpenAiModel;
 use groundwork::session::Session;
 use serde_json::json;
-use crate::support::scripted_server::{Reply, ScriptedServer};
-use crate::support::{TEST_API_KEY, agent_for, drain, events, test_config};
 
 async fn ask(config: ModelConfig) -> Result<RunOutput, RunError> {
     let agent = agent_for(config).build().unwrap();

@@ -4,11 +4,15 @@
 //! plain-HTTP port, `max_tokens` and answers cut off by it, oversized answers. The real
 //! async-openai client talks to scripted servers on 127.0.0.1.
 
-
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::caps::TestCap;
+use crate::support::scripted_server::{
+    Reply, ScriptedServer, closing_listener, silent_listener, wire_messages,
+};
+use crate::support::{agent_for, drain, events, test_config};
 use groundwork::config::ModelConfig;
 use groundwork::engine::agent::{RunError, RunInput, RunOutput, RunResult};
 use groundwork::engine::cancel::CancelToken;
@@ -16,11 +20,6 @@ use groundwork::engine::capability::ToolOutcome;
 use groundwork::engine::chat::ModelError;
 use groundwork::engine::events::CoreEvent;
 use serde_json::{Value, json};
-use crate::support::caps::TestCap;
-use crate::support::scripted_server::{
-    Reply, ScriptedServer, closing_listener, silent_listener, wire_messages,
-};
-use crate::support::{agent_for, drain, events, test_config};
 
 async fn run(config: ModelConfig) -> Result<RunResult, RunError> {
     agent_for(config)

@@ -3,9 +3,13 @@
 //! LanceDB store built in a temp dir with the hashembed server. Test names carry the
 //! SCENARIOS.md numbers.
 
-
 use std::sync::{Arc, Mutex};
 
+use crate::support::caps::TestCap;
+use crate::support::hashembed;
+use crate::support::kb::*;
+use crate::support::scripted_server::{Reply, ScriptedServer, system_text, tool_names};
+use crate::support::{agent_for, test_config};
 use groundwork::capabilities::compaction::hook::EvidenceCompactionCapability;
 use groundwork::capabilities::compaction::{RETRIEVED_IMAGE_TAG, receipt};
 use groundwork::capabilities::policy::{CitationPolicyCapability, REDIRECT_TAG};
@@ -21,11 +25,6 @@ use groundwork::engine::capability::{Capability, ToolOutcome, ToolOutput};
 use groundwork::engine::messages::{ModelMessage, ModelRequestPart};
 use groundwork::store::{NewDocument, SearchResult, Store};
 use serde_json::{Map, Value, json};
-use crate::support::caps::TestCap;
-use crate::support::hashembed;
-use crate::support::kb::*;
-use crate::support::scripted_server::{Reply, ScriptedServer, system_text, tool_names};
-use crate::support::{agent_for, test_config};
 
 // ----- fixtures -----------------------------------------------------------------------
 

@@ -7,11 +7,14 @@
 //! The tests take turns (one server at a time): two servers on two cores would make each
 //! other crawl.
 
-
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex as StdMutex;
 
+use crate::support::llama::{
+    ALIAS, LlamaOptions, LlamaServer, RecordingProxy, server_deltas, server_usage,
+};
+use crate::support::{agent_for, drain, events, test_config};
 use groundwork::config::{ModelConfig, ModelOverrides};
 use groundwork::engine::agent::{RunError, RunInput, RunOutput};
 use groundwork::engine::cancel::CancelToken;
@@ -20,10 +23,6 @@ use groundwork::engine::events::CoreEvent;
 use groundwork::engine::messages::{ModelMessage, ModelResponsePart};
 use groundwork::session::Session;
 use serde_json::Value;
-use crate::support::llama::{
-    ALIAS, LlamaOptions, LlamaServer, RecordingProxy, server_deltas, server_usage,
-};
-use crate::support::{agent_for, drain, events, test_config};
 
 /// One real server at a time.
 static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

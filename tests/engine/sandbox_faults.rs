@@ -4,12 +4,14 @@
 //! and says so, internal interpreter errors read as unsupported constructs, the worker
 //! dies with its parent and on cancel, and it sees none of the parent's environment.
 
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::hashembed;
+use crate::support::scripted_server::{Reply, ScriptedServer, wire_messages};
+use crate::support::{agent_for, test_config};
 use groundwork::capabilities::analysis::AnalysisCapability;
 use groundwork::capabilities::state::{EvidenceState, StateKind};
 use groundwork::config::AppConfig;
@@ -20,9 +22,6 @@ use groundwork::engine::events::EventSink;
 use groundwork::sandbox::{ExecLimits, HostMessage};
 use groundwork::store::{NewChunk, NewDocument, Store};
 use serde_json::{Map, Value, json};
-use crate::support::hashembed;
-use crate::support::scripted_server::{Reply, ScriptedServer, wire_messages};
-use crate::support::{agent_for, test_config};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_groundwork");
 

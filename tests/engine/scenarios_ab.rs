@@ -2,9 +2,11 @@
 //! resumption), run through the real agent loop against the scripted server. The
 //! state-level tests of the same scenarios live in `src/capabilities/state.rs`.
 
-
 use std::sync::{Arc, Mutex};
 
+use crate::support::caps::TestCap;
+use crate::support::kb::*;
+use crate::support::scripted_server::{Reply, ScriptedServer, wire_messages};
 use groundwork::capabilities::state::{
     CitationRef, CitationStatus, EvidenceState, StateKind, citation_status,
 };
@@ -13,9 +15,6 @@ use groundwork::engine::cancel::CancelToken;
 use groundwork::engine::capability::{ToolOutcome, ToolOutput};
 use groundwork::engine::events::CoreEvent;
 use serde_json::{Value, json};
-use crate::support::caps::TestCap;
-use crate::support::kb::*;
-use crate::support::scripted_server::{Reply, ScriptedServer, wire_messages};
 
 /// The empty RAG state with `evidence.question = 0`, as JSON.
 fn settled_at_zero() -> Value {
@@ -177,7 +176,9 @@ async fn scenario_10_trailing_tool_return_continues_question_3() {
         .unwrap();
     assert_eq!(text_output(&result), "continued");
     assert_eq!(
-        first_published(crate::support::drain(&mut rx)).evidence.question,
+        first_published(crate::support::drain(&mut rx))
+            .evidence
+            .question,
         Some(3)
     );
     let st = rag_state(&result.state);

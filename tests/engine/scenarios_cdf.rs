@@ -3,18 +3,17 @@
 //! record-level tests of section C live in `src/capabilities/state.rs`; the existing
 //! run-level ones of D and F in `tests/engine/rag_capability.rs`.
 
-
 use std::sync::{Arc, Mutex};
 
+use crate::support::caps::TestCap;
+use crate::support::kb::*;
+use crate::support::scripted_server::{Reply, ScriptedServer, system_text, tool_names};
 use groundwork::capabilities::state::{
     CitationRef, CitationStatus, EvidenceState, StateKind, citation_status,
 };
 use groundwork::engine::agent::RunInput;
 use groundwork::engine::capability::Capability;
 use serde_json::json;
-use crate::support::caps::TestCap;
-use crate::support::kb::*;
-use crate::support::scripted_server::{Reply, ScriptedServer, system_text, tool_names};
 
 fn search(query: &str) -> Reply {
     Reply::tool_call("rag_search", json!({"query": query, "limit": 1}))

@@ -3,9 +3,11 @@
 //! function-level tests of the same scenarios live in `src/capabilities/compaction.rs`;
 //! scenarios 52, 58, 65 and 67 (deferred resumption) also in `tests/engine/rag_capability.rs`.
 
-
 use std::sync::{Arc, Mutex};
 
+use crate::support::caps::TestCap;
+use crate::support::kb::*;
+use crate::support::scripted_server::{Reply, ScriptedServer, wire_messages};
 use groundwork::capabilities::compaction::hook::EvidenceCompactionCapability;
 use groundwork::capabilities::compaction::{
     RETRIEVED_IMAGE_TAG, capsule_header, group_label, receipt,
@@ -15,9 +17,6 @@ use groundwork::engine::agent::{DeferredResults, RunInput, RunResult};
 use groundwork::engine::capability::{Capability, ToolOutcome, ToolOutput};
 use groundwork::engine::messages::{ModelMessage, UserContent};
 use serde_json::{Value, json};
-use crate::support::caps::TestCap;
-use crate::support::kb::*;
-use crate::support::scripted_server::{Reply, ScriptedServer, wire_messages};
 
 fn compacting(kb: &Kb) -> Vec<Arc<dyn Capability>> {
     vec![

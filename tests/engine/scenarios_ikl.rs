@@ -3,10 +3,12 @@
 //! these sections are in `tests/engine/analysis_capability.rs`, `tests/engine/rag_capability.rs`,
 //! `src/sandbox/vfs.rs`, `src/capabilities/spec.rs` and `src/tui/app.rs`.
 
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::caps::TestCap;
+use crate::support::kb::*;
+use crate::support::scripted_server::{Reply, ScriptedServer};
 use groundwork::capabilities::evidence::as_evidence;
 use groundwork::capabilities::rag::CAPABILITY_ID as RAG_ID;
 use groundwork::capabilities::state::{EvidenceState, StateKind};
@@ -16,9 +18,6 @@ use groundwork::engine::capability::{Capability, ToolOutcome, ToolOutput};
 use groundwork::engine::events::CoreEvent;
 use groundwork::session::Session;
 use serde_json::{Map, Value, json};
-use crate::support::caps::TestCap;
-use crate::support::kb::*;
-use crate::support::scripted_server::{Reply, ScriptedServer};
 
 // ----- I. Analysis sandbox -----------------------------------------------------------------
 

@@ -5,13 +5,12 @@
 //! a `tokenizer.json` named in the config, the tiktoken encoding of an OpenAI model
 //! family, or the characters / 4 estimate.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use serde_json::Value;
 use crate::support::hashembed;
 use crate::support::scripted_server::{Reply, ScriptedServer};
+use serde_json::Value;
 
 struct Home(tempfile::TempDir);
 

@@ -5,13 +5,12 @@
 //! `Collection:` lines of the compacted request read back with `inspect`, the
 //! per-collection ledger rows). The workbench: `tests/workbench/collections_workbench.rs`.
 
-
 use std::path::Path;
 use std::process::Output;
 
-use serde_json::{Value, json};
 use crate::support::collections::{PAPERS_DIM, search_properties, two_collections};
 use crate::support::scripted_server::{Reply, ScriptedServer};
+use serde_json::{Value, json};
 
 fn out(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

@@ -1,13 +1,12 @@
 //! The bundled demo corpus (`assets/demo`) ingests completely and gives search, context
 //! expansion, pictures and page images something real to show.
 
-
 use std::path::Path;
 
+use crate::support::hashembed;
 use groundwork::embed::{self, EmbedderSpec};
 use groundwork::ingest::pipeline::{self, Outcome};
 use groundwork::store::Store;
-use crate::support::hashembed;
 
 #[tokio::test]
 async fn the_demo_corpus_ingests_and_searches() {

@@ -1,13 +1,12 @@
 //! Ingestion end to end: real files (Markdown, HTML, text, PDF) parsed, chunked, embedded
 //! over HTTP and written to LanceDB; re-ingesting, replacing and failing files.
 
-
 use std::path::Path;
 
+use crate::support::hashembed;
 use groundwork::embed::{self, EmbedderSpec};
 use groundwork::ingest::pipeline::{self, Outcome};
 use groundwork::store::Store;
-use crate::support::hashembed;
 
 fn fixture(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -6,12 +6,12 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-mod store;
 mod collections;
-mod search_cache;
+mod demo_corpus;
 mod ingest_pipeline;
+mod local_embedder;
+mod object_storage;
 mod real_pdf;
 mod rerank;
-mod local_embedder;
-mod demo_corpus;
-mod object_storage;
+mod search_cache;
+mod store;

@@ -10,15 +10,14 @@
 //! `.ci/setup-tests` installs moto (see `support/s3.rs`); without it these tests fail
 //! saying so.
 
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use serde_json::{Value, json};
 use crate::support::hashembed::{self, EmbedServer};
-use crate::support::s3::{AWS_VARS, BUCKET, Moto, groundwork_bin, free_port};
+use crate::support::s3::{AWS_VARS, BUCKET, Moto, free_port, groundwork_bin};
 use crate::support::scripted_server::{Reply, ScriptedServer};
 use crate::support::tmux::{EXIT_SUFFIX, Tmux, assert_restored};
+use serde_json::{Value, json};
 
 const DB: &str = "s3://groundwork/kb.lancedb";
 
@@ -400,14 +399,6 @@ async fn a_missing_bucket_bad_credentials_and_an_unreachable_endpoint_are_one_cl
              check AWS_ENDPOINT (or AWS_ENDPOINT_URL; AWS_ALLOW_HTTP=true for http://) and \
              the network"
         )
-    );
-
-    // LanceDB Cloud without a key.
-    let line = one_line_error(&user, &bin, &["--db", "db://my-database", "info"], &[], &[]).await;
-    assert_eq!(
-        line,
-        "error: db://my-database is a LanceDB Cloud database: set LANCEDB_API_KEY (and \
-         LANCEDB_REGION, default us-east-1)"
     );
 
     // After all that the database is as it was.

@@ -4,12 +4,11 @@
 //! headings, no chunk may hold the running header or a bare page number, and a known
 //! sentence's box must lie where `pdftotext -bbox` puts its words.
 
-
 use std::path::Path;
 use std::process::Command;
 
-use groundwork::ingest::{ChunkOptions, chunk, parse_file};
 use crate::support::hashembed;
+use groundwork::ingest::{ChunkOptions, chunk, parse_file};
 
 const MANUAL: &str = "/usr/share/doc/libtasn1-doc/libtasn1.pdf";
 

@@ -8,12 +8,15 @@
 //! answers 500, answers something that is not a rerank result, or is too slow keeps the
 //! fused order with a one-line warning, never a failed search or question.
 
-
 use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::hashembed::{self, EmbedServer};
+use crate::support::kb::{agent, chunk, document, returns_of, run, store_at, text_output};
+use crate::support::rerank_server::{Behaviour, RerankServer, closed_url, reverse_score};
+use crate::support::scripted_server::{Reply, ScriptedServer};
 use groundwork::capabilities::rag::RagCapability;
 use groundwork::config::{ApiKey, AppConfig, RerankerConfig};
 use groundwork::embed::{self, EmbedderSpec};
@@ -24,10 +27,6 @@ use groundwork::store::rerank::{FUSED_ORDER_NOTE, RerankReport};
 use groundwork::store::search::SearchMode;
 use groundwork::store::{SearchResult, Store};
 use serde_json::{Value, json};
-use crate::support::hashembed::{self, EmbedServer};
-use crate::support::kb::{agent, chunk, document, returns_of, run, store_at, text_output};
-use crate::support::rerank_server::{Behaviour, RerankServer, closed_url, reverse_score};
-use crate::support::scripted_server::{Reply, ScriptedServer};
 
 const QUERY: &str = "zebra grazing";
 const MODEL: &str = "scripted-reranker";
@@ -508,9 +507,9 @@ async fn groundwork_search_warns_and_keeps_the_fused_order_when_the_configured_r
 
 #[tokio::test]
 async fn the_workbench_inspector_marks_reordered_results_and_the_status_bar_warns() {
+    use crate::support::workbench::{ask, new_app, pane, redactions, screen, services, status_bar};
     use groundwork::tui::Runtime;
     use groundwork::tui::app::Pane;
-    use crate::support::workbench::{ask, new_app, pane, redactions, screen, services, status_bar};
 
     let embed = hashembed::start().await;
     let dir = tempfile::tempdir().unwrap();
@@ -587,10 +586,10 @@ async fn the_workbench_inspector_marks_reordered_results_and_the_status_bar_warn
 /// the fused order and says so there.
 #[tokio::test]
 async fn the_explorer_search_shows_the_reranked_and_the_fused_score() {
+    use crate::support::workbench::{new_app, press, screen, services, type_text};
     use crossterm::event::KeyCode;
     use groundwork::tui::Runtime;
     use groundwork::tui::app::{App, ExplorerView};
-    use crate::support::workbench::{new_app, press, screen, services, type_text};
 
     let embed = hashembed::start().await;
     let dir = tempfile::tempdir().unwrap();

@@ -2,11 +2,10 @@
 //! against real LanceDB tables and the real embedder over HTTP: a repeated search reads
 //! nothing again, and every write through the store shows in the next search.
 
-
+use crate::support::hashembed;
 use groundwork::embed::{self, EmbedderSpec};
 use groundwork::store::{DocumentItem, NewChunk, NewDocument, Store, StoreError};
 use serde_json::{Map, json};
-use crate::support::hashembed;
 
 async fn new_store(dir: &std::path::Path, url: &str) -> Store {
     let uri = dir.join("kb.lancedb").to_string_lossy().into_owned();

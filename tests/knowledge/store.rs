@@ -1,13 +1,12 @@
 //! The store against real LanceDB tables on disk, with the real async-openai embedder
 //! talking to a deterministic embeddings server on 127.0.0.1.
 
-
 use std::sync::Arc;
 
+use crate::support::hashembed;
 use groundwork::embed::{self, EmbedderSpec};
 use groundwork::store::{DocumentItem, NewChunk, NewDocument, Store, StoreError};
 use serde_json::{Map, Value, json};
-use crate::support::hashembed;
 
 fn spec(url: &str, dim: usize) -> EmbedderSpec {
     EmbedderSpec {

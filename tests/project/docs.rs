@@ -27,8 +27,7 @@ fn the_keys_reference_is_the_keymaps_table() {
         return;
     }
     assert_eq!(
-        written,
-        wanted,
+        written, wanted,
         "docs/reference/keys.md does not list the keymap's bindings: run \
          GROUNDWORK_UPDATE_DOCS=1 cargo test --test project docs::"
     );

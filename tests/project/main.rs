@@ -4,6 +4,6 @@
 //! binary of its own before, and keeps its name as a module.
 
 mod architecture;
-mod core_is_terminal_free;
 mod build_once;
+mod core_is_terminal_free;
 mod docs;

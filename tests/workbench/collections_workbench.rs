@@ -2,13 +2,12 @@
 //! names the open collections, each source and ledger chunk its collection (TestBackend
 //! snapshots at 80x24 and 160x48), and the inspector each capsule entry's `Collection:`.
 
-
-use groundwork::tui::Runtime;
-use groundwork::tui::app::{GroundingState, GroundingTarget};
-use serde_json::json;
 use crate::support::collections::{search_properties, two_collections};
 use crate::support::scripted_server::{Reply, ScriptedServer};
 use crate::support::workbench::{ask, new_app, redactions, screen, services, settle};
+use groundwork::tui::Runtime;
+use groundwork::tui::app::{GroundingState, GroundingTarget};
+use serde_json::json;
 
 #[tokio::test]
 async fn the_workbench_shows_the_open_collections_and_each_citations_collection() {
@@ -102,7 +101,8 @@ async fn the_inspector_shows_each_capsule_entrys_collection() {
     // Question 2's first request (the 4th) is the compacted one.
     app.inspector.selected = Some(3);
     app.inspector.diff = false;
-    let shown = crate::support::workbench::pane(&mut app, groundwork::tui::app::Pane::Inspector, 100, 60);
+    let shown =
+        crate::support::workbench::pane(&mut app, groundwork::tui::app::Pane::Inspector, 100, 60);
     for coll in ["manuals", "papers"] {
         assert!(shown.contains(&format!("Collection: {coll}")), "{shown}");
     }
@@ -112,9 +112,9 @@ async fn the_inspector_shows_each_capsule_entrys_collection() {
 /// papers' Handbook searches the papers alone, and only that document in it.
 #[tokio::test]
 async fn the_document_filter_is_per_collection() {
+    use crate::support::workbench::{press, press_mod, settle, type_text};
     use crossterm::event::{KeyCode, KeyModifiers};
     use groundwork::tui::app::Popup;
-    use crate::support::workbench::{press, press_mod, settle, type_text};
     let two = two_collections().await;
     let model = ScriptedServer::start(vec![
         Reply::tool_call("rag_search", json!({"query": "inverter bolt torque"})),
@@ -191,10 +191,10 @@ async fn the_document_filter_is_per_collection() {
 /// the next; its documents, and its search, come from that collection's store alone.
 #[tokio::test]
 async fn the_explorer_browses_each_collection_in_turn() {
+    use crate::support::workbench::{press, type_text};
     use crossterm::event::KeyCode;
     use groundwork::tui::app::ExplorerView;
     use std::time::Duration;
-    use crate::support::workbench::{press, type_text};
 
     let two = two_collections().await;
     let services = services(&two.manuals_store, "http://127.0.0.1:9/v1").with_collections(vec![

@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod collections_workbench;
 mod tui;
 mod tui_explorer;
 mod tui_grounding;
@@ -13,4 +14,3 @@ mod tui_popups;
 mod tui_review;
 mod tui_tmux;
 mod tui_tokens;
-mod collections_workbench;

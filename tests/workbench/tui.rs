@@ -2,16 +2,15 @@
 //! by the engine's events from real runs (the real async-openai client against the
 //! scripted OpenAI-compatible server, a real LanceDB store of the demo corpus).
 
-
 use std::time::Duration;
 
+use crate::support::scripted_server::{Reply, ScriptedServer};
+use crate::support::workbench::*;
 use crossterm::event::{KeyCode, KeyModifiers};
 use groundwork::host::transcript::CitationStatus;
 use groundwork::session::Session;
 use groundwork::tui::Runtime;
 use groundwork::tui::app::{App, Ended, ImageState, Pane, Popup};
-use crate::support::scripted_server::{Reply, ScriptedServer};
-use crate::support::workbench::*;
 
 struct Fixture {
     _kb: DemoKb,
@@ -563,18 +562,6 @@ async fn a_haiku_rag_session_opens_fully_inspectable_without_a_model() {
     let s = screen(&mut app, 160, 48);
     assert!(s.contains("Solar Panel Installation Manual"), "{s}");
     assert!(s.contains("ungrounded"), "{s}");
-}
-
-/// The README's key reference is the key map (defaults), row for row.
-#[test]
-fn the_readme_key_table_matches_the_key_map() {
-    let readme =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-            .unwrap();
-    for (keys, desc) in groundwork::tui::keymap::Keymap::default().help_rows() {
-        let row = format!("| {keys} | {desc} | ");
-        assert!(readme.contains(&row), "README lacks the key row {row:?}");
-    }
 }
 
 /// A notice injected into one request's instructions (here: the search budget is spent)

@@ -5,17 +5,16 @@
 //! real LanceDB stores (the demo corpus; a generated base of 60 documents), snapshotted at
 //! 80×24 and 160×48.
 
-
 use std::time::Duration;
 
+use crate::support::kb::{chunk, document, kb_with, stored_returns};
+use crate::support::scripted_server::ScriptedServer;
+use crate::support::workbench::*;
 use crossterm::event::{KeyCode, KeyModifiers};
 use groundwork::config::AppConfig;
 use groundwork::host::explore::{ChunkUse, chunk_uses};
 use groundwork::tui::app::{App, Explorer, ExplorerView, GroundingState};
 use groundwork::tui::{Runtime, Services};
-use crate::support::kb::{chunk, document, kb_with, stored_returns};
-use crate::support::scripted_server::ScriptedServer;
-use crate::support::workbench::*;
 
 /// The whole screen at both sizes, as `<name>_80x24` and `<name>_160x48`.
 fn snapshot_both(app: &mut App, name: &str) {
@@ -932,10 +931,10 @@ async fn tmux_open_the_explorer_search_and_open_a_chunk() {
 /// document, its first outlined page and the legend — and Esc goes back to the explorer.
 #[tokio::test]
 async fn tmux_search_a_cited_chunk_and_open_its_visual_grounding() {
-    use groundwork::host::grounding::ground_chunk;
-    use serde_json::json;
     use crate::support::scripted_server::Reply;
     use crate::support::tmux::{EXIT_SUFFIX, Tmux, assert_restored};
+    use groundwork::host::grounding::ground_chunk;
+    use serde_json::json;
     let kb = demo_kb().await;
     let query = "rooftop array produced MWh over the year";
     let cited = hit(&kb.store, query, |r| {

@@ -4,19 +4,18 @@
 //! grounding view opened with `V` from the conversation's citation, the ledger chunk and
 //! the page-images pane (TestBackend + insta snapshots at 80×24 and 160×48).
 
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::scripted_server::{Reply, ScriptedServer};
+use crate::support::workbench::*;
 use crossterm::event::{KeyCode, KeyModifiers};
 use groundwork::host::grounding::{GroundingError, ground_chunk};
 use groundwork::store::grounding::{MATCHED_COLOUR, Origin, item_boxes, pixel_rect, whole_page};
 use groundwork::store::{Chunk, Store};
 use groundwork::tui::app::{App, GroundingState, ImageState, Pane};
 use serde_json::Value;
-use crate::support::scripted_server::{Reply, ScriptedServer};
-use crate::support::workbench::*;
 
 fn refs(c: &Chunk) -> Vec<String> {
     c.metadata

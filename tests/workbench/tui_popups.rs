@@ -3,14 +3,13 @@
 //! the headless app and snapshotted over the whole screen at 80×24 and 160×48.
 //! The store-backed popups read the demo corpus in a temporary LanceDB store.
 
-
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::workbench::*;
 use crossterm::event::{KeyCode, KeyModifiers};
 use groundwork::tui::Runtime;
 use groundwork::tui::app::{App, Pane, PathPurpose, Popup};
-use crate::support::workbench::*;
 
 /// The whole screen at both sizes, as `<name>_80x24` and `<name>_160x48`.
 fn snapshot_both(app: &mut App, name: &str) {

@@ -5,10 +5,13 @@
 //! keys and a note; the marks survive reopening, the report counts them, and the session
 //! file is byte-identical afterwards.
 
-
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::home::{Home, err};
+use crate::support::researcher::{self, Study};
+use crate::support::scripted_server::ScriptedServer;
+use crate::support::workbench::{host, press, press_mod, redactions, screen, settle, type_text};
 use crossterm::event::{KeyCode, KeyModifiers};
 use groundwork::config::AppConfig;
 use groundwork::eval::ReviewTable;
@@ -16,10 +19,6 @@ use groundwork::session::Session;
 use groundwork::tui::app::{App, Pane};
 use groundwork::tui::{Runtime, Services};
 use serde_json::Value;
-use crate::support::home::{Home, err};
-use crate::support::researcher::{self, Study};
-use crate::support::scripted_server::ScriptedServer;
-use crate::support::workbench::{host, press, press_mod, redactions, screen, settle, type_text};
 
 const SET: &str = r#"{"id": "a1", "question": "How did lighthouses start, and who kept the first lights burning through the long winter nights?", "label": "answerable"}
 {"id": "a2", "question": "Which lenses do lighthouse towers use?", "label": "answerable"}

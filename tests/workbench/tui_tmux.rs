@@ -2,11 +2,10 @@
 //! OpenAI-compatible server, ask a question, see the answer and the ledger row, quit, and
 //! find the terminal restored (cooked mode, main screen).
 
-
-use serde_json::json;
 use crate::support::scripted_server::{Reply, ScriptedServer};
 use crate::support::tmux::{EXIT_SUFFIX, Tmux, assert_restored};
 use crate::support::workbench::{demo_kb, hit};
+use serde_json::json;
 
 #[tokio::test]
 async fn start_ask_see_answer_and_ledger_quit_and_terminal_is_restored() {

@@ -4,15 +4,14 @@
 //! counted figure with its counter beside the provider's prompt and completion tokens and
 //! the difference (insta snapshots at 80x24 and 160x48).
 
-
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::support::scripted_server::ScriptedServer;
+use crate::support::workbench::*;
 use groundwork::engine::tokens::{TokenCounter, TokenizerJson};
 use groundwork::tui::Runtime;
 use groundwork::tui::app::Pane;
-use crate::support::scripted_server::ScriptedServer;
-use crate::support::workbench::*;
 
 /// The prompt and completion tokens the scripted server reports for reply `i`.
 fn usage(i: usize) -> (u64, u64) {
