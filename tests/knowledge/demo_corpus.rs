@@ -81,3 +81,58 @@ async fn the_demo_corpus_ingests_and_searches() {
     assert!(hits.iter().any(|h| h.document_id.as_deref() == Some(pdf.id.as_str())
         && h.page_numbers == vec![2]));
 }
+
+/// The demo PDF embeds its fonts, so its pages rasterise to the same pixels whatever fonts
+/// a machine has: here with the machine's own fonts and with none at all (a fontconfig
+/// file that lists no font directory), which must give the same PNG. The page images in the
+/// workbench snapshots (tests/workbench/tui_grounding.rs) are rasters of this PDF.
+#[test]
+fn the_demo_pdf_embeds_its_fonts_and_rasterises_alike_without_the_machines_fonts() {
+    use std::process::Command;
+    let pdf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("assets/demo/harbor-point-field-report-2026.pdf");
+    let listed = Command::new("pdffonts")
+        .arg(&pdf)
+        .output()
+        .expect("pdffonts runs (poppler-utils: .ci/setup installs it)");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let fonts: Vec<&str> = listed.lines().skip(2).collect();
+    assert!(!fonts.is_empty(), "{listed}");
+    for font in &fonts {
+        // name type encoding emb sub uni object ID
+        let cols: Vec<&str> = font.split_whitespace().collect();
+        assert_eq!(cols[cols.len() - 5], "yes", "not embedded: {font}");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let bare = dir.path().join("no-fonts.conf");
+    std::fs::write(
+        &bare,
+        format!(
+            "<?xml version=\"1.0\"?>\n<!DOCTYPE fontconfig SYSTEM \"fonts.dtd\">\n\
+             <fontconfig><cachedir>{}</cachedir></fontconfig>\n",
+            dir.path().join("cache").display()
+        ),
+    )
+    .unwrap();
+    let raster = |fontconfig: Option<&Path>, name: &str| -> Vec<u8> {
+        let out = dir.path().join(name);
+        let mut c = Command::new("pdftoppm");
+        c.args(["-png", "-r", "72", "-singlefile"])
+            .arg(&pdf)
+            .arg(&out);
+        if let Some(conf) = fontconfig {
+            c.env("FONTCONFIG_FILE", conf);
+        }
+        let o = c.output().expect("pdftoppm runs");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read(out.with_extension("png")).unwrap()
+    };
+    let usual = raster(None, "usual");
+    let without = raster(Some(&bare), "without");
+    assert!(usual.len() > 1000);
+    assert!(
+        usual == without,
+        "page 1 rasterises differently without the machine's fonts"
+    );
+}
