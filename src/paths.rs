@@ -1,7 +1,7 @@
 //! Where things live: database URI resolution and the data directory (the config
 //! file's path is `crate::config::file_path`).
 //!
-//! The database location is a URI (a local path, or `s3://`, `gs://`, `az://`, `db://`
+//! The database location is a URI (a local path, `s3://`, or `gs://`, `az://`, `db://`
 //! with the `cloud` feature). Only the default location assumes a local disk.
 
 use std::collections::HashMap;

@@ -56,7 +56,7 @@ pub struct WorkbenchArgs {
 /// Flags accepted before or after the subcommand.
 #[derive(Debug, Clone, Args, Default)]
 pub struct GlobalArgs {
-    /// Database location (a directory, or s3://, gs://, az://, db:// with the `cloud` feature).
+    /// Database location (a directory, s3://, or gs://, az://, db:// with the `cloud` feature).
     /// Repeat as NAME=PATH to open several named collections side by side.
     /// Default: [collections] of the config file, else $HAIKU_RAG_DB, else
     /// <data dir>/haiku.rag.lancedb.

@@ -1,7 +1,7 @@
 //! The knowledge base: haiku.rag 0.77's LanceDB tables (SPEC §11), read and written.
 //!
-//! A [`Store`] is opened by URI (a local directory, or an object-store / LanceDB Cloud URI
-//! with the `cloud` feature). Opening checks that every table has haiku.rag's columns and
+//! A [`Store`] is opened by URI (a local directory, an `s3://` URI, or a GCS, Azure or
+//! LanceDB Cloud URI with the `cloud` feature). Opening checks that every table has haiku.rag's columns and
 //! that `chunks.vector` has the dimension recorded in `settings`; anything else is refused
 //! with an error that names what differs. Queries need an [`Embedder`] of that dimension.//!
 //! One file per job: the record types (`types`), opening and creating a database
