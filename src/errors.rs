@@ -120,6 +120,20 @@ fn redact_assignments(text: &str) -> String {
     out
 }
 
+/// Whether `e` is a write to a closed pipe (`groundwork inspect S | head -1`): the reader
+/// has all it wanted, so nothing is printed for it.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == Some(io::ErrorKind::BrokenPipe)
+    })
+}
+
 /// One line for `e`: its chain joined by `": "`, each cause once, secrets redacted.
 pub fn render(e: &anyhow::Error) -> String {
     redact(&join_causes(e.chain())).into_owned()
@@ -171,6 +185,19 @@ impl<W: io::Write> io::Write for RedactingWriter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closed_pipe_is_told_apart_wherever_it_sits_in_the_chain() {
+        let pipe = || io::Error::new(io::ErrorKind::BrokenPipe, "Broken pipe (os error 32)");
+        assert!(is_broken_pipe(&anyhow::Error::new(pipe())));
+        assert!(is_broken_pipe(
+            &anyhow::Error::new(pipe()).context("writing")
+        ));
+        let json = serde_json::Error::io(pipe());
+        assert!(is_broken_pipe(&anyhow::Error::new(json)));
+        let other = io::Error::new(io::ErrorKind::NotFound, "gone");
+        assert!(!is_broken_pipe(&anyhow::Error::new(other)));
+    }
 
     #[test]
     fn a_cause_already_in_the_line_is_left_out() {

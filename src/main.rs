@@ -15,7 +15,10 @@ fn main() -> ExitCode {
     {
         return groundwork::sandbox::worker::run();
     }
-    let cli = groundwork::cli::Cli::parse();
+    let cli = match groundwork::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return groundwork::cli::usage_error(e),
+    };
     if cli.ends_soon() {
         groundwork::sandbox::alloc::keep_freed_memory();
     }
@@ -38,6 +41,9 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(groundwork::cli::run(cli, env)) {
         Ok(code) => code,
+        // The reader of a pipe stopped reading (`| head`): quietly, with the status a
+        // program stopped by SIGPIPE has.
+        Err(e) if groundwork::errors::is_broken_pipe(&e) => ExitCode::from(141),
         Err(e) => {
             let line = groundwork::errors::render(&e);
             tracing::error!("{line}");

@@ -203,6 +203,15 @@ fn positive(s: &str) -> Result<usize, String> {
     }
 }
 
+/// A question's number as the conversation shows it: 1, 2, …
+fn question_number(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n >= 1 => Ok(n as usize),
+        Ok(_) => Err("questions are numbered from 1".into()),
+        Err(_) => Err("not a question number (1, 2, …)".into()),
+    }
+}
+
 /// An `eval` arm's flags, `NAME: FLAGS`: `ask`'s own flags and the model flags, parsed
 /// by the same definitions.
 #[derive(Debug, Parser)]
@@ -244,7 +253,7 @@ pub struct ReplayArgs {
     /// A session file.
     pub session: PathBuf,
     /// The question to run again (1-based, as the conversation numbers them).
-    #[arg(long, value_name = "N", value_parser = positive)]
+    #[arg(long, value_name = "N", value_parser = question_number, allow_negative_numbers = true)]
     pub question: usize,
     /// What to change: `ask`'s flags, as an `eval` arm takes them, e.g. `--no-policy`,
     /// `--no-compaction`, `--capability analysis`, `--eager`, `--model M`.
@@ -290,7 +299,7 @@ pub struct IngestArgs {
 pub struct SearchArgs {
     pub query: String,
     /// Number of results (default: config search.limit, 5).
-    #[arg(long, short)]
+    #[arg(long, short, value_parser = positive)]
     pub limit: Option<usize>,
     /// SQL WHERE clause over document_meta (id, uri, title, metadata, created_at, updated_at).
     #[arg(long)]
@@ -407,5 +416,10 @@ mod tests {
         );
         assert!(!a.flags.options().policy && a.flags.options().compaction);
         assert!(Cli::try_parse_from(["groundwork", "ask", "q?", "--search-limit", "0"]).is_err());
+        assert!(Cli::try_parse_from(["groundwork", "search", "lamp", "--limit", "0"]).is_err());
+        let e = Cli::try_parse_from(["groundwork", "replay", "s.json", "--question", "-1"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("questions are numbered from 1"), "{e}");
     }
 }

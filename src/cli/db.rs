@@ -248,11 +248,12 @@ pub(super) async fn delete(ctx: &CmdContext, a: DeleteArgs) -> Result<ExitCode> 
     // And what an interrupted re-ingest of it left.
     store.discard_replacement(&doc.id).await?;
     store.ensure_indexes().await?;
-    println!(
+    writeln!(
+        std::io::stdout().lock(),
         "deleted {} ({})",
         doc.id,
         doc.uri.or(doc.title).unwrap_or_default()
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,6 +1,7 @@
 //! `groundwork ingest` and the first-run demo database: ingesting files with a progress
 //! bar on stderr.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -91,11 +92,12 @@ pub(super) async fn ingest(ctx: &CmdContext, a: IngestArgs) -> Result<ExitCode> 
     let replaced = report.count(|o| matches!(o, Outcome::Replaced { .. }));
     let unchanged = report.count(|o| matches!(o, Outcome::Unchanged { .. }));
     let failed = report.failed();
-    println!(
+    writeln!(
+        std::io::stdout().lock(),
         "{added} added, {replaced} updated, {unchanged} unchanged, {} failed; {} chunks in {secs:.1}s",
         failed.len(),
         report.chunks_written()
-    );
+    )?;
     for f in &failed {
         if let Outcome::Failed { error } = &f.outcome {
             eprintln!("failed: {error}");

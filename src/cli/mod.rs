@@ -31,6 +31,56 @@ pub use logging::init_logging;
 pub use replay::workbench_changes;
 
 /// Runs the parsed command line; the exit code says how it went.
+/// What a command line clap refused prints: help and version as clap prints them, and any
+/// other error in one line, its tips folded in and the command's `--help` named
+/// (`error: invalid value '-1' for '--question <N>': questions are numbered from 1 (see
+/// 'groundwork replay --help')`). Exit status 2, as clap's own.
+pub fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::CommandFactory;
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+    }
+    let cli = Cli::command();
+    let sub = std::env::args().skip(1).find(|a| {
+        cli.get_subcommands()
+            .any(|c| c.get_name() == a || c.get_all_aliases().any(|x| x == a))
+    });
+    let command = match sub {
+        Some(sub) => format!("groundwork {sub}"),
+        None => "groundwork".to_string(),
+    };
+    eprintln!(
+        "{}",
+        one_line_usage_error(&e.render().to_string(), &command)
+    );
+    ExitCode::from(2)
+}
+
+/// clap's rendered error (a first line, tips, a usage block, a pointer to `--help`) in one
+/// line that names `command`'s help.
+fn one_line_usage_error(rendered: &str, command: &str) -> String {
+    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("error: invalid command line");
+    let mut notes: Vec<String> = lines
+        .filter_map(|l| l.strip_prefix("tip:"))
+        .map(|tip| tip.trim().to_string())
+        .collect();
+    notes.push(format!("see '{command} --help'"));
+    let first = if first.starts_with("error:") {
+        first.to_string()
+    } else {
+        format!("error: {first}")
+    };
+    format!("{first} ({})", notes.join("; "))
+}
+
 pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
     let cli = merge_workbench_flags(cli)?;
     let ctx = CmdContext::new(&cli.global, env)?;
@@ -106,4 +156,25 @@ fn cancel_on_ctrl_c(cancel: &crate::engine::cancel::CancelToken) -> tokio::task:
             cancel.cancel();
         }
     })
+}
+
+#[cfg(test)]
+mod usage_tests {
+    use super::one_line_usage_error;
+
+    #[test]
+    fn a_clap_error_is_one_line_with_its_tip_and_the_commands_help() {
+        let rendered = "error: unexpected argument '--frob' found\n\n  tip: a similar argument \
+                        exists: '--from'\n\nUsage: groundwork replay [OPTIONS] --question <N> \
+                        <SESSION>\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            one_line_usage_error(rendered, "groundwork replay"),
+            "error: unexpected argument '--frob' found (a similar argument exists: '--from'; \
+             see 'groundwork replay --help')"
+        );
+        assert_eq!(
+            one_line_usage_error("error: bad\n", "groundwork"),
+            "error: bad (see 'groundwork --help')"
+        );
+    }
 }

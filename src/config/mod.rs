@@ -177,8 +177,50 @@ impl Config {
     }
 }
 
+/// Checks that `url` (the value of `key`) is an http(s) URL that parses: one line naming the
+/// fault otherwise (`"http://[::1" is not a valid URL (invalid IPv6 address)`), before any
+/// connection is tried.
+pub(crate) fn check_http_url(key: &str, url: &str) -> Result<(), ConfigError> {
+    let invalid = |message: String| ConfigError::Invalid {
+        key: key.into(),
+        message,
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(invalid(format!("{url:?} is not an http(s) URL")));
+    }
+    match reqwest::Url::parse(url) {
+        Ok(u) if u.host_str().is_some_and(|h| !h.is_empty()) => Ok(()),
+        Ok(_) => Err(invalid(format!("{url:?} is not a valid URL (no host)"))),
+        Err(e) => Err(invalid(format!("{url:?} is not a valid URL ({e})"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn urls_that_do_not_parse_are_named_in_one_line() {
+        use super::check_http_url;
+        assert!(check_http_url("model.base_url", "http://127.0.0.1:8080/v1").is_ok());
+        assert!(check_http_url("model.base_url", "https://[::1]:8080/v1").is_ok());
+        let line = |url: &str| {
+            check_http_url("model.base_url", url)
+                .unwrap_err()
+                .to_string()
+        };
+        let e = line("http://[::1");
+        assert!(
+            e.contains("\"http://[::1\" is not a valid URL (invalid IPv6 address)"),
+            "{e}"
+        );
+        assert!(
+            line("http://").contains("is not a valid URL"),
+            "{}",
+            line("http://")
+        );
+        assert!(line("ftp://x").contains("is not an http(s) URL"));
+        assert!(!e.contains('\n'));
+    }
+
     use super::*;
 
     #[test]

@@ -322,12 +322,7 @@ impl ModelConfig {
 
     /// Whether the values are usable (URLs, non-zero limits).
     fn validate(&self) -> Result<(), ConfigError> {
-        if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
-            return Err(ConfigError::Invalid {
-                key: "model.base_url".into(),
-                message: format!("{:?} is not an http(s) URL", self.base_url),
-            });
-        }
+        super::check_http_url("model.base_url", &self.base_url)?;
         for (key, secs) in [
             ("model.timeout_secs", Some(self.timeout_secs)),
             (

@@ -67,12 +67,7 @@ impl RerankerConfig {
 
     /// Whether the values are usable.
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
-            return Err(ConfigError::Invalid {
-                key: "search.reranker.url".into(),
-                message: format!("{:?} is not an http(s) URL", self.url),
-            });
-        }
+        super::check_http_url("search.reranker.url", &self.url)?;
         if self.model.trim().is_empty() {
             return Err(ConfigError::Invalid {
                 key: "search.reranker.model".into(),

@@ -726,3 +726,79 @@ async fn an_ask_logs_its_phases_when_timing_is_enabled() {
     ]);
     assert!(phases.iter().all(|(_, ms)| *ms >= 0.0 && *ms < 60_000.0));
 }
+
+/// Issue 46: what a user types wrong at the command line is one line each, naming the
+/// fault: a URL that does not parse (not "connection closed"), a question number below 1
+/// (not clap's four lines), a search limit of 0 (not one result).
+#[tokio::test]
+async fn bad_values_at_the_command_line_are_one_line_each() {
+    let home = Home::new();
+    let one_line = |o: &Output| {
+        assert!(!o.status.success(), "expected a refusal: {}", stdout(o));
+        let err = stderr(o);
+        assert_eq!(err.lines().count(), 1, "one line expected:\n{err}");
+        assert!(err.starts_with("error: "), "{err}");
+        err.trim_end().to_string()
+    };
+
+    let o = home
+        .run(&[
+            "--db",
+            "x.lancedb",
+            "--model-url",
+            "http://[::1",
+            "--model",
+            "m",
+            "ask",
+            "What is the lamp?",
+        ])
+        .await;
+    let line = one_line(&o);
+    assert!(
+        line.contains("\"http://[::1\" is not a valid URL (invalid IPv6 address)"),
+        "{line}"
+    );
+
+    let session = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.json");
+    let o = home
+        .run(&["replay", session.to_str().unwrap(), "--question", "-1"])
+        .await;
+    assert_eq!(
+        one_line(&o),
+        "error: invalid value '-1' for '--question <N>': questions are numbered from 1 \
+         (see 'groundwork replay --help')"
+    );
+    assert_eq!(o.status.code(), Some(2));
+
+    let o = home.run(&["search", "lamp", "--limit", "0"]).await;
+    assert_eq!(
+        one_line(&o),
+        "error: invalid value '0' for '--limit <LIMIT>': must be at least 1 (see 'groundwork \
+         search --help')"
+    );
+
+    // Help is still clap's whole page, on stdout, with success.
+    let o = home.run(&["replay", "--help"]).await;
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("--question <N>"), "{}", stdout(&o));
+}
+
+/// Issue 46: `inspect S | head -1` ends quietly when the reader closes the pipe (the status
+/// a program stopped by SIGPIPE has), instead of "error: Broken pipe (os error 32)".
+#[tokio::test]
+async fn a_closed_pipe_ends_a_command_quietly() {
+    let home = Home::new();
+    let session = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.json");
+    let mut cmd = home.command(&["inspect", session.to_str().unwrap()]);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    // The reader goes away before anything is written: every write meets a closed pipe.
+    drop(child.stdout.take());
+    let o = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(stderr(&o), "", "nothing on stderr");
+    assert_eq!(o.status.code(), Some(141));
+}

@@ -87,7 +87,13 @@ impl Tmux {
         loop {
             let screen = self.capture();
             if pred(&screen) {
-                return screen;
+                // A capture can catch a frame half drawn (the panes, not yet the status
+                // bar): the capture a moment later has the whole frame.
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                let whole = self.capture();
+                if pred(&whole) {
+                    return whole;
+                }
             }
             if start.elapsed() > Duration::from_secs(secs) {
                 panic!("timed out waiting for {what}; screen:\n{screen}");
