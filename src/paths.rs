@@ -84,6 +84,27 @@ pub fn resolve_db(flag: Option<&str>, config_data_dir: Option<&Path>, env: &Env)
     dir.join("haiku.rag.lancedb").to_string_lossy().into_owned()
 }
 
+/// What `path` is when it exists but is not a regular file (`"a named pipe"`, `"a
+/// socket"`, `"a device"`, `"a folder"`): reading one can block forever or never end, so
+/// commands refuse or skip it by this name.
+pub fn not_a_regular_file(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let ft = std::fs::metadata(path).ok()?.file_type();
+    if ft.is_file() {
+        None
+    } else if ft.is_fifo() {
+        Some("a named pipe")
+    } else if ft.is_socket() {
+        Some("a socket")
+    } else if ft.is_block_device() || ft.is_char_device() {
+        Some("a device")
+    } else if ft.is_dir() {
+        Some("a folder")
+    } else {
+        Some("not a regular file")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

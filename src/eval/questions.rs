@@ -52,7 +52,12 @@ pub fn load(path: &Path) -> Result<Vec<Entry>, QuestionsError> {
         path: path.display().to_string(),
         message,
     };
+    if let Some(kind) = crate::paths::not_a_regular_file(path) {
+        return Err(err(format!("it is {kind}, not a file of questions")));
+    }
     let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    // A byte-order mark (editors on Windows write one) is not part of the first line.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let jsonl = matches!(
         path.extension().and_then(|e| e.to_str()),
         Some("jsonl" | "json")
@@ -61,9 +66,9 @@ pub fn load(path: &Path) -> Result<Vec<Entry>, QuestionsError> {
         .find(|l| !l.trim().is_empty())
         .is_some_and(|l| l.trim_start().starts_with('{'));
     let entries = if jsonl {
-        parse_jsonl(&text).map_err(err)?
+        parse_jsonl(text).map_err(err)?
     } else {
-        parse_text(&text)
+        parse_text(text)
     };
     if entries.is_empty() {
         return Err(err("no questions".into()));
@@ -156,6 +161,34 @@ fn check_ids(entries: &[Entry]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_order_mark_is_read_past_and_a_named_pipe_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let bom = dir.path().join("q.jsonl");
+        std::fs::write(&bom, "\u{feff}{\"id\": \"a\", \"question\": \"Why?\"}\n").unwrap();
+        let e = load(&bom).unwrap();
+        assert_eq!((e[0].id.as_str(), e[0].turns[0].as_str()), ("a", "Why?"));
+        let plain = dir.path().join("q.txt");
+        std::fs::write(&plain, "\u{feff}Why?\nHow?\n").unwrap();
+        assert_eq!(load(&plain).unwrap()[0].turns[0], "Why?");
+
+        let fifo = dir.path().join("q.fifo.jsonl");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Refused at once (reading it would wait for a writer forever).
+        let err = load(&fifo).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!(
+                "{}: it is a named pipe, not a file of questions",
+                fifo.display()
+            )
+        );
+    }
 
     #[test]
     fn jsonl_entries_with_defaults_turns_and_refusals() {

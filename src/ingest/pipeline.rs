@@ -119,24 +119,8 @@ pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
 /// Why `path` is not ingested when it is not a regular file (a named pipe, a socket, a
 /// device): reading one can block forever or never end.
 fn not_a_regular_file(path: &Path) -> Option<String> {
-    use std::os::unix::fs::FileTypeExt as _;
-    let meta = std::fs::metadata(path).ok()?;
-    let ft = meta.file_type();
-    if ft.is_file() {
-        return None;
-    }
-    let kind = if ft.is_fifo() {
-        "a named pipe"
-    } else if ft.is_socket() {
-        "a socket"
-    } else if ft.is_block_device() || ft.is_char_device() {
-        "a device"
-    } else if ft.is_dir() {
-        "a folder"
-    } else {
-        "not a regular file"
-    };
-    Some(format!("{}: skipped, it is {kind}", path.display()))
+    crate::paths::not_a_regular_file(path)
+        .map(|kind| format!("{}: skipped, it is {kind}", path.display()))
 }
 
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
