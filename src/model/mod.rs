@@ -332,8 +332,11 @@ impl OpenAiModel {
                 return Err(self.too_large());
             }
         }
-        if !acc.finished() && !probe.saw_done() {
-            if !acc.saw_event {
+        // An answer is whole only when the server said why it ended: a stream that closes,
+        // or sends `[DONE]`, without a finish reason is a cut one (asked once more, then a
+        // clear failure; nothing incomplete is committed as an answer).
+        if !acc.finished() {
+            if !acc.saw_event && !probe.saw_done() {
                 return Err(if probe.bytes() == 0 {
                     self.closed(None, "")
                 } else {
@@ -345,7 +348,11 @@ impl OpenAiModel {
             }
             return Err(ModelError::Interrupted {
                 url: self.url(),
-                detail: "the stream ended without a finish reason or [DONE]".into(),
+                detail: if probe.saw_done() {
+                    "the stream ended with [DONE] but without a finish reason".into()
+                } else {
+                    "the stream ended without a finish reason or [DONE]".into()
+                },
                 shown: *emitted,
             });
         }

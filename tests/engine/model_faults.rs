@@ -476,6 +476,42 @@ async fn a_stream_closed_before_any_event_is_a_connection_error() {
     assert_eq!(result.output, RunOutput::Text("ok".into()));
 }
 
+/// Issue 46: `[DONE]` with no finish reason before it is a cut stream, not a whole answer
+/// (it used to commit the fragment "Every 200 operating " as the answer): asked once more,
+/// then a clear failure.
+#[tokio::test]
+async fn done_without_a_finish_reason_is_a_cut_stream() {
+    let chunk = |delta: Value| {
+        json!({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+        .to_string()
+    };
+    let cut = || {
+        Reply::sse_raw(vec![
+            chunk(json!({"role": "assistant", "content": "Every 200 operating "})),
+            "[DONE]".to_string(),
+        ])
+    };
+    // Once: the answer asked again is the one kept.
+    let server =
+        ScriptedServer::start(vec![cut(), Reply::text("Every 200 operating hours.")]).await;
+    let result = run(test_config(&server.base_url())).await.unwrap();
+    assert_eq!(
+        result.output,
+        RunOutput::Text("Every 200 operating hours.".into())
+    );
+    assert_eq!(server.requests().len(), 2);
+    // Twice: a failure that says so, no answer.
+    let server = ScriptedServer::start(vec![cut(), cut(), Reply::text("never reached")]).await;
+    let e = fail(test_config(&server.base_url())).await;
+    assert!(matches!(e, ModelError::Interrupted { .. }), "{e}");
+    assert!(
+        e.to_string().contains("[DONE] but without a finish reason"),
+        "{e}"
+    );
+    assert_eq!(server.requests().len(), 2);
+}
+
 #[tokio::test]
 async fn a_finish_reason_without_done_is_a_whole_answer() {
     let chunk = |delta: Value, finish: Value| {
