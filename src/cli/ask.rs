@@ -125,56 +125,61 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
             s.to_string()
         }
     };
-    if a.json {
-        let mut v = serde_json::to_value(&outcome)?;
-        if let serde_json::Value::Object(m) = &mut v {
-            m.insert(
-                "session".into(),
-                serde_json::Value::String(path.display().to_string()),
-            );
-        }
-        serde_json::to_writer_pretty(&mut out, &v)?;
-        writeln!(out)?;
-    } else {
-        writeln!(out, "{}", clean(&outcome.answer))?;
-        if !outcome.citations.is_empty() {
+    // Printed in one piece: a reader that closed the pipe (`| head`) does not keep the
+    // session from being closed or a failed save from being reported.
+    let printed = (|| -> Result<()> {
+        if a.json {
+            let mut v = serde_json::to_value(&outcome)?;
+            if let serde_json::Value::Object(m) = &mut v {
+                m.insert(
+                    "session".into(),
+                    serde_json::Value::String(path.display().to_string()),
+                );
+            }
+            serde_json::to_writer_pretty(&mut out, &v)?;
             writeln!(out)?;
-            writeln!(out, "Sources:")?;
-            for c in &outcome.citations {
-                let source = c["document_title"]
-                    .as_str()
-                    .or(c["document_uri"].as_str())
-                    .unwrap_or("");
-                let pages = c["page_numbers"]
-                    .as_array()
-                    .filter(|p| !p.is_empty())
-                    .map(|p| {
-                        format!(
-                            ", p. {}",
-                            p.iter()
-                                .map(|x| x.to_string())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )
-                    })
-                    .unwrap_or_default();
-                writeln!(out, "  [{}] {}{pages}", c["index"], clean(source))?;
+        } else {
+            writeln!(out, "{}", clean(&outcome.answer))?;
+            if !outcome.citations.is_empty() {
+                writeln!(out)?;
+                writeln!(out, "Sources:")?;
+                for c in &outcome.citations {
+                    let source = c["document_title"]
+                        .as_str()
+                        .or(c["document_uri"].as_str())
+                        .unwrap_or("");
+                    let pages = c["page_numbers"]
+                        .as_array()
+                        .filter(|p| !p.is_empty())
+                        .map(|p| {
+                            format!(
+                                ", p. {}",
+                                p.iter()
+                                    .map(|x| x.to_string())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )
+                        })
+                        .unwrap_or_default();
+                    writeln!(out, "  [{}] {}{pages}", c["index"], clean(source))?;
+                }
+            }
+            let cut = if outcome.cut_off {
+                "; the answer was cut off at the model's token limit (max_tokens)"
+            } else {
+                ""
+            };
+            if matches!(&saved, Ok(s) if s.note.is_none()) {
+                eprintln!(
+                    "({}{cut}; session saved to {})",
+                    outcome.status,
+                    path.display()
+                );
             }
         }
-        let cut = if outcome.cut_off {
-            "; the answer was cut off at the model's token limit (max_tokens)"
-        } else {
-            ""
-        };
-        if matches!(&saved, Ok(s) if s.note.is_none()) {
-            eprintln!(
-                "({}{cut}; session saved to {})",
-                outcome.status,
-                path.display()
-            );
-        }
-    }
-    out.flush()?;
+        out.flush()?;
+        Ok(())
+    })();
     drop(out);
     if let Held::Whole(conversation) = held {
         (*conversation).close_for_exit();
@@ -191,6 +196,6 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
         Ok(crate::session::Saved {
             note: Some(note), ..
         }) => bail!("{note}"),
-        Ok(_) => Ok(ExitCode::SUCCESS),
+        Ok(_) => printed.map(|()| ExitCode::SUCCESS),
     }
 }

@@ -802,3 +802,42 @@ async fn a_closed_pipe_ends_a_command_quietly() {
     assert_eq!(stderr(&o), "", "nothing on stderr");
     assert_eq!(o.status.code(), Some(141));
 }
+
+/// Issue 46: `ask … | head -c0` (the reader gone before the answer is printed) still keeps
+/// the question: the session is saved before anything is printed, and the closed pipe
+/// ends the command quietly.
+#[tokio::test]
+async fn an_ask_whose_reader_is_gone_keeps_the_question_and_ends_quietly() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let db = home.kb(&embed).await;
+    let model = ScriptedServer::start(vec![Reply::text("The lamp is electric.")]).await;
+    let session = home.path().join("kept.json");
+    let mut cmd = home.command(&[
+        "--db",
+        &db,
+        "--embed-url",
+        &embed.url,
+        "--embed-model",
+        hashembed::MODEL,
+        "--model-url",
+        &model.base_url(),
+        "--session",
+        session.to_str().unwrap(),
+        "ask",
+        "What is the lamp?",
+    ]);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    drop(child.stdout.take());
+    let o = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(o.status.code(), Some(141), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("error"), "{}", stderr(&o));
+    let saved = std::fs::read_to_string(&session).unwrap();
+    assert!(saved.contains("What is the lamp?"), "the question is kept");
+    assert!(saved.contains("The lamp is electric."), "and its answer");
+}
