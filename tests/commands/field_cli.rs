@@ -783,6 +783,17 @@ async fn bad_values_at_the_command_line_are_one_line_each() {
     assert!(stdout(&o).contains("--question <N>"), "{}", stdout(&o));
 }
 
+/// Runs `cmd` with its stdout a pipe whose reader is gone before anything is written, so
+/// every write meets a closed pipe.
+async fn run_with_reader_gone(mut cmd: Command) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    drop(child.stdout.take());
+    tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap()
+}
+
 /// Issue 46: `inspect S | head -1` ends quietly when the reader closes the pipe (the status
 /// a program stopped by SIGPIPE has), instead of "error: Broken pipe (os error 32)".
 #[tokio::test]
@@ -790,15 +801,8 @@ async fn a_closed_pipe_ends_a_command_quietly() {
     let home = Home::new();
     let session = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.json");
     let mut cmd = home.command(&["inspect", session.to_str().unwrap()]);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    // The reader goes away before anything is written: every write meets a closed pipe.
-    drop(child.stdout.take());
-    let o = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-        .await
-        .unwrap();
+    cmd.stdin(Stdio::null());
+    let o = run_with_reader_gone(cmd).await;
     assert_eq!(stderr(&o), "", "nothing on stderr");
     assert_eq!(o.status.code(), Some(141));
 }
@@ -813,28 +817,9 @@ async fn an_ask_whose_reader_is_gone_keeps_the_question_and_ends_quietly() {
     let db = home.kb(&embed).await;
     let model = ScriptedServer::start(vec![Reply::text("The lamp is electric.")]).await;
     let session = home.path().join("kept.json");
-    let mut cmd = home.command(&[
-        "--db",
-        &db,
-        "--embed-url",
-        &embed.url,
-        "--embed-model",
-        hashembed::MODEL,
-        "--model-url",
-        &model.base_url(),
-        "--session",
-        session.to_str().unwrap(),
-        "ask",
-        "What is the lamp?",
-    ]);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    drop(child.stdout.take());
-    let o = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
-        .await
-        .unwrap();
+    let mut cmd = home.ask_lamp(&db, &embed, &model.base_url());
+    cmd.args(["--session", session.to_str().unwrap()]);
+    let o = run_with_reader_gone(cmd).await;
     assert_eq!(o.status.code(), Some(141), "{}", stderr(&o));
     assert!(!stderr(&o).contains("error"), "{}", stderr(&o));
     let saved = std::fs::read_to_string(&session).unwrap();
