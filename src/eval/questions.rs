@@ -126,8 +126,29 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<Entry>, String> {
     Ok(entries)
 }
 
-/// The file name an id or arm name is saved under: unsafe characters become `_`.
+/// The file name an id or arm name is saved under: unsafe characters become `_`; a name
+/// that would be empty (`..`) or longer than 80 bytes is cut and ends in a hash of the id
+/// (the results record each question's session path).
 pub fn file_name(id: &str) -> String {
+    /// Longer names are cut and told apart by a hash (a file name is at most 255 bytes).
+    const MAX: usize = 80;
+    let plain = plain_file_name(id);
+    if !plain.is_empty() && plain.len() <= MAX {
+        return plain;
+    }
+    use sha2::Digest as _;
+    let hash = hex::encode(&sha2::Sha256::digest(id.as_bytes())[..4]);
+    let stem: String = plain.chars().take(MAX - 9).collect();
+    if stem.is_empty() {
+        format!("id-{hash}")
+    } else {
+        format!("{stem}-{hash}")
+    }
+}
+
+/// `id` with every character a file name should not hold replaced by `_`, leading dots
+/// dropped (no hidden files, no `..`).
+fn plain_file_name(id: &str) -> String {
     id.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
@@ -224,5 +245,14 @@ mod tests {
         assert_eq!((e[1].id.as_str(), e[1].question()), ("q2", "Second?"));
         assert_eq!(file_name("a/b c.d"), "a_b_c.d");
         assert_eq!(file_name("../x"), "_x");
+        // Nothing left, or too long for a file name: cut, with a hash of the whole id.
+        assert!(file_name("..").starts_with("id-"), "{}", file_name(".."));
+        assert_eq!(file_name("..").len(), 11);
+        assert_ne!(file_name(".."), file_name("..."));
+        let long = "q".repeat(300);
+        let name = file_name(&long);
+        assert_eq!(name.len(), 80);
+        assert!(name.starts_with("qqqq"));
+        assert_ne!(name, file_name(&format!("{long}x")));
     }
 }

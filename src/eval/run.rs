@@ -122,6 +122,16 @@ pub async fn run(
     let out = plan.out.clone();
     std::fs::create_dir_all(&out)
         .map_err(|e| err(format!("cannot create {}: {e}", out.display())))?;
+    // One run per experiment folder at a time: two would both run every question.
+    let _lock =
+        crate::session::SessionLock::acquire(&out.join("results.jsonl")).map_err(|e| match e {
+            crate::session::SessionError::Busy { pid, .. } => err(format!(
+                "another eval{} is running in {}: wait for it to end, or use another --out",
+                pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+                out.display()
+            )),
+            other => err(other),
+        })?;
     check_arms(&out, &plan.arms)?;
     let (mut journal, records) = Journal::open(&out.join("results.jsonl")).map_err(err)?;
     let mut latest = results::latest(records);
@@ -327,10 +337,12 @@ async fn run_entry(
             });
         }
     }
+    // A question whose session could not be saved failed: its evidence cannot be
+    // reviewed, and a run again asks it again.
     if asked > 0
         && let Err(e) = conversation.save()
     {
-        record.error = Some(format!(
+        error.get_or_insert(format!(
             "the session could not be saved: {}",
             crate::errors::render(&e)
         ));

@@ -628,3 +628,130 @@ async fn an_experiment_file_with_a_text_question_set_and_a_conversation_entry() 
     assert!(!home.path("bad").exists());
     assert_eq!(model.requests().len(), before);
 }
+
+/// Issue 46: two `eval`s on one `--out` would both run every question (48 rows for 24
+/// pairs). The second is refused in one line naming the first, and writes nothing.
+#[tokio::test]
+async fn a_second_eval_on_the_same_folder_is_refused_while_the_first_runs() {
+    use crate::support::scripted_server::Reply;
+    let home = Home::new().await;
+    let model = ScriptedServer::responding(|_| {
+        Reply::text("Slowly answered.").delay(Duration::from_secs(4))
+    })
+    .await;
+    std::fs::write(
+        home.path("set.jsonl"),
+        "{\"id\": \"a\", \"question\": \"Why?\"}\n",
+    )
+    .unwrap();
+    let url = model.base_url();
+    let args = [
+        "--model-url",
+        url.as_str(),
+        "eval",
+        "set.jsonl",
+        "--arm",
+        "base: --no-policy",
+        "--out",
+        "exp",
+    ];
+    let mut first = home.command(&args);
+    first
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let first = first.spawn().unwrap();
+    let lock = home.path("exp/results.jsonl.lock");
+    let started = Instant::now();
+    while !lock.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the first eval never locked"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let second = home.run(&args).await;
+    assert_eq!(second.status.code(), Some(1), "{}", err(&second));
+    let line = err(&second);
+    assert_eq!(line.lines().count(), 1, "{line}");
+    assert!(
+        line.starts_with(&format!(
+            "error: another eval (pid {}) is running in exp",
+            first.id()
+        )),
+        "{line}"
+    );
+    let first = tokio::task::spawn_blocking(move || first.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert!(first.status.success(), "{}", err(&first));
+    assert_eq!(
+        results(&home.path("exp")).len(),
+        1,
+        "one row: the first eval's"
+    );
+    assert!(!lock.exists(), "the lock is gone with its holder");
+    assert_eq!(model.requests().len(), 1, "the question was asked once");
+}
+
+/// Issue 46: ids that cannot be file names (300 characters, `..`, `/`) are saved under
+/// safe names recorded in the results; a question whose session could not be saved is
+/// `failed`, counted so in the report, and the exit status says so.
+#[tokio::test]
+async fn unsafe_ids_get_safe_session_files_and_a_failed_save_is_a_failure() {
+    use crate::support::scripted_server::Reply;
+    let home = Home::new().await;
+    let model = ScriptedServer::responding(|_| Reply::text("Answered.")).await;
+    let long = "q".repeat(300);
+    let set = [long.as_str(), "..", "a/b"]
+        .iter()
+        .map(|id| json!({"id": id, "question": format!("Question {id}?")}).to_string() + "\n")
+        .collect::<String>();
+    std::fs::write(home.path("set.jsonl"), set).unwrap();
+    let url = model.base_url();
+    let eval = |out: &'static str| {
+        [
+            "--model-url",
+            url.as_str(),
+            "eval",
+            "set.jsonl",
+            "--arm",
+            "base: --no-policy",
+            "--out",
+            out,
+        ]
+        .map(str::to_string)
+    };
+    let o = home.run(&eval("exp").each_ref().map(String::as_str)).await;
+    assert!(o.status.success(), "{}", err(&o));
+    let rows = results(&home.path("exp"));
+    assert_eq!(rows.len(), 3);
+    let mut files = HashSet::new();
+    for row in &rows {
+        let session = row["session"].as_str().unwrap();
+        let name = Path::new(session).file_name().unwrap().to_str().unwrap();
+        assert!(!name.starts_with('.') && name.len() <= 85, "{session}");
+        let saved = std::fs::read_to_string(home.path("exp").join(session)).unwrap();
+        assert!(saved.contains("Answered."), "{session} holds its question");
+        assert_ne!(row["status"], "failed", "{row}");
+        files.insert(session.to_string());
+    }
+    assert_eq!(files.len(), 3, "three distinct files: {files:?}");
+
+    // A folder where the arm's sessions cannot be written: every question failed.
+    std::fs::create_dir_all(home.path("ro/sessions")).unwrap();
+    std::fs::write(home.path("ro/sessions/base"), "not a folder").unwrap();
+    let o = home.run(&eval("ro").each_ref().map(String::as_str)).await;
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("3 failed"), "{}", err(&o));
+    for row in results(&home.path("ro")) {
+        assert_eq!(row["status"], "failed", "{row}");
+        let error = row["error"].as_str().unwrap();
+        assert!(
+            error.starts_with("the session could not be saved: "),
+            "{error}"
+        );
+    }
+    let report = read_json(&home.path("ro/report.json"));
+    assert_eq!(report["arms"][0]["counts"]["failed"], 3, "{report}");
+}
