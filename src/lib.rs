@@ -11,6 +11,7 @@ pub mod embed;
 pub mod engine;
 pub mod errors;
 pub mod eval;
+pub mod exit;
 pub mod host;
 pub mod http;
 pub mod ingest;

@@ -25,8 +25,15 @@ fn main() -> ExitCode {
     let env = groundwork::paths::process_env();
     // Secrets are known before anything can print or log them.
     groundwork::errors::register_env(&env);
+    for value in env.values() {
+        groundwork::errors::register_url_passwords(value);
+    }
+    for arg in std::env::args_os() {
+        groundwork::errors::register_url_passwords(&arg.to_string_lossy());
+    }
     if let Ok(text) = std::fs::read_to_string(groundwork::config::file_path(&env)) {
         groundwork::errors::register_config_text(&text);
+        groundwork::errors::register_url_passwords(&text);
     }
     let _log = groundwork::cli::init_logging(&env);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -35,7 +42,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            say(format_args!("error: cannot start the async runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -47,8 +54,14 @@ fn main() -> ExitCode {
         Err(e) => {
             let line = groundwork::errors::render(&e);
             tracing::error!("{line}");
-            eprintln!("error: {line}");
+            say(format_args!("error: {line}"));
             ExitCode::FAILURE
         }
     }
+}
+
+/// One line on standard error, through the redactor.
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(groundwork::errors::stderr(), "{line}");
 }

@@ -38,9 +38,11 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     let model_config = match choose_model(ctx).await? {
         crate::engine::discover::ModelChoice::None(hint) => bail!("{hint}"),
         crate::engine::discover::ModelChoice::Discovered(c, found) => {
-            eprintln!(
+            crate::errors::say!(
                 "using {} at {} (found {})",
-                c.model, c.base_url, found.server
+                c.model,
+                c.base_url,
+                found.server
             );
             c
         }
@@ -86,18 +88,39 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     };
     crate::timing::mark("ask: session opened");
     let cancel = crate::engine::cancel::CancelToken::new();
+    // On a terminal the answer streams as it comes (pipes and --json get it whole).
+    let (events, printer) = if super::live::streams(a.json) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (Some(tx), Some(tokio::spawn(super::live::print(rx))))
+    } else {
+        (None, None)
+    };
     // The answer is printed whatever the save does, and a failed save is reported after
     // it: a full disk or a read-only folder must not cost the user the answer. Never over
     // another writer's work: then the answer is kept beside.
+    // Where the new question starts in a session read whole (for its resume file).
+    let question = match &held {
+        Held::Whole(c) => c.session().messages.len(),
+        Held::Resumed(_) => 0,
+    };
+    let asked = match &mut held {
+        Held::Resumed(r) => r.ask(&agent, &a.question, events, cancel).await,
+        Held::Whole(conversation) => conversation.ask(&agent, &a.question, events, cancel).await,
+    };
+    // The run is over (its events sender dropped): the printer has shown everything.
+    let shown = match printer {
+        Some(p) => Some(p.await?),
+        None => None,
+    };
+    let asked = asked?;
     let (outcome, saved) = match &mut held {
         Held::Resumed(r) => {
-            let outcome = r.ask(&agent, &a.question, cancel).await?;
+            let outcome = asked;
             crate::timing::mark("ask: answered and committed");
             (outcome, r.save(&agent))
         }
         Held::Whole(conversation) => {
-            let question = conversation.session().messages.len();
-            let outcome = conversation.ask(&agent, &a.question, None, cancel).await?;
+            let outcome = asked;
             crate::timing::mark("ask: answered and committed");
             let saved = conversation.save();
             if let Ok(s) = &saved
@@ -116,7 +139,11 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     };
     crate::timing::mark("ask: saved");
     let path = saved.as_ref().map_or(path.clone(), |s| s.path.clone());
-    let mut out = std::io::stdout().lock();
+    // As `search` says it: the question went on without what failed.
+    for w in &outcome.warnings {
+        crate::errors::say!("{w}");
+    }
+    let mut out = crate::errors::stdout();
     let to_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let clean = |s: &str| -> String {
         if to_terminal {
@@ -139,7 +166,21 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
             serde_json::to_writer_pretty(&mut out, &v)?;
             writeln!(out)?;
         } else {
-            writeln!(out, "{}", clean(&outcome.answer))?;
+            match &shown {
+                // Streamed already: only the end of its line.
+                Some(s) if s.last_text.trim() == outcome.answer.trim() => {
+                    if !s.at_line_start {
+                        writeln!(out)?;
+                    }
+                }
+                Some(s) => {
+                    if !s.at_line_start {
+                        writeln!(out)?;
+                    }
+                    writeln!(out, "{}", clean(&outcome.answer))?;
+                }
+                None => writeln!(out, "{}", clean(&outcome.answer))?,
+            }
             if !outcome.citations.is_empty() {
                 writeln!(out)?;
                 writeln!(out, "Sources:")?;
@@ -164,13 +205,13 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
                     writeln!(out, "  [{}] {}{pages}", c["index"], clean(source))?;
                 }
             }
-            let cut = if outcome.cut_off {
-                "; the answer was cut off at the model's token limit (max_tokens)"
-            } else {
-                ""
-            };
+            let cut = outcome
+                .cut_off_note
+                .as_ref()
+                .map(|n| format!("; the answer was {n}"))
+                .unwrap_or_default();
             if matches!(&saved, Ok(s) if s.note.is_none()) {
-                eprintln!(
+                crate::errors::say!(
                     "({}{cut}; session saved to {})",
                     outcome.status,
                     path.display()
@@ -186,7 +227,7 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     }
     match saved {
         Err(e) => {
-            eprintln!(
+            crate::errors::say!(
                 "error: the answer above was not saved: the session could not be written to {}: {}",
                 path.display(),
                 crate::errors::render(&e)

@@ -173,7 +173,7 @@ pub async fn choose_model(ctx: &CmdContext) -> Result<crate::engine::discover::M
         &ctx.config,
         &ctx.env,
         &crate::engine::discover::candidates(&ctx.env),
-        &|note| eprintln!("{note}"),
+        &|note| crate::errors::say!("{note}"),
     )
     .await)
 }
@@ -212,7 +212,7 @@ pub async fn prepare_embedder(
             let result = embed::local::ensure_model(&source, &progress).await;
             bar.finish_and_clear();
             let dir = result?;
-            eprintln!(
+            crate::errors::say!(
                 "installed {} in {}",
                 embed::local::MODEL_NAME,
                 dir.display()
@@ -246,7 +246,7 @@ pub(super) async fn open_or_create(ctx: &CmdContext, db: &str) -> Result<Store> 
             let mut store = Store::create(db, &spec).await?;
             store.set_search_config(ctx.config.app.search.clone());
             store.set_embedder(embedder)?;
-            eprintln!("created {db} (embedder {})", spec.name);
+            crate::errors::say!("created {db} (embedder {})", spec.name);
             store
         }
         Err(e) => return Err(e.into()),

@@ -18,19 +18,23 @@ pub(super) async fn search(ctx: &CmdContext, a: SearchArgs) -> Result<ExitCode> 
     let several = opened.len() > 1;
     let mut results = Vec::new();
     let mut reports = Vec::new();
+    // Results found, and the passages they became once expanded (neighbours merge).
+    let (mut retrieved, mut passages) = (0, 0);
     for (name, store) in &opened {
         let (found, rerank) = store
             .search_reported(&a.query, a.limit, a.filter.as_deref(), SearchMode::Hybrid)
             .await?;
+        retrieved += found.len();
         let mut found = if a.no_expand {
             found
         } else {
             store.expand(found).await?
         };
+        passages += found.len();
         if let Some(w) = rerank.as_ref().and_then(|r| r.warning.as_deref()) {
             match name.as_deref().filter(|_| several) {
-                Some(n) => eprintln!("warning: collection {n}: {w}"),
-                None => eprintln!("warning: {w}"),
+                Some(n) => crate::errors::say!("warning: collection {n}: {w}"),
+                None => crate::errors::say!("warning: {w}"),
             }
         }
         if several {
@@ -52,8 +56,18 @@ pub(super) async fn search(ctx: &CmdContext, a: SearchArgs) -> Result<ExitCode> 
             .chain(&r.chunk_ids)
             .find_map(|id| reports.iter().find_map(|(_, report)| report.hit(id)))
     };
-    let mut out = std::io::stdout().lock();
+    let merged = (passages < retrieved).then(|| {
+        format!(
+            "{retrieved} results, merged into {passages} passage{}: neighbouring chunks were \
+             joined when their context was expanded (--no-expand shows each)",
+            if passages == 1 { "" } else { "s" }
+        )
+    });
+    let mut out = crate::errors::stdout();
     if a.json {
+        if let Some(note) = &merged {
+            crate::errors::say!("note: {note}");
+        }
         let mut values = Vec::with_capacity(results.len());
         for r in &results {
             let mut v = serde_json::to_value(r)?;
@@ -77,6 +91,9 @@ pub(super) async fn search(ctx: &CmdContext, a: SearchArgs) -> Result<ExitCode> 
     if results.is_empty() {
         writeln!(out, "No results found.")?;
         return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(note) = &merged {
+        writeln!(out, "{note}\n")?;
     }
     let n = results.len();
     let blocks: Vec<String> = results
@@ -145,7 +162,7 @@ pub(super) async fn info(ctx: &CmdContext, a: InfoArgs) -> Result<ExitCode> {
         };
         infos.push((name, info));
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::errors::stdout();
     let several = infos.len() > 1;
     if a.json {
         if several {
@@ -249,7 +266,7 @@ pub(super) async fn delete(ctx: &CmdContext, a: DeleteArgs) -> Result<ExitCode> 
     store.discard_replacement(&doc.id).await?;
     store.ensure_indexes().await?;
     writeln!(
-        std::io::stdout().lock(),
+        crate::errors::stdout(),
         "deleted {} ({})",
         doc.id,
         doc.uri.or(doc.title).unwrap_or_default()
@@ -274,7 +291,7 @@ pub(super) async fn list(ctx: &CmdContext, a: ListArgs) -> Result<ExitCode> {
         };
         rows.extend(docs.into_iter().map(|d| (name.clone(), d)));
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::errors::stdout();
     if a.json {
         if several {
             let list: Vec<serde_json::Value> = rows

@@ -176,27 +176,30 @@ pub(super) async fn eval(ctx: &CmdContext, global: &GlobalArgs, a: EvalArgs) -> 
         b.abandon();
     }
     let summary = summary?;
-    print!("{}", summary.report_markdown);
+    {
+        use std::io::Write as _;
+        write!(crate::errors::stdout(), "{}", summary.report_markdown)?;
+    }
     let report = out.join("report.md");
     let counts = format!(
         "{} run now, {} already recorded, {} failed",
         summary.ran, summary.skipped, summary.failed
     );
     if summary.stopped && a.fail_fast && summary.failed > 0 {
-        eprintln!(
+        crate::errors::say!(
             "eval stopped at the first failure (--fail-fast; {counts}); run the same command again to continue. Report so far: {}",
             report.display()
         );
         return Ok(ExitCode::from(2));
     }
     if summary.stopped {
-        eprintln!(
+        crate::errors::say!(
             "eval stopped ({counts}); the questions in flight were not recorded: run the same command again to continue. Report so far: {}",
             report.display()
         );
         return Ok(ExitCode::from(130));
     }
-    eprintln!("eval done ({counts}); report: {}", report.display());
+    crate::errors::say!("eval done ({counts}); report: {}", report.display());
     Ok(if summary.failed > 0 {
         ExitCode::from(2)
     } else {
@@ -239,15 +242,17 @@ pub(super) async fn arm_model(
         &config,
         env,
         &crate::engine::discover::candidates(env),
-        &|note| eprintln!("{note}"),
+        &|note| crate::errors::say!("{note}"),
     )
     .await;
     let model_config = match choice {
         ModelChoice::None(hint) => bail!("arm '{name}': {hint}"),
         ModelChoice::Discovered(c, found) => {
-            eprintln!(
+            crate::errors::say!(
                 "arm '{name}': using {} at {} (found {})",
-                c.model, c.base_url, found.server
+                c.model,
+                c.base_url,
+                found.server
             );
             c
         }

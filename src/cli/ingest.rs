@@ -23,7 +23,7 @@ pub async fn ensure_demo_db(ctx: &CmdContext) -> Result<bool> {
     let corpus_dir = paths::data_dir(&ctx.env).join("demo");
     let docs = crate::host::demo::write_corpus(&corpus_dir)
         .with_context(|| format!("cannot write the demo corpus to {}", corpus_dir.display()))?;
-    eprintln!(
+    crate::errors::say!(
         "first run: building the demo knowledge base in {} from the bundled corpus",
         ctx.db
     );
@@ -35,7 +35,7 @@ pub async fn ensure_demo_db(ctx: &CmdContext) -> Result<bool> {
         &crate::host::demo::ingest_options(&corpus_dir),
     )
     .await?;
-    eprintln!(
+    crate::errors::say!(
         "demo knowledge base ready: {} documents, {} chunks in {:.1}s",
         docs.len() - report.failed().len(),
         report.chunks_written(),
@@ -93,14 +93,14 @@ pub(super) async fn ingest(ctx: &CmdContext, a: IngestArgs) -> Result<ExitCode> 
     let unchanged = report.count(|o| matches!(o, Outcome::Unchanged { .. }));
     let failed = report.failed();
     writeln!(
-        std::io::stdout().lock(),
+        crate::errors::stdout(),
         "{added} added, {replaced} updated, {unchanged} unchanged, {} failed; {} chunks in {secs:.1}s",
         failed.len(),
         report.chunks_written()
     )?;
     for f in &failed {
         if let Outcome::Failed { error } = &f.outcome {
-            eprintln!("failed: {error}");
+            crate::errors::say!("failed: {error}");
         }
     }
     Ok(if failed.is_empty() {

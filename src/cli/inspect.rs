@@ -34,7 +34,7 @@ fn show(a: &InspectArgs, session: &crate::session::Session) -> Result<ExitCode> 
         None if a.json => reqs.all(),
         None => Vec::new(),
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::errors::stdout();
     if a.json {
         serde_json::to_writer_pretty(&mut out, &selected)?;
         writeln!(out)?;

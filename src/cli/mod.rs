@@ -11,6 +11,7 @@ mod db;
 mod eval;
 mod ingest;
 mod inspect;
+mod live;
 pub mod logging;
 mod replay;
 mod workbench;
@@ -56,7 +57,7 @@ pub fn usage_error(e: clap::Error) -> ExitCode {
         Some(sub) => format!("groundwork {sub}"),
         None => "groundwork".to_string(),
     };
-    eprintln!(
+    crate::errors::say!(
         "{}",
         one_line_usage_error(&e.render().to_string(), &command)
     );
@@ -83,6 +84,12 @@ fn one_line_usage_error(rendered: &str, command: &str) -> String {
 
 pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
     let cli = merge_workbench_flags(cli)?;
+    // `eval` and `replay` take Ctrl-C as "stop and report"; for every other command it
+    // ends the process like SIGTERM, leaving nothing behind.
+    crate::exit::install(!matches!(
+        cli.command,
+        Some(Command::Eval(_) | Command::Replay(_))
+    ));
     let ctx = CmdContext::new(&cli.global, env)?;
     match cli.command {
         None => {

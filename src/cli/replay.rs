@@ -48,7 +48,7 @@ pub(super) async fn replay(
             Some(path)
         }
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::errors::stdout();
     if a.json {
         let mut v = serde_json::to_value(&replayed.comparison)?;
         v["saved"] = saved
@@ -60,8 +60,10 @@ pub(super) async fn replay(
         write!(out, "{}", replay::render(&replayed.comparison))?;
     }
     match saved {
-        Some(p) => eprintln!("replay saved to {}", p.display()),
-        None => eprintln!("the replay was not saved (--save writes it beside the session)"),
+        Some(p) => crate::errors::say!("replay saved to {}", p.display()),
+        None => {
+            crate::errors::say!("the replay was not saved (--save writes it beside the session)")
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -58,7 +58,7 @@ pub(super) async fn workbench(
         Err(e) if open.session.is_empty() => return Err(e),
         Err(e) => {
             // A saved session is inspectable without its database.
-            eprintln!("warning: {e:#}; the session opens without search");
+            crate::errors::say!("warning: {e:#}; the session opens without search");
             Vec::new()
         }
     };
@@ -153,7 +153,9 @@ async fn review(ctx: &CmdContext, dir: &std::path::Path) -> Result<ExitCode> {
     let store = match ctx.open_store().await {
         Ok(s) => Some(std::sync::Arc::new(s)),
         Err(e) => {
-            eprintln!("warning: {e:#}; the sessions open without their chunks and images");
+            crate::errors::say!(
+                "warning: {e:#}; the sessions open without their chunks and images"
+            );
             None
         }
     };

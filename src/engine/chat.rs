@@ -38,7 +38,30 @@ pub enum StreamDelta {
     /// Everything streamed so far is void: the stream broke off and the request is being
     /// made again (once), so its deltas will come anew.
     Restart,
+    /// An attempt was sent and is waiting for its first bytes: it ends with an idle
+    /// timeout after `idle_timeout_secs` of silence, and a silent server is asked
+    /// `retries_left` more times.
+    Waiting {
+        /// The idle timeout.
+        idle_timeout_secs: u64,
+        /// Attempts left after this one when it times out.
+        retries_left: u32,
+    },
 }
+
+/// How long a question has waited for a silent model, for every face: "waiting for the
+/// model: 35 s (idle timeout 120 s, will try once more)".
+pub fn waiting_note(waited_secs: u64, idle_timeout_secs: u64, retries_left: u32) -> String {
+    let then = match retries_left {
+        0 => "the last try".to_string(),
+        1 => "will try once more".to_string(),
+        n => format!("will try {n} more times"),
+    };
+    format!("waiting for the model: {waited_secs} s (idle timeout {idle_timeout_secs} s, {then})")
+}
+
+/// After how many seconds of silence a face shows [`waiting_note`].
+pub const WAITING_SHOWN_AFTER_SECS: u64 = 10;
 
 /// What one model request needs.
 #[derive(Debug, Clone, Copy)]

@@ -170,6 +170,18 @@ pub enum CoreEvent {
         /// Request index.
         request: usize,
     },
+    /// An attempt of request `request` was sent; nothing has come back yet. Faces show
+    /// the wait ([`crate::engine::chat::waiting_note`]) until the next event of the run.
+    ModelWaiting {
+        /// The run.
+        run_id: String,
+        /// Request index.
+        request: usize,
+        /// The idle timeout that ends the attempt.
+        idle_timeout_secs: u64,
+        /// Attempts left after this one if it times out.
+        retries_left: u32,
+    },
     /// A response arrived: the request's token figures with the provider's usage.
     ResponseReceived {
         /// The run.
@@ -274,6 +286,7 @@ impl CoreEvent {
             | CoreEvent::TextDelta { run_id, .. }
             | CoreEvent::ResponseReceived { run_id, .. }
             | CoreEvent::ResponseRestarted { run_id, .. }
+            | CoreEvent::ModelWaiting { run_id, .. }
             | CoreEvent::ThinkingDelta { run_id, .. }
             | CoreEvent::ToolCallStarted { run_id, .. }
             | CoreEvent::ToolCallFinished { run_id, .. }
@@ -291,6 +304,7 @@ impl CoreEvent {
             | CoreEvent::TextDelta { request, .. }
             | CoreEvent::ResponseReceived { request, .. }
             | CoreEvent::ResponseRestarted { request, .. }
+            | CoreEvent::ModelWaiting { request, .. }
             | CoreEvent::ThinkingDelta { request, .. }
             | CoreEvent::ToolCallStarted { request, .. }
             | CoreEvent::ToolCallFinished { request, .. }

@@ -140,7 +140,7 @@ impl Journal {
 
     /// Appends one result as one line and syncs it to disk.
     pub fn append(&mut self, r: &ResultRecord) -> Result<(), ResultsError> {
-        let mut line = serde_json::to_vec(r).map_err(|e| ResultsError {
+        let mut line = crate::errors::redacted_json(r).map_err(|e| ResultsError {
             path: self.path.display().to_string(),
             message: e.to_string(),
         })?;

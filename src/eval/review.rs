@@ -194,7 +194,7 @@ pub fn save_mark(dir: &Path, review: &Review) -> Result<(), EvalError> {
         )));
     }
     let path = dir.join("reviews.jsonl");
-    let mut line = serde_json::to_vec(review).map_err(err)?;
+    let mut line = crate::errors::redacted_json(review).map_err(err)?;
     line.push(b'\n');
     std::fs::OpenOptions::new()
         .create(true)

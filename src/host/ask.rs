@@ -49,6 +49,13 @@ pub struct AskOutcome {
     /// Whether the answer was cut off at the model's token limit (finish reason
     /// `length`, e.g. from `max_tokens`).
     pub cut_off: bool,
+    /// The warnings of the run's tools (a reranker that failed: the search went on in
+    /// the fused order), one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// What cut it off, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_off_note: Option<String>,
     /// Every model request of the run: raw and compacted messages, tools, instructions.
     pub requests: Vec<RequestSnapshot>,
     /// Requests, tool calls and the token counts the endpoint reported.
@@ -88,14 +95,16 @@ pub fn outcome_of(result: &RunResult) -> AskOutcome {
         RunOutput::Tool { args, .. } => args.to_string(),
         other => format!("{other:?}"),
     };
-    let cut_off = result
-        .messages
-        .iter()
-        .rev()
-        .find_map(|m| m.as_response())
-        .is_some_and(|r| r.is_cut_off());
+    let last = result.messages.iter().rev().find_map(|m| m.as_response());
     let mut outcome = summarise(answer, &result.state, result.requests.clone());
-    outcome.cut_off = cut_off;
+    outcome.cut_off = last.is_some_and(|r| r.is_cut_off());
+    outcome.cut_off_note = last.and_then(|r| r.cut_off_note());
+    outcome.warnings = result.messages[result.new_message_index.min(result.messages.len())..]
+        .iter()
+        .flat_map(crate::host::inspect::part_notes)
+        .flatten()
+        .filter(|n| n.starts_with("warning: "))
+        .collect();
     outcome.usage = result.usage.clone();
     outcome
 }
@@ -135,6 +144,8 @@ pub fn summarise(
         violation,
         question,
         cut_off: false,
+        cut_off_note: None,
+        warnings: Vec::new(),
         requests,
         usage: RunUsage::default(),
     }

@@ -492,6 +492,16 @@ pub fn render_request(r: &InspectedRequest, width: usize) -> String {
             let idx = if k == 0 { i.to_string() } else { String::new() };
             out.push_str(&format!("{idx:>3} {mark} {l:<col$} │ {rr}\n"));
         }
+        // What the reranker did for a search in this message (a warning when it failed).
+        for note in raw
+            .or(sent)
+            .map(part_notes)
+            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+        {
+            out.push_str(&format!("      ↳ {note}\n"));
+        }
     }
     out
 }

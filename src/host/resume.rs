@@ -174,6 +174,7 @@ impl Resumed {
         &mut self,
         agent: &Agent,
         question: &str,
+        events: Option<tokio::sync::mpsc::UnboundedSender<crate::engine::events::CoreEvent>>,
         cancel: CancelToken,
     ) -> Result<AskOutcome, AskError> {
         if question.trim().is_empty() {
@@ -200,7 +201,7 @@ impl Resumed {
         );
         crate::timing::mark("run: started");
         let result = agent
-            .run(input, None, cancel)
+            .run(input, events, cancel)
             .await
             .map_err(|e| AskError::Run(e.to_string()))?;
         crate::timing::mark("run: finished");

@@ -293,7 +293,7 @@ impl OpenAiModel {
             if acc.content_bytes() > self.config.max_response_bytes {
                 return Err(self.too_large());
             }
-            return Ok(acc.into_response(&self.config.model, &self.config.base_url));
+            return Ok(self.noted(acc.into_response(&self.config.model, &self.config.base_url)));
         }
         let mut stream = self
             .client
@@ -359,7 +359,19 @@ impl OpenAiModel {
         if !acc.saw_choice {
             return Err(self.malformed("the stream carried no choices"));
         }
-        Ok(acc.into_response(&self.config.model, &self.config.base_url))
+        Ok(self.noted(acc.into_response(&self.config.model, &self.config.base_url)))
+    }
+
+    /// `response`, recording in `provider_details` the `max_tokens` this client sent when
+    /// the answer was cut off (so the cause can be named: ours, or the server's limit).
+    fn noted(&self, mut response: ModelResponse) -> ModelResponse {
+        if response.is_cut_off()
+            && let Some(n) = self.config.max_tokens
+            && let Some(serde_json::Value::Object(details)) = &mut response.provider_details
+        {
+            details.insert("max_tokens".into(), n.into());
+        }
+        response
     }
 
     /// Attempts until one succeeds or the failure allows no more (see the module docs).
@@ -374,6 +386,11 @@ impl OpenAiModel {
         let mut broke_off: Option<ModelError> = None;
         loop {
             let mut emitted = false;
+            // A silent server's idle timeout is retried once (see `retry_limit`).
+            on_delta(StreamDelta::Waiting {
+                idle_timeout_secs: self.config.timeout_secs,
+                retries_left: self.config.max_retries.min(1).saturating_sub(retries),
+            });
             let e = match self.attempt(body, on_delta, &mut emitted).await {
                 Ok(response) => return Ok(response),
                 Err(e) => e,

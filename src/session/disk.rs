@@ -107,8 +107,13 @@ pub fn remove_stale_temps(path: &Path) -> usize {
 /// after this process) is written, synced and renamed over the target, and removed on
 /// failure. Temporaries that killed writers left beside `path` are removed first. A kill
 /// at any moment leaves `path` as it was or as written, never torn.
+///
+/// The bytes pass through the redactor first
+/// ([`crate::errors::redact_file_bytes`]): no secret reaches a report, an export or a
+/// settings file. (A session's snapshot is written by [`write_atomic_stamped`], from a
+/// history its runs already redacted.)
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    write_atomic_stamped(path, bytes).map(|_| ())
+    write_atomic_stamped(path, &crate::errors::redact_file_bytes(bytes)).map(|_| ())
 }
 
 /// [`write_atomic`], returning the stamp of the file written.
@@ -117,6 +122,7 @@ pub(crate) fn write_atomic_stamped(path: &Path, bytes: &[u8]) -> std::io::Result
     std::fs::create_dir_all(dir)?;
     remove_stale_temps(path);
     let tmp = temp_path(path);
+    crate::exit::register(&tmp);
     let write = || -> std::io::Result<Stamp> {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -132,9 +138,11 @@ pub(crate) fn write_atomic_stamped(path: &Path, bytes: &[u8]) -> std::io::Result
         }
         Ok(stamp)
     };
-    write().inspect_err(|_| {
+    let written = write().inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
-    })
+    });
+    crate::exit::forget(&tmp);
+    written
 }
 
 /// Replaces `path` with `bytes` through a temporary file renamed over it, without
@@ -143,6 +151,7 @@ pub(crate) fn write_atomic_stamped(path: &Path, bytes: &[u8]) -> std::io::Result
 pub(crate) fn replace_unsynced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     remove_stale_temps(path);
     let tmp = temp_path(path);
+    crate::exit::register(&tmp);
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -151,9 +160,11 @@ pub(crate) fn replace_unsynced(path: &Path, bytes: &[u8]) -> std::io::Result<()>
         f.write_all(bytes)?;
         std::fs::rename(&tmp, path)
     };
-    write().inspect_err(|_| {
+    let written = write().inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
-    })
+    });
+    crate::exit::forget(&tmp);
+    written
 }
 
 /// A new session file name in `dir` that no other session has: local time to the

@@ -1,7 +1,8 @@
 //! One writer per session file: an advisory lock (`flock`-style, through std's
 //! `File::try_lock`) on the sidecar `S.json.lock`, which holds the holder's pid. `ask`
 //! holds it from loading the session to committing the question, the workbench while it
-//! saves. The sidecar is removed when the lock is released.
+//! saves. The sidecar is removed when the lock is released, and when a signal ends the
+//! process ([`crate::exit`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read as _, Seek as _, Write as _};
@@ -88,6 +89,7 @@ impl SessionLock {
             if let Err(e) = pid {
                 tracing::warn!(error = %e, lock = %lock_path.display(), "could not write the pid into the session lock");
             }
+            crate::exit::register(&lock_path);
             return Ok(SessionLock {
                 file: Some(file),
                 lock_path,
@@ -102,6 +104,7 @@ impl Drop for SessionLock {
         // (and one that opened this one sees it is no longer current).
         #[cfg(unix)]
         let _ = std::fs::remove_file(&self.lock_path);
+        crate::exit::forget(&self.lock_path);
         if let Some(f) = self.file.take() {
             let _ = f.unlock();
         }

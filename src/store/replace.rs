@@ -65,7 +65,7 @@ pub struct Stored {
 /// Ends the process at `step` when the test hook asks for it.
 fn kill_point(step: &str) {
     if std::env::var(KILL_ENV).is_ok_and(|s| s == step) {
-        eprintln!("{KILL_ENV}={step}: ending the process here, as a kill would");
+        crate::errors::say!("{KILL_ENV}={step}: ending the process here, as a kill would");
         std::process::exit(137);
     }
 }

@@ -131,7 +131,7 @@ pub async fn run(mut app: App, mut services: Services) -> Result<()> {
         && !app.read_only
         && let Err(e) = app.session.fold_journal(path)
     {
-        eprintln!("note: {e}");
+        crate::errors::say!("note: {e}");
     }
     result
 }

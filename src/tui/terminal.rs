@@ -42,6 +42,8 @@ pub struct TerminalGuard;
 impl TerminalGuard {
     pub fn enter() -> io::Result<TerminalGuard> {
         install_panic_hook();
+        // A SIGTERM or SIGHUP ends the process through `crate::exit`: restore first.
+        crate::exit::on_signal(restore);
         enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
         let mut out = io::stdout();

@@ -826,3 +826,245 @@ async fn an_ask_whose_reader_is_gone_keeps_the_question_and_ends_quietly() {
     assert!(saved.contains("What is the lamp?"), "the question is kept");
     assert!(saved.contains("The lamp is electric."), "and its answer");
 }
+
+/// Issue 46: a question ended by SIGTERM (or SIGHUP, or Ctrl-C outside the workbench)
+/// leaves nothing behind: no `.lock` beside the session, no temporary file; the status is
+/// the signal's, and the session is as it was (nothing half-asked committed).
+#[tokio::test]
+async fn a_signal_that_ends_a_question_leaves_no_lock_behind() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let db = home.kb(&embed).await;
+    for (signal, number) in [("TERM", 15), ("HUP", 1), ("INT", 2)] {
+        let model = ScriptedServer::start(vec![
+            Reply::text("Too late.").delay(Duration::from_secs(30)),
+        ])
+        .await;
+        let session = home.path().join(format!("{signal}.json"));
+        let mut cmd = home.ask_lamp(&db, &embed, &model.base_url());
+        cmd.args(["--session", session.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let child = cmd.spawn().unwrap();
+        let lock = home.path().join(format!("{signal}.json.lock"));
+        let started = Instant::now();
+        while model.requests().is_empty() {
+            assert!(started.elapsed() < Duration::from_secs(30), "never asked");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(lock.exists(), "the question holds the session's lock");
+        let kill = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let o = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(128 + number),
+            "{signal}: {}",
+            stderr(&o)
+        );
+        assert!(!lock.exists(), "{signal}: the lock is removed");
+        assert!(!session.exists(), "{signal}: nothing was committed");
+        let left: Vec<_> = std::fs::read_dir(home.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(signal))
+            .collect();
+        assert!(left.is_empty(), "{signal}: left behind {left:?}");
+    }
+}
+
+/// Issue 46: `search --limit 3` that prints fewer passages, because expansion joined
+/// neighbouring chunks, says so; with `--no-expand` every result is its own passage.
+#[tokio::test]
+async fn a_search_whose_results_merged_says_so() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let db = home.kb(&embed).await;
+    let search = |extra: &[&str]| {
+        let mut args = vec![
+            "--db",
+            db.as_str(),
+            "--embed-url",
+            embed.url.as_str(),
+            "--embed-model",
+            hashembed::MODEL,
+            "search",
+            "lamp",
+            "--limit",
+            "3",
+        ];
+        args.extend_from_slice(extra);
+        args.into_iter().map(str::to_string).collect::<Vec<_>>()
+    };
+    let run = |args: Vec<String>| {
+        let home = &home;
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            home.run(&args).await
+        }
+    };
+    let o = run(search(&[])).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let passages = text.lines().filter(|l| l.starts_with("score ")).count();
+    assert!(passages < 3, "the fixture's neighbours merge: {text}");
+    let plural = if passages == 1 { "" } else { "s" };
+    assert!(
+        text.starts_with(&format!(
+            "3 results, merged into {passages} passage{plural}: "
+        )),
+        "{text}"
+    );
+    let o = run(search(&["--json"])).await;
+    let json: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), passages);
+    assert!(
+        stderr(&o).contains("note: 3 results, merged into"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(search(&["--no-expand"])).await;
+    let text = stdout(&o);
+    assert_eq!(text.lines().filter(|l| l.starts_with("score ")).count(), 3);
+    assert!(!text.contains("merged"), "{text}");
+}
+
+/// Issue 46: `ask` on a terminal streams: the answer's first words are on the screen
+/// while the model is still writing the rest, and each tool call is a row. (Before, the
+/// screen stayed empty until the whole answer had arrived.)
+#[tokio::test]
+async fn ask_on_a_terminal_streams_the_answer_as_it_comes() {
+    use std::io::Read as _;
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let db = home.kb(&embed).await;
+    let answer = "First words arrive early, and the rest of the answer follows slowly.";
+    let model = ScriptedServer::start(vec![
+        Reply::tool_call("rag_search", json!({"query": "lamp"})),
+        Reply::text(answer)
+            .chunk_chars(8)
+            .chunk_delay(Duration::from_millis(400)),
+    ])
+    .await;
+    let url = model.base_url();
+    let args = [
+        "--db",
+        db.as_str(),
+        "--embed-url",
+        embed.url.as_str(),
+        "--embed-model",
+        hashembed::MODEL,
+        "--model-url",
+        url.as_str(),
+        "ask",
+        "--no-policy",
+        "What is the lamp?",
+    ];
+    let line = std::iter::once(env!("CARGO_BIN_EXE_groundwork"))
+        .chain(args.iter().copied())
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut script = home.wrapped("script", &["-qec", &line, "/dev/null"]);
+    script.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = script.spawn().unwrap();
+    let mut pty = child.stdout.take().unwrap();
+    let started = Instant::now();
+    let reader = std::thread::spawn(move || {
+        // (when, everything read so far)
+        let mut seen: Vec<(Duration, String)> = Vec::new();
+        let mut all = Vec::new();
+        let mut buf = [0u8; 256];
+        while let Ok(n) = pty.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+            seen.push((
+                started.elapsed(),
+                String::from_utf8_lossy(&all).into_owned(),
+            ));
+        }
+        seen
+    });
+    let seen = tokio::task::spawn_blocking(move || reader.join().unwrap())
+        .await
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let (end, all) = seen.last().cloned().unwrap();
+    assert!(
+        all.contains("↳ rag_search"),
+        "the tool call is a row: {all:?}"
+    );
+    assert!(all.contains("slowly."), "{all:?}");
+    assert_eq!(
+        all.matches("First words").count(),
+        1,
+        "printed once: {all:?}"
+    );
+    let first = seen
+        .iter()
+        .find(|(_, s)| s.contains("First wo"))
+        .map(|(t, _)| *t)
+        .unwrap();
+    assert!(
+        end.saturating_sub(first) >= Duration::from_secs(2),
+        "the first words came {first:?}, the end {end:?}: not streamed"
+    );
+}
+
+/// Issue 46: a model that accepts the question and stays silent is not a blank screen:
+/// after 10 s the terminal says how long `ask` has waited, the idle timeout that ends
+/// the attempt and whether it will be tried again.
+#[tokio::test]
+async fn ask_on_a_terminal_shows_the_wait_for_a_silent_model() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let db = home.kb(&embed).await;
+    let model =
+        ScriptedServer::start(vec![Reply::text("At last.").delay(Duration::from_secs(12))]).await;
+    let url = model.base_url();
+    let args = [
+        "--db",
+        db.as_str(),
+        "--embed-url",
+        embed.url.as_str(),
+        "--embed-model",
+        hashembed::MODEL,
+        "--model-url",
+        url.as_str(),
+        "--timeout",
+        "30",
+        "ask",
+        "--no-policy",
+        "Anyone there?",
+    ];
+    let line = std::iter::once(env!("CARGO_BIN_EXE_groundwork"))
+        .chain(args.iter().copied())
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let o = run_bounded(home.wrapped("script", &["-qec", &line, "/dev/null"])).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let shown = stdout(&o);
+    assert!(
+        shown.contains("waiting for the model: 10 s (idle timeout 30 s, will try once more)")
+            || shown
+                .contains("waiting for the model: 11 s (idle timeout 30 s, will try once more)"),
+        "{shown:?}"
+    );
+    assert!(shown.contains("At last."), "{shown:?}");
+    // On a pipe, none of it: the answer alone.
+    let model = ScriptedServer::start(vec![Reply::text("Piped.")]).await;
+    let url = model.base_url();
+    let mut piped = args;
+    piped[7] = url.as_str();
+    let o = home.run(&piped).await;
+    assert_eq!(stdout(&o), "Piped.\n");
+}

@@ -18,6 +18,7 @@ mod inspect;
 mod long_sessions;
 mod replay;
 mod resume;
+mod secrets;
 mod session_journal;
 mod session_texts;
 mod sessions;

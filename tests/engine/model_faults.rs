@@ -549,7 +549,7 @@ async fn max_tokens_is_sent_and_a_length_finish_is_marked_cut_off() {
     assert!(t.ledger[0].cut_off);
     assert!(
         groundwork::host::transcript::to_markdown(&t, "x")
-            .contains("cut off at the model's token limit")
+            .contains("*The answer was cut off at the max_tokens limit of 7 that we set.*")
     );
 
     config.max_tokens = None;
@@ -564,6 +564,32 @@ async fn max_tokens_is_sent_and_a_length_finish_is_marked_cut_off() {
             .unwrap()
             .is_cut_off()
     );
+}
+
+/// Issue 46: with no `max_tokens` sent, a `length` finish is the server's own limit, and
+/// says so (it was marked "max_tokens reached" before).
+#[tokio::test]
+async fn a_length_finish_without_max_tokens_names_the_servers_limit() {
+    let server = ScriptedServer::start(vec![
+        Reply::text("Every 200 operating").finish_reason("length"),
+    ])
+    .await;
+    let mut config = test_config(&server.base_url());
+    config.max_tokens = None;
+    let result = run(config).await.unwrap();
+    assert!(server.requests()[0].get("max_tokens").is_none());
+    let response = result.messages.last().unwrap().as_response().unwrap();
+    assert_eq!(
+        response.cut_off_note().as_deref(),
+        Some("cut off by the server's own output or context length limit (we set no max_tokens)")
+    );
+    let t = groundwork::host::transcript::Transcript::build(&result.messages, &result.state);
+    let md = groundwork::host::transcript::to_markdown(&t, "x");
+    assert!(
+        md.contains("by the server's own output or context length limit"),
+        "{md}"
+    );
+    assert!(!md.contains("max_tokens limit of"), "{md}");
 }
 
 // ---- item 9b: size cap ----
@@ -682,7 +708,7 @@ async fn ask_sends_max_tokens_and_reports_a_cut_off_answer() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
-        stderr.contains("cut off at the model's token limit"),
+        stderr.contains("the answer was cut off at the max_tokens limit of 7 that we set"),
         "{stderr}"
     );
 

@@ -304,3 +304,75 @@ async fn chunk_detail() {
     settle(&mut rt, &mut app).await;
     snapshot_both(&mut app, "chunk_detail");
 }
+
+/// Issue 46: the screen is a sink like any other. A secret the redactor knows (a key
+/// from the environment) or recognises (a bearer token a server echoed) never reaches a
+/// cell, whichever pane holds it.
+#[test]
+fn no_secret_reaches_the_screen() {
+    groundwork::errors::register_secret("sk-screen-registered-4711");
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    app.error = Some(
+        "reranker: HTTP 401: key sk-screen-registered-4711 refused (Bearer rr-screen-echo-99)"
+            .into(),
+    );
+    for (w, h) in [(80, 24), (160, 48)] {
+        let text = screen(&mut app, w, h);
+        assert!(!text.contains("sk-screen-registered-4711"), "{text}");
+        assert!(!text.contains("rr-screen-echo-99"), "{text}");
+        assert!(text.contains("<redacted>"), "{text}");
+    }
+}
+
+/// Issue 46: a model that accepts the request and says nothing shows the wait, in the
+/// conversation's spinner line and on the status bar, once it has lasted 10 s: how long,
+/// the idle timeout that ends the attempt, and whether it will be tried again. The first
+/// byte of an answer ends it.
+#[tokio::test]
+async fn a_silent_model_shows_how_long_the_question_has_waited() {
+    use crate::support::scripted_server::{Reply, ScriptedServer};
+    let kb = demo_kb().await;
+    let server = ScriptedServer::start(vec![
+        Reply::text("Late but whole.").delay(Duration::from_secs(2)),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
+    app.focus = Pane::Input;
+    type_text(&rt, &mut app, "Anyone there?");
+    press(&rt, &mut app, KeyCode::Enter);
+    assert!(
+        rt.until(&mut app, Duration::from_secs(10), |a| {
+            a.live.as_ref().is_some_and(|l| l.waiting.is_some())
+        })
+        .await,
+        "the attempt was announced"
+    );
+    // Nothing shown before 10 s.
+    assert!(!status_bar(&mut app, 160).contains("waiting for the model:"));
+    let live = app.live.as_mut().unwrap();
+    let waiting = live.waiting.as_mut().unwrap();
+    assert_eq!((waiting.idle_timeout_secs, waiting.retries_left), (10, 1));
+    waiting.since -= Duration::from_secs(35);
+    let note = "waiting for the model: 35 s (idle timeout 10 s, will try once more)";
+    assert!(
+        status_bar(&mut app, 200).contains(note),
+        "{}",
+        status_bar(&mut app, 200)
+    );
+    assert!(
+        status_bar(&mut app, 160).contains("waiting for the model: 35 s (idle timeout 10 s"),
+        "{}",
+        status_bar(&mut app, 160)
+    );
+    let conversation = pane(&mut app, Pane::Conversation, 100, 20);
+    assert!(conversation.contains(note), "{conversation}");
+    assert!(
+        rt.until(&mut app, Duration::from_secs(20), |a| !a.running())
+            .await,
+        "the answer came"
+    );
+    assert!(!status_bar(&mut app, 160).contains("waiting for the model:"));
+}

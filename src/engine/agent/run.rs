@@ -153,6 +153,12 @@ impl Agent {
                     state: ctx.state.clone(),
                     usage: Box::new(lp.usage.clone()),
                 });
+                scrub_secrets(
+                    &mut ctx.messages,
+                    window_len,
+                    &mut ctx.state,
+                    &mut lp.snapshots,
+                );
                 Ok(RunResult {
                     run_id,
                     output,
@@ -431,6 +437,15 @@ impl Agent {
                 run_id: run_id.clone(),
                 request,
             }),
+            StreamDelta::Waiting {
+                idle_timeout_secs,
+                retries_left,
+            } => events.emit(CoreEvent::ModelWaiting {
+                run_id: run_id.clone(),
+                request,
+                idle_timeout_secs,
+                retries_left,
+            }),
         };
         let params = ModelRequestParams {
             instructions: &instructions,
@@ -479,4 +494,45 @@ pub(super) fn hook_error(id: &str, hook: &'static str, e: anyhow::Error) -> RunE
         hook,
         message: format!("{e:#}"),
     }
+}
+
+/// Keeps secrets out of what a run returns, so nothing that records a run (a session,
+/// an eval result, `ask --json`) can keep one: a key a server echoed into a tool's
+/// warning, a password in a URL. Only when the run's new messages or its state hold a
+/// secret is anything rewritten: then every message (each once, its copies in the
+/// snapshots sharing the clean one) and the state pass through the redactor.
+fn scrub_secrets(
+    messages: &mut [ModelMessage],
+    new_from: usize,
+    state: &mut serde_json::Map<String, serde_json::Value>,
+    snapshots: &mut [RequestSnapshot],
+) {
+    let dirty = |text: serde_json::Result<String>| {
+        text.is_ok_and(|t| matches!(crate::errors::redact(&t), std::borrow::Cow::Owned(_)))
+    };
+    if !dirty(serde_json::to_string(
+        &messages[new_from.min(messages.len())..],
+    )) && !dirty(serde_json::to_string(&*state))
+    {
+        return;
+    }
+    let mut clean: std::collections::HashMap<usize, ModelMessage> = Default::default();
+    let mut scrub = |m: &mut ModelMessage| {
+        let id = m.identity();
+        let c = clean
+            .entry(id)
+            .or_insert_with(|| {
+                let mut c = m.clone();
+                crate::errors::scrub(&mut c);
+                c
+            })
+            .clone();
+        *m = c;
+    };
+    messages.iter_mut().for_each(&mut scrub);
+    for snap in snapshots.iter_mut() {
+        snap.raw.iter_mut().for_each(&mut scrub);
+        snap.compacted.iter_mut().for_each(&mut scrub);
+    }
+    crate::errors::scrub(state);
 }

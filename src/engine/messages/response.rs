@@ -84,6 +84,21 @@ impl ModelResponse {
         self.finish_reason.as_deref() == Some("length")
     }
 
+    /// What cut the answer off, said once for every face, when it was cut off: our
+    /// `max_tokens` when the request carried one (the model client records it in
+    /// `provider_details`), else the server's own output or context length limit.
+    pub fn cut_off_note(&self) -> Option<String> {
+        if !self.is_cut_off() {
+            return None;
+        }
+        let sent = self
+            .provider_details
+            .as_ref()
+            .and_then(|d| d.get("max_tokens"))
+            .and_then(Value::as_u64);
+        Some(cut_off_note(sent))
+    }
+
     /// The tool calls, in order.
     pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCallPart> {
         self.parts.iter().filter_map(|p| match p {
@@ -101,6 +116,15 @@ impl ModelResponse {
                 _ => None,
             })
             .collect()
+    }
+}
+
+/// The cause of a cut-off answer in words: `max_tokens`, the limit we sent, if any.
+pub fn cut_off_note(max_tokens: Option<u64>) -> String {
+    match max_tokens {
+        Some(n) => format!("cut off at the max_tokens limit of {n} that we set"),
+        None => "cut off by the server's own output or context length limit (we set no max_tokens)"
+            .to_string(),
     }
 }
 

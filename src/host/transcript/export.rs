@@ -24,8 +24,8 @@ pub fn to_markdown(t: &Transcript, title: &str) -> String {
             out.push('\n');
         }
         out.push_str(&format!("## Answer\n\n{}\n\n", turn.answer.trim()));
-        if turn.cut_off {
-            out.push_str("*The answer was cut off at the model's token limit.*\n\n");
+        if let Some(note) = &turn.cut_off_note {
+            out.push_str(&format!("*The answer was {note}.*\n\n"));
         }
         out.push_str(&format!(
             "*Citation status: {}{}{}*\n\n",

@@ -136,6 +136,8 @@ pub struct Turn {
     /// Whether the question's last model answer was cut off at the token limit
     /// (finish reason `length`).
     pub cut_off: bool,
+    /// What cut it off, in words ([`ModelResponse::cut_off_note`]).
+    pub cut_off_note: Option<String>,
 }
 
 impl Turn {
@@ -151,6 +153,7 @@ impl Turn {
             requests: 0,
             retrieved: Vec::new(),
             cut_off: false,
+            cut_off_note: None,
         }
     }
 }
@@ -294,6 +297,7 @@ pub fn fill_turn(turn: &mut Turn, messages: &[ModelMessage]) {
             ModelMessage::Response(r) => {
                 turn.requests += 1;
                 turn.cut_off = r.is_cut_off();
+                turn.cut_off_note = r.cut_off_note();
                 let text: String = r
                     .parts
                     .iter()

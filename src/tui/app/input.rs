@@ -161,6 +161,7 @@ impl App {
             requests: Vec::new(),
             phase: Phase::Starting,
             started: std::time::Instant::now(),
+            waiting: None,
         });
         self.inspector.selected = None;
         self.bump();

@@ -63,6 +63,27 @@ pub struct LiveRun {
     /// What it is doing now.
     pub phase: Phase,
     pub started: std::time::Instant,
+    /// The model attempt waiting for its first bytes, when nothing came since.
+    pub waiting: Option<Waiting>,
+}
+
+/// An attempt sent and not answered yet ([`CoreEvent::ModelWaiting`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Waiting {
+    pub since: std::time::Instant,
+    pub idle_timeout_secs: u64,
+    pub retries_left: u32,
+}
+
+impl LiveRun {
+    /// "waiting for the model: 35 s (idle timeout 120 s, will try once more)", once the
+    /// model has been silent for [`WAITING_SHOWN_AFTER_SECS`](crate::engine::chat::WAITING_SHOWN_AFTER_SECS).
+    pub fn waiting_note(&self) -> Option<String> {
+        let w = self.waiting?;
+        let waited = w.since.elapsed().as_secs();
+        (waited >= crate::engine::chat::WAITING_SHOWN_AFTER_SECS)
+            .then(|| crate::engine::chat::waiting_note(waited, w.idle_timeout_secs, w.retries_left))
+    }
 }
 
 /// How the last question ended when it did not commit.
@@ -83,7 +104,22 @@ impl App {
             self.dirty = false;
             return Vec::new();
         }
+        // Anything the run did ends a wait for the model.
+        if !matches!(ev, CoreEvent::StateChanged { .. }) {
+            live.waiting = None;
+        }
         match ev {
+            CoreEvent::ModelWaiting {
+                idle_timeout_secs,
+                retries_left,
+                ..
+            } => {
+                live.waiting = Some(Waiting {
+                    since: std::time::Instant::now(),
+                    idle_timeout_secs,
+                    retries_left,
+                });
+            }
             CoreEvent::RequestBuilt {
                 snapshot, request, ..
             } => {

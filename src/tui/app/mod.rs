@@ -49,7 +49,7 @@ pub use grounding::{
 };
 pub use input::build_prompt;
 use input::new_input;
-pub use live::{Ended, LiveRun, Phase};
+pub use live::{Ended, LiveRun, Phase, Waiting};
 pub use msg::{Effect, ImageMeta, ImageTarget, Msg, PathOutcome};
 pub use navigation::{
     Areas, ConversationView, IMAGE_LIST_ROWS, ImageItem, ImageState, ImagesView, InspectorView,

@@ -51,9 +51,9 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
     }
     out.push(Line::styled("Assistant:", t.assistant));
     out.extend(markdown(&turn.answer));
-    if cut_off(app, index) {
+    if let Some(note) = &turn.cut_off_note {
         out.push(Line::styled(
-            CUT_OFF,
+            format!("[{note}]"),
             t.ungrounded.add_modifier(Modifier::BOLD),
         ));
     }
@@ -144,9 +144,6 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
     out.push(Line::raw(""));
 }
 
-/// The marker under an answer that ended on `finish_reason: length`.
-pub const CUT_OFF: &str = "[cut off: max_tokens reached]";
-
 /// Whether question `index`'s answer (its last response) was cut off at the token limit
 /// (the transcript's flag, from the response's `finish_reason`).
 pub fn cut_off(app: &App, index: usize) -> bool {
@@ -203,7 +200,7 @@ pub fn live_lines(app: &App, width: u16) -> Vec<Line<'static>> {
             format!(
                 "{} {}",
                 SPINNER[app.spinner % SPINNER.len()],
-                live.phase.label()
+                live.waiting_note().unwrap_or_else(|| live.phase.label())
             ),
             t.running,
         ));

@@ -71,8 +71,123 @@ pub fn layout(app: &App, area: Rect) -> (Rect, Areas, Rect, Option<Rect>) {
     (header, areas, status, None)
 }
 
-/// Draws the whole app. Call `layout` first and store its areas in the app.
+/// Draws the whole app. Call `layout` first and store its areas in the app. Every secret
+/// the redactor knows is masked on the screen, wherever a pane put it.
 pub fn render(app: &App, frame: &mut Frame) {
+    render_panes(app, frame);
+    mask_secrets(frame.buffer_mut());
+}
+
+/// Overwrites every secret [`crate::errors::secret_spans`] finds on the screen with
+/// `<redacted>` (cut or padded with `*` to the secret's width): on each row, and across
+/// each break where a pane's text wrapped onto the next row (between the same borders),
+/// so a wrapped `Bearer …` is found too.
+pub fn mask_secrets(buf: &mut ratatui::buffer::Buffer) {
+    let area = buf.area;
+    let row = |y: u16| -> Vec<(u16, u16)> { (area.left()..area.right()).map(|x| (x, y)).collect() };
+    for y in area.top()..area.bottom() {
+        mask_cells(buf, &row(y));
+    }
+    // A wrapped line: a run of cells between borders, continued by the same run below.
+    for y in area.top()..area.bottom().saturating_sub(1) {
+        for (x0, x1) in runs(buf, y) {
+            if !runs(buf, y + 1).contains(&(x0, x1)) {
+                continue;
+            }
+            let mut cells: Vec<(u16, u16)> = Vec::new();
+            let upper: Vec<(u16, u16)> = (x0..x1).map(|x| (x, y)).collect();
+            let keep = upper
+                .iter()
+                .rposition(|&c| !buf[c].symbol().trim().is_empty())
+                .map_or(0, |i| i + 1);
+            cells.extend(&upper[..keep]);
+            let lower: Vec<(u16, u16)> = (x0..x1).map(|x| (x, y + 1)).collect();
+            let skip = lower
+                .iter()
+                .position(|&c| !buf[c].symbol().trim().is_empty())
+                .unwrap_or(lower.len());
+            let split = cells.len();
+            cells.extend(&lower[skip..]);
+            for joint in [" ", ""] {
+                mask_joined(buf, &cells, split, joint);
+            }
+        }
+    }
+}
+
+/// The runs of cells on row `y` between box-drawing characters (pane borders).
+fn runs(buf: &ratatui::buffer::Buffer, y: u16) -> Vec<(u16, u16)> {
+    let area = buf.area;
+    let is_border = |x: u16| {
+        buf[(x, y)]
+            .symbol()
+            .chars()
+            .next()
+            .is_some_and(|c| ('\u{2500}'..='\u{257f}').contains(&c))
+    };
+    let mut out = Vec::new();
+    let mut start = None;
+    for x in area.left()..=area.right() {
+        let border = x == area.right() || is_border(x);
+        match (start, border) {
+            (None, false) => start = Some(x),
+            (Some(s), true) => {
+                if x - s > 1 {
+                    out.push((s, x));
+                }
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Masks the secrets in the text of `cells`, `joint` inserted before cell `split`.
+fn mask_joined(buf: &mut ratatui::buffer::Buffer, cells: &[(u16, u16)], split: usize, joint: &str) {
+    let mut text = String::new();
+    let mut starts = Vec::with_capacity(cells.len());
+    for (i, &c) in cells.iter().enumerate() {
+        if i == split {
+            text.push_str(joint);
+        }
+        starts.push(text.len());
+        text.push_str(buf[c].symbol());
+    }
+    mask_spans(buf, cells, &text, &starts);
+}
+
+/// Masks the secrets in the text of `cells` (one row).
+fn mask_cells(buf: &mut ratatui::buffer::Buffer, cells: &[(u16, u16)]) {
+    let mut text = String::new();
+    let mut starts = Vec::with_capacity(cells.len());
+    for &c in cells {
+        starts.push(text.len());
+        text.push_str(buf[c].symbol());
+    }
+    mask_spans(buf, cells, &text, &starts);
+}
+
+/// Masks each secret in `text`, cell `i` of `cells` starting at byte `starts[i]`. (A
+/// secret already masked reads `<redacted>…` and is not found again.)
+fn mask_spans(
+    buf: &mut ratatui::buffer::Buffer,
+    cells: &[(u16, u16)],
+    text: &str,
+    starts: &[usize],
+) {
+    for span in crate::errors::secret_spans(text) {
+        let mask = crate::errors::REDACTED
+            .chars()
+            .chain(std::iter::repeat('*'));
+        let hit = (0..cells.len()).filter(|&i| span.contains(&starts[i]));
+        for (i, ch) in hit.zip(mask) {
+            buf[cells[i]].set_char(ch);
+        }
+    }
+}
+
+fn render_panes(app: &App, frame: &mut Frame) {
     if replay::full_screen(app) {
         replay::render(app, frame);
         app.theme.paint_base(frame.buffer_mut());

@@ -321,6 +321,10 @@ pub fn status_spans(app: &App, columns: usize) -> Vec<Span<'static>> {
         if !is_error {
             fields[MSG].style = t.running;
         }
+    } else if let Some(note) = app.live.as_ref().and_then(|l| l.waiting_note()) {
+        fields[MSG].body = note;
+        fields[MSG].width = width(&fields[MSG].body);
+        fields[MSG].style = t.running;
     } else {
         fields[MSG].shown = false;
     }
