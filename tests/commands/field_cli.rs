@@ -79,6 +79,17 @@ impl Home {
         cmd
     }
 
+    /// `groundwork args` on a terminal: util-linux `script` gives it a pty, whose output
+    /// (stdout and stderr, as a terminal shows them) is the wrapper's stdout.
+    fn on_terminal(&self, args: &[&str]) -> Command {
+        let line = std::iter::once(env!("CARGO_BIN_EXE_groundwork"))
+            .chain(args.iter().copied())
+            .map(|a| format!("'{a}'"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        self.wrapped("script", &["-qec", &line, "/dev/null"])
+    }
+
     async fn run(&self, args: &[&str]) -> Output {
         let mut cmd = self.command(args);
         cmd.stdin(Stdio::null());
@@ -457,12 +468,7 @@ async fn ask_strips_escape_sequences_on_a_terminal() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains(answer));
     // On a terminal (util-linux `script` gives the child a pty).
-    let line = std::iter::once(env!("CARGO_BIN_EXE_groundwork"))
-        .chain(args.iter().copied())
-        .map(|a| format!("'{a}'"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let script = home.wrapped("script", &["-qec", &line, "/dev/null"]);
+    let script = home.on_terminal(&args);
     let o = run_bounded(script).await;
     assert!(o.status.success(), "{}", stderr(&o));
     let shown = stdout(&o);
@@ -966,12 +972,7 @@ async fn ask_on_a_terminal_streams_the_answer_as_it_comes() {
         "--no-policy",
         "What is the lamp?",
     ];
-    let line = std::iter::once(env!("CARGO_BIN_EXE_groundwork"))
-        .chain(args.iter().copied())
-        .map(|a| format!("'{a}'"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut script = home.wrapped("script", &["-qec", &line, "/dev/null"]);
+    let mut script = home.on_terminal(&args);
     script.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = script.spawn().unwrap();
     let mut pty = child.stdout.take().unwrap();
@@ -1045,12 +1046,7 @@ async fn ask_on_a_terminal_shows_the_wait_for_a_silent_model() {
         "--no-policy",
         "Anyone there?",
     ];
-    let line = std::iter::once(env!("CARGO_BIN_EXE_groundwork"))
-        .chain(args.iter().copied())
-        .map(|a| format!("'{a}'"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let o = run_bounded(home.wrapped("script", &["-qec", &line, "/dev/null"])).await;
+    let o = run_bounded(home.on_terminal(&args)).await;
     assert!(o.status.success(), "{}", stderr(&o));
     let shown = stdout(&o);
     assert!(

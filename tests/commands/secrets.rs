@@ -243,22 +243,25 @@ async fn no_secret_reaches_any_output_or_file() {
         "{\"id\": \"q1\", \"question\": \"What is the lamp?\"}\n",
     )
     .unwrap();
+    let failing = with_password(&failing_model);
+    let over = |rest: &[&'static str]| {
+        let mut args = vec![
+            "--embed-url".to_string(),
+            embed.url.clone(),
+            "--embed-model".into(),
+            hashembed::MODEL.into(),
+            "--model-url".into(),
+            failing.clone(),
+        ];
+        args.extend(rest.iter().map(|a| a.to_string()));
+        args
+    };
     let o = run(
         &home,
-        &[
-            "--embed-url",
-            &embed.url,
-            "--embed-model",
-            hashembed::MODEL,
-            "--model-url",
-            &with_password(&failing_model),
-            "eval",
-            "set.jsonl",
-            "--arm",
-            "base:",
-            "--out",
-            "exp",
-        ],
+        &over(&["eval", "set.jsonl", "--arm", "base:", "--out", "exp"])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
     )
     .await;
     assert_output_clean("eval", &o);
@@ -271,16 +274,10 @@ async fn no_secret_reaches_any_output_or_file() {
     // ask against the failing model: the error line.
     let o = run(
         &home,
-        &[
-            "--embed-url",
-            &embed.url,
-            "--embed-model",
-            hashembed::MODEL,
-            "--model-url",
-            &with_password(&failing_model),
-            "ask",
-            "What is the lamp?",
-        ],
+        &over(&["ask", "What is the lamp?"])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
     )
     .await;
     assert!(!o.status.success());
