@@ -181,6 +181,12 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
                 }
                 None => writeln!(out, "{}", clean(&outcome.answer))?,
             }
+            if outcome.redirected {
+                crate::errors::say!("{}", crate::host::transcript::REDIRECT_NOTE);
+                if let Some(caught) = &outcome.caught {
+                    crate::errors::say!("the caught answer: {}", clean(&one_line(caught)));
+                }
+            }
             if !outcome.citations.is_empty() {
                 writeln!(out)?;
                 writeln!(out, "Sources:")?;
@@ -238,5 +244,14 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
             note: Some(note), ..
         }) => bail!("{note}"),
         Ok(_) => printed.map(|()| ExitCode::SUCCESS),
+    }
+}
+
+/// `text` on one line, cut at 200 characters.
+fn one_line(text: &str) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match joined.char_indices().nth(200) {
+        Some((at, _)) => format!("{}…", &joined[..at]),
+        None => joined,
     }
 }

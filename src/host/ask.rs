@@ -49,6 +49,11 @@ pub struct AskOutcome {
     /// Whether the answer was cut off at the model's token limit (finish reason
     /// `length`, e.g. from `max_tokens`).
     pub cut_off: bool,
+    /// Whether the citation policy redirected the question.
+    pub redirected: bool,
+    /// The answer the policy caught before its redirect (the answer above came after).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caught: Option<String>,
     /// The warnings of the run's tools (a reranker that failed: the search went on in
     /// the fused order), one line each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -99,7 +104,12 @@ pub fn outcome_of(result: &RunResult) -> AskOutcome {
     let mut outcome = summarise(answer, &result.state, result.requests.clone());
     outcome.cut_off = last.is_some_and(|r| r.is_cut_off());
     outcome.cut_off_note = last.and_then(|r| r.cut_off_note());
-    outcome.warnings = result.messages[result.new_message_index.min(result.messages.len())..]
+    let new = &result.messages[result.new_message_index.min(result.messages.len())..];
+    let mut turn = crate::host::transcript::Turn::new(0, String::new());
+    crate::host::transcript::fill_turn(&mut turn, new);
+    outcome.redirected = turn.redirected;
+    outcome.caught = turn.caught;
+    outcome.warnings = new
         .iter()
         .flat_map(crate::host::inspect::part_notes)
         .flatten()
@@ -146,6 +156,8 @@ pub fn summarise(
         cut_off: false,
         cut_off_note: None,
         warnings: Vec::new(),
+        redirected: false,
+        caught: None,
         requests,
         usage: RunUsage::default(),
     }

@@ -1064,3 +1064,43 @@ async fn ask_on_a_terminal_shows_the_wait_for_a_silent_model() {
     let o = home.run(&piped).await;
     assert_eq!(stdout(&o), "Piped.\n");
 }
+
+/// Issue 41: `ask` says when the citation policy redirected, and shows the answer it
+/// caught; `--json` carries both.
+#[tokio::test]
+async fn ask_shows_the_answer_the_policy_caught() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let db = home.kb(&embed).await;
+    let replies = || {
+        vec![
+            Reply::tool_call("rag_search", json!({"query": "author"})),
+            Reply::text("Fabio Fiorina wrote it in 2001."),
+            Reply::tool_call("rag_cite", json!({"chunk_ids": []})),
+            Reply::text("Nothing in the knowledge base says who wrote it."),
+        ]
+    };
+    let model = ScriptedServer::start(replies()).await;
+    let o = run_bounded(home.ask_lamp(&db, &embed, &model.base_url())).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o).lines().next(),
+        Some("Nothing in the knowledge base says who wrote it.")
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains(groundwork::host::transcript::REDIRECT_NOTE),
+        "{err}"
+    );
+    assert!(
+        err.contains("the caught answer: Fabio Fiorina wrote it in 2001."),
+        "{err}"
+    );
+    let model = ScriptedServer::start(replies()).await;
+    let mut cmd = home.ask_lamp(&db, &embed, &model.base_url());
+    cmd.arg("--json");
+    let o = run_bounded(cmd).await;
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["redirected"], true);
+    assert_eq!(v["caught"], "Fabio Fiorina wrote it in 2001.");
+}

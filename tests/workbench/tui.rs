@@ -121,6 +121,33 @@ async fn three_questions_fill_conversation_ledger_and_inspector() {
     assert_eq!(saved.groundwork.requests.len(), 9);
     let reloaded = App::new(saved, None, host());
     assert_eq!(reloaded.transcript, app.transcript);
+    // Issue 41: what the policy caught is kept beside the answer that followed.
+    assert_eq!(
+        app.transcript.turns[2].caught.as_deref(),
+        Some("Microgrids are neat.")
+    );
+    assert_eq!(app.transcript.turns[2].answer, "Microgrids are still neat.");
+    app.conversation.scroll = None;
+    let shown = pane(app, Pane::Conversation, 160, 48);
+    let caught = shown
+        .find("caught by the citation policy")
+        .expect("the caught answer");
+    let first = shown.find("Microgrids are neat.").expect("shown");
+    let redirect = shown
+        .find("redirected: this answer cited nothing")
+        .expect("the redirect");
+    let last = shown
+        .find("Microgrids are still neat.")
+        .expect("the answer");
+    assert!(
+        caught < first && first < redirect && redirect < last,
+        "{shown}"
+    );
+    let md = groundwork::host::transcript::to_markdown(&app.transcript, "t");
+    assert!(
+        md.contains("## First answer, caught by the citation policy\n\n> ~~Microgrids are neat.~~\n\n*Redirected: this answer cited nothing"),
+        "{md}"
+    );
 }
 
 #[tokio::test]

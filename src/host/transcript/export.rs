@@ -23,6 +23,13 @@ pub fn to_markdown(t: &Transcript, title: &str) -> String {
             }
             out.push('\n');
         }
+        if let Some(caught) = &turn.caught {
+            out.push_str("## First answer, caught by the citation policy\n\n");
+            for line in caught.trim().lines() {
+                out.push_str(&format!("> ~~{line}~~\n").replace("~~~~", ""));
+            }
+            out.push_str(&format!("\n*{}.*\n\n", upper_first(super::REDIRECT_NOTE)));
+        }
         out.push_str(&format!("## Answer\n\n{}\n\n", turn.answer.trim()));
         if let Some(note) = &turn.cut_off_note {
             out.push_str(&format!("*The answer was {note}.*\n\n"));
@@ -59,6 +66,14 @@ pub fn to_markdown(t: &Transcript, title: &str) -> String {
         }
     }
     out
+}
+
+/// `text` with its first letter in upper case.
+fn upper_first(text: &str) -> String {
+    let mut c = text.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
 }
 
 /// The JSON export: the transcript plus the session's raw messages and state.

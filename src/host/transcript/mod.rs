@@ -129,6 +129,9 @@ pub struct Turn {
     pub program: Option<String>,
     /// Whether the policy redirected this question.
     pub redirected: bool,
+    /// The answer the citation policy caught: the text the model gave, citing nothing,
+    /// before the redirect (the final answer came after it).
+    pub caught: Option<String>,
     /// Model requests made for this question.
     pub requests: usize,
     /// Chunks its searches returned: (capability, chunk id, source line).
@@ -150,6 +153,7 @@ impl Turn {
             citations: Vec::new(),
             program: None,
             redirected: false,
+            caught: None,
             requests: 0,
             retrieved: Vec::new(),
             cut_off: false,
@@ -164,6 +168,11 @@ pub struct Transcript {
     pub turns: Vec<Turn>,
     pub ledger: Vec<LedgerRow>,
 }
+
+/// What a reader is told of a redirect, in every face (the conversation, the export,
+/// `ask`): why the policy stepped in and what it asked for.
+pub const REDIRECT_NOTE: &str = "redirected: this answer cited nothing, so the citation policy \
+     asked the model to cite what grounds it (or declare that nothing does) and to answer again";
 
 /// Whether a user prompt is the policy's redirect.
 pub fn is_redirect(text: &str) -> bool {
@@ -352,6 +361,9 @@ pub fn fill_turn(turn: &mut Turn, messages: &[ModelMessage]) {
                         ModelRequestPart::UserPrompt(u) => {
                             if is_redirect(&prompt_text(&u.content)) {
                                 turn.redirected = true;
+                                if turn.caught.is_none() && !turn.answer.trim().is_empty() {
+                                    turn.caught = Some(std::mem::take(&mut turn.answer));
+                                }
                             }
                             continue;
                         }

@@ -29,6 +29,40 @@ fn step_line(t: &Theme, s: &ToolStep, spinner: usize) -> Line<'static> {
     ])
 }
 
+/// Lines of a caught answer shown before the fold.
+const CAUGHT_SHOWN: usize = 6;
+
+/// The answer the citation policy caught, struck through and dimmed (its first lines;
+/// the export has it whole), and the redirect that followed.
+fn caught_lines(t: &Theme, caught: &str, out: &mut Vec<Line<'static>>) {
+    out.push(Line::styled(
+        "Assistant, first (caught by the citation policy):",
+        t.ungrounded,
+    ));
+    let lines: Vec<&str> = caught.lines().filter(|l| !l.trim().is_empty()).collect();
+    let struck = t.dim.add_modifier(Modifier::CROSSED_OUT);
+    for l in lines.iter().take(CAUGHT_SHOWN) {
+        out.push(Line::from(vec![
+            Span::styled("  ", t.dim),
+            Span::styled(l.to_string(), struck),
+        ]));
+    }
+    if lines.len() > CAUGHT_SHOWN {
+        out.push(Line::styled(
+            format!(
+                "  … {} more lines (the export has the whole answer)",
+                lines.len() - CAUGHT_SHOWN
+            ),
+            t.dim,
+        ));
+    }
+    out.push(Line::styled(
+        format!("  ↳ {}", crate::host::transcript::REDIRECT_NOTE),
+        t.ungrounded,
+    ));
+    out.push(Line::raw(""));
+}
+
 fn status_span(t: &Theme, row: &LedgerRow) -> Span<'static> {
     let (label, style) = match row.status {
         CitationStatus::Grounded => ("grounded", t.grounded),
@@ -48,6 +82,9 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
     }
     if !turn.steps.is_empty() {
         out.push(Line::raw(""));
+    }
+    if let Some(caught) = &turn.caught {
+        caught_lines(t, caught, out);
     }
     out.push(Line::styled("Assistant:", t.assistant));
     out.extend(markdown(&turn.answer));
