@@ -190,11 +190,17 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
             if !outcome.citations.is_empty() {
                 writeln!(out)?;
                 writeln!(out, "Sources:")?;
-                for c in &outcome.citations {
-                    let source = c["document_title"]
-                        .as_str()
-                        .or(c["document_uri"].as_str())
-                        .unwrap_or("");
+                let indexes: Vec<i64> = outcome
+                    .citations
+                    .iter()
+                    .map(|c| c["index"].as_i64().unwrap_or(0))
+                    .collect();
+                let numbers = crate::host::transcript::source_numbers(&outcome.answer, &indexes);
+                for (c, number) in outcome.citations.iter().zip(numbers) {
+                    let source = crate::store::types::source_label(
+                        c["document_title"].as_str(),
+                        c["document_uri"].as_str(),
+                    );
                     let pages = c["page_numbers"]
                         .as_array()
                         .filter(|p| !p.is_empty())
@@ -208,7 +214,7 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
                             )
                         })
                         .unwrap_or_default();
-                    writeln!(out, "  [{}] {}{pages}", c["index"], clean(source))?;
+                    writeln!(out, "  [{number}] {}{pages}", clean(&source))?;
                 }
             }
             let cut = outcome

@@ -6,6 +6,16 @@ use serde_json::{Map, Value};
 
 use crate::embed::EmbedderSpec;
 
+/// How every face names a document: its title, else its URI (an empty title counts as
+/// none). The one place this rule is written.
+pub fn source_label(title: Option<&str>, uri: Option<&str>) -> String {
+    title
+        .filter(|t| !t.trim().is_empty())
+        .or(uri)
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// One search hit, as persisted in `state[ns].searches` (SPEC §5.5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SearchResult {
@@ -48,6 +58,11 @@ pub struct SearchResult {
 }
 
 impl SearchResult {
+    /// [`source_label`] of the hit's document.
+    pub fn source_label(&self) -> String {
+        source_label(self.document_title.as_deref(), self.document_uri.as_deref())
+    }
+
     /// The anchor chunk id, or "" when the result has none.
     pub fn id(&self) -> &str {
         self.chunk_id.as_deref().unwrap_or("")
@@ -149,4 +164,27 @@ pub struct IndexInfo {
     pub columns: Vec<String>,
     /// Rows not yet covered by the index (0 when fully indexed or unknown).
     pub unindexed_rows: usize,
+}
+
+#[cfg(test)]
+mod label_tests {
+    use super::source_label;
+
+    #[test]
+    fn a_document_is_named_by_its_title_else_its_uri() {
+        assert_eq!(
+            source_label(Some("Manual"), Some("file:///m.pdf")),
+            "Manual"
+        );
+        assert_eq!(
+            source_label(Some(""), Some("file:///m.pdf")),
+            "file:///m.pdf"
+        );
+        assert_eq!(
+            source_label(Some("  "), Some("file:///m.pdf")),
+            "file:///m.pdf"
+        );
+        assert_eq!(source_label(None, Some("file:///m.pdf")), "file:///m.pdf");
+        assert_eq!(source_label(None, None), "");
+    }
 }

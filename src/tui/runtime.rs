@@ -304,6 +304,27 @@ fn execute(
                 let _ = tx.send(Msg::DbInfo(db_info(&stores).await));
             });
         }
+        Effect::LoadPassages(wanted) => {
+            let tx = msg_tx.clone();
+            let stores = services.stores();
+            if stores.is_empty() {
+                // Nothing to read (a session opened for review only): said at once.
+                let none = wanted
+                    .into_iter()
+                    .map(|(_, id)| (id, Err("no knowledge base is open".to_string())))
+                    .collect();
+                let _ = tx.send(Msg::Passages(none));
+                return;
+            }
+            tokio::spawn(async move {
+                let mut read = Vec::with_capacity(wanted.len());
+                for (collection, id) in wanted {
+                    let passage = find_passage(&stores, collection.as_deref(), &id).await;
+                    read.push((id, passage));
+                }
+                let _ = tx.send(Msg::Passages(read));
+            });
+        }
         Effect::LoadChunk(chunk_id) => {
             let tx = msg_tx.clone();
             let stores = services.stores();
@@ -505,6 +526,40 @@ async fn db_info(stores: &[(Option<String>, Arc<Store>)]) -> Result<String, Stri
     Ok(out)
 }
 
+/// A cited chunk's own passage: from its collection when it names one that is open,
+/// else from whichever open store holds it.
+async fn find_passage(
+    stores: &[(Option<String>, Arc<Store>)],
+    collection: Option<&str>,
+    chunk_id: &str,
+) -> Result<crate::host::transcript::Passage, String> {
+    let named: Vec<&(Option<String>, Arc<Store>)> = stores
+        .iter()
+        .filter(|(n, _)| collection.is_some() && n.as_deref() == collection)
+        .collect();
+    let order: Vec<&(Option<String>, Arc<Store>)> = if named.is_empty() {
+        stores.iter().collect()
+    } else {
+        named
+    };
+    for (_, s) in order {
+        if let Some(r) = s
+            .result_for_chunk(chunk_id)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            return Ok(crate::host::transcript::Passage {
+                text: r.content,
+                pages: r.page_numbers,
+                headings: r.headings.unwrap_or_default(),
+            });
+        }
+    }
+    Err(format!(
+        "chunk {chunk_id} is not in the open knowledge base"
+    ))
+}
+
 /// A chunk's text from whichever open store holds it (collections in order).
 async fn find_chunk(
     stores: &[(Option<String>, Arc<Store>)],
@@ -538,13 +593,7 @@ async fn find_chunk(
 
 fn chunk_text(r: &crate::store::types::SearchResult) -> String {
     let mut s = String::new();
-    s.push_str(&format!(
-        "Document: {}\n",
-        r.document_title
-            .clone()
-            .or(r.document_uri.clone())
-            .unwrap_or_default()
-    ));
+    s.push_str(&format!("Document: {}\n", r.source_label()));
     if let Some(uri) = &r.document_uri {
         s.push_str(&format!("Source: {uri}\n"));
     }

@@ -119,8 +119,38 @@ async fn three_questions_fill_conversation_ledger_and_inspector() {
     let saved = Session::load(&f.dir.path().join("session.json")).unwrap();
     assert_eq!(saved.messages, app.session.messages);
     assert_eq!(saved.groundwork.requests.len(), 9);
-    let reloaded = App::new(saved, None, host());
+    let mut reloaded = App::new(saved, None, host());
+    // The passages are read from the knowledge base, not the session: the reloaded app
+    // (with no store here) has none until given the same.
+    for (id, p) in &app.passages {
+        reloaded.update(groundwork::tui::app::Msg::Passages(vec![(
+            id.clone(),
+            p.clone(),
+        )]));
+    }
     assert_eq!(reloaded.transcript, app.transcript);
+    // Issue 41: each source is the cited chunk itself, as the store has it.
+    for c in app.transcript.turns.iter().flat_map(|t| &t.citations) {
+        let stored = f._kb.store.get_chunk(&c.chunk_id).await.unwrap().unwrap();
+        assert_eq!(
+            c.passage.as_ref().unwrap().text,
+            stored.content,
+            "{}",
+            c.chunk_id
+        );
+        assert_ne!(
+            c.content, stored.content,
+            "the context the model saw is wider"
+        );
+    }
+    // Markers and Sources agree: the second answer's only source is its [1].
+    assert_eq!(
+        (
+            app.transcript.turns[1].citations[0].number,
+            app.transcript.turns[1].citations[0].index
+        ),
+        (1, 2)
+    );
     // Issue 41: what the policy caught is kept beside the answer that followed.
     assert_eq!(
         app.transcript.turns[2].caught.as_deref(),
@@ -144,6 +174,16 @@ async fn three_questions_fill_conversation_ledger_and_inspector() {
         "{shown}"
     );
     let md = groundwork::host::transcript::to_markdown(&app.transcript, "t");
+    // The export quotes the cited passage, with its page and section.
+    assert!(
+        md.contains("  Harbor Point Microgrid: Field Report 2026, p. 1, §Solar output\n  > Figure 1: Monthly solar output, January to December 2026.\n"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- [1] Harbor Point Microgrid Operator Handbook `"),
+        "{md}"
+    );
+    assert!(md.contains("(source #2 of the session)"), "{md}");
     assert!(
         md.contains("## First answer, caught by the citation policy\n\n> ~~Microgrids are neat.~~\n\n*Redirected: this answer cited nothing"),
         "{md}"

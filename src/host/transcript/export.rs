@@ -53,13 +53,32 @@ pub fn to_markdown(t: &Transcript, title: &str) -> String {
         if !turn.citations.is_empty() {
             out.push_str(&format!("**Sources ({})**\n\n", turn.citations.len()));
             for c in &turn.citations {
-                out.push_str(&format!("- {} `{}`\n", c.title(), c.chunk_id));
-                if !c.headings.is_empty() {
-                    out.push_str(&format!("  Section: {}\n", c.headings.join(" > ")));
-                }
-                let excerpt: String = c.content.chars().take(500).collect();
-                for line in excerpt.lines() {
-                    out.push_str(&format!("  > {line}\n"));
+                let session = if c.number == c.index {
+                    String::new()
+                } else {
+                    format!(" (source #{} of the session)", c.index)
+                };
+                out.push_str(&format!("- {} `{}`{session}\n", c.title(), c.chunk_id));
+                match &c.passage {
+                    // The cited chunk itself, whole, with a page-precise reference.
+                    Some(p) => {
+                        out.push_str(&format!("  {}\n", p.reference(&c.source)));
+                        for line in p.text.lines().filter(|l| !l.trim().is_empty()) {
+                            out.push_str(&format!("  > {line}\n"));
+                        }
+                    }
+                    None => {
+                        if !c.headings.is_empty() {
+                            out.push_str(&format!("  Section: {}\n", c.headings.join(" > ")));
+                        }
+                        out.push_str(
+                            "  (the cited chunk was not read; the context the model saw:)\n",
+                        );
+                        let excerpt: String = c.content.chars().take(500).collect();
+                        for line in excerpt.lines() {
+                            out.push_str(&format!("  > {line}\n"));
+                        }
+                    }
                 }
             }
             out.push('\n');

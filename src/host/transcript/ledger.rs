@@ -1,6 +1,7 @@
 //! The citation ledger's rows: per question, the chunks it cited and the ones it
 //! retrieved without citing, its searches and executions, and its citation status.
 
+use crate::store::types::source_label;
 use serde::Serialize;
 
 use crate::capabilities::state::EvidenceState;
@@ -91,15 +92,8 @@ pub(super) fn ledger_row(
                     .map(|c| c.document_id.clone())
                     .or_else(|| result.and_then(|r| r.document_id.clone())),
                 document: citation
-                    .map(|c| {
-                        c.document_title
-                            .clone()
-                            .filter(|t| !t.is_empty())
-                            .unwrap_or_else(|| c.document_uri.clone())
-                    })
-                    .or_else(|| {
-                        result.and_then(|r| r.document_title.clone().or(r.document_uri.clone()))
-                    }),
+                    .map(|c| source_label(c.document_title.as_deref(), Some(&c.document_uri)))
+                    .or_else(|| result.map(|r| r.source_label())),
                 pages: citation
                     .map(|c| c.page_numbers.clone())
                     .or_else(|| result.map(|r| r.page_numbers.clone()))
@@ -135,11 +129,7 @@ pub(super) fn ledger_row(
             index: None,
             document_id: citation.map(|c| c.document_id.clone()),
             document: citation
-                .map(|c| {
-                    c.document_title
-                        .clone()
-                        .unwrap_or_else(|| c.document_uri.clone())
-                })
+                .map(|c| source_label(c.document_title.as_deref(), Some(&c.document_uri)))
                 .or_else(|| source.clone()),
             pages: citation.map(|c| c.page_numbers.clone()).unwrap_or_default(),
             content: citation.map(|c| c.content.clone()),

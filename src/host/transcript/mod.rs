@@ -63,7 +63,11 @@ pub struct ToolStep {
 /// A citation as the conversation shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CitationView {
-    /// Display number, continuing across the conversation.
+    /// The number the answer's markers use for it: `[1]` is the first source the
+    /// question cited (see [`number_sources`]).
+    pub number: i64,
+    /// The session-wide citation number (haiku.rag's `index`), continuing across the
+    /// conversation.
     pub index: i64,
     /// `rag` or `analysis`.
     pub capability: String,
@@ -77,35 +81,78 @@ pub struct CitationView {
     pub content: String,
     pub picture_refs: Vec<String>,
     pub collection: Option<String>,
+    /// The cited chunk itself, read from the knowledge base (`content` is the context
+    /// the model saw, expanded around it); `None` until read, or when it is not there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passage: Option<Passage>,
+}
+
+/// A cited chunk's own text and where it stands in its document.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Passage {
+    pub text: String,
+    pub pages: Vec<i64>,
+    pub headings: Vec<String>,
+}
+
+impl Passage {
+    /// `libtasn1.pdf, p. 8, §Invoking asn1Parser`: the source, the passage's pages and
+    /// its innermost section.
+    pub fn reference(&self, source: &str) -> String {
+        let mut r = source.to_string();
+        if !self.pages.is_empty() {
+            let pages: Vec<String> = self.pages.iter().map(i64::to_string).collect();
+            let p = if self.pages.len() == 1 { "p." } else { "pp." };
+            r.push_str(&format!(", {p} {}", pages.join(", ")));
+        }
+        if let Some(section) = self.headings.last() {
+            r.push_str(&format!(", §{section}"));
+        }
+        r
+    }
+
+    /// Where the passage starts in `context` (the expanded text the model saw), when it
+    /// is there word for word.
+    pub fn span_in(&self, context: &str) -> Option<std::ops::Range<usize>> {
+        let text = self.text.trim();
+        (!text.is_empty())
+            .then(|| context.find(text))
+            .flatten()
+            .map(|at| at..at + text.len())
+    }
 }
 
 impl CitationView {
     fn from_citation(capability: &str, c: &Citation) -> Self {
         CitationView {
+            number: c.index.unwrap_or(0),
             index: c.index.unwrap_or(0),
             capability: capability.to_string(),
             chunk_id: c.chunk_id.clone(),
             document_id: c.document_id.clone(),
-            source: c
-                .document_title
-                .clone()
-                .filter(|t| !t.is_empty())
-                .unwrap_or_else(|| c.document_uri.clone()),
+            source: crate::store::types::source_label(
+                c.document_title.as_deref(),
+                Some(&c.document_uri),
+            ),
             document_uri: c.document_uri.clone(),
             pages: c.page_numbers.clone(),
             headings: c.headings.clone().unwrap_or_default(),
             content: c.content.clone(),
             picture_refs: c.picture_refs.clone(),
             collection: c.collection.clone(),
+            passage: None,
         }
     }
 
-    /// `[n] Source (p.1, 2, 3...)`, as haiku.rag titles a citation.
+    /// `[n] Source (p.1, 2, 3...)`, as haiku.rag titles a citation, `n` the number the
+    /// answer's markers use.
     pub fn title(&self) -> String {
-        let mut t = format!("[{}] {}", self.index, self.source);
-        if !self.pages.is_empty() {
-            let shown: Vec<String> = self.pages.iter().take(3).map(|p| p.to_string()).collect();
-            let more = if self.pages.len() > 3 { "..." } else { "" };
+        let mut t = format!("[{}] {}", self.number, self.source);
+        // The cited chunk's own pages once read (the citation's span its expanded context).
+        let pages = self.passage.as_ref().map_or(&self.pages, |p| &p.pages);
+        if !pages.is_empty() {
+            let shown: Vec<String> = pages.iter().take(3).map(|p| p.to_string()).collect();
+            let more = if pages.len() > 3 { "..." } else { "" };
             t.push_str(&format!(" (p.{}{more})", shown.join(", ")));
         }
         t
@@ -160,6 +207,57 @@ impl Turn {
             cut_off_note: None,
         }
     }
+}
+
+/// Numbers a question's sources (in the order it cited them) the way its answer's
+/// markers do. A model numbers the sources of each answer itself, `[1]` for the first it
+/// cited, so that is the default; when every marker in the answer is instead one of these
+/// sources' session-wide numbers and some lie beyond the answer's own count, the answer
+/// used those, and they are kept. Either way the marker `[n]` and the source titled
+/// `[n]` are the same source.
+pub fn number_sources(answer: &str, citations: &mut [CitationView]) {
+    let indexes: Vec<i64> = citations.iter().map(|c| c.index).collect();
+    for (c, n) in citations.iter_mut().zip(source_numbers(answer, &indexes)) {
+        c.number = n;
+    }
+}
+
+/// [`number_sources`] for sources given by their session-wide numbers, in cite order.
+pub fn source_numbers(answer: &str, indexes: &[i64]) -> Vec<i64> {
+    let markers = markers(answer);
+    let n = indexes.len() as i64;
+    let session_wide = !markers.is_empty()
+        && markers.iter().any(|&m| m > n)
+        && markers.iter().all(|m| indexes.contains(m));
+    (0..indexes.len())
+        .map(|k| {
+            if session_wide {
+                indexes[k]
+            } else {
+                k as i64 + 1
+            }
+        })
+        .collect()
+}
+
+/// The numbers of an answer's citation markers (`[3]`, `[1, 2]`, `[4][5]`), in order.
+pub fn markers(answer: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    let mut rest = answer;
+    while let Some(open) = rest.find('[') {
+        rest = &rest[open + 1..];
+        let Some(close) = rest.find(']') else { break };
+        let inside = &rest[..close];
+        let numbers: Option<Vec<i64>> = inside
+            .split(',')
+            .map(|p| p.trim().parse::<i64>().ok().filter(|&k| k > 0))
+            .collect();
+        if let Some(numbers) = numbers {
+            out.extend(numbers);
+        }
+        rest = &rest[close + 1..];
+    }
+    out
 }
 
 /// The whole conversation.
@@ -257,6 +355,26 @@ fn evidence_states(state: &Map<String, Value>) -> Vec<EvidenceState> {
 }
 
 impl Transcript {
+    /// Every cited chunk, once: (its collection, its id).
+    pub fn cited_chunks(&self) -> Vec<(Option<String>, String)> {
+        let mut out: Vec<(Option<String>, String)> = Vec::new();
+        for c in self.turns.iter().flat_map(|t| &t.citations) {
+            if !out.iter().any(|(_, id)| *id == c.chunk_id) {
+                out.push((c.collection.clone(), c.chunk_id.clone()));
+            }
+        }
+        out
+    }
+
+    /// Gives each citation its passage, when `passages` has it.
+    pub fn set_passages(&mut self, passages: &std::collections::HashMap<String, Passage>) {
+        for c in self.turns.iter_mut().flat_map(|t| &mut t.citations) {
+            if let Some(p) = passages.get(&c.chunk_id) {
+                c.passage = Some(p.clone());
+            }
+        }
+    }
+
     /// Builds the conversation and the ledger of a committed history and state.
     pub fn build(messages: &[ModelMessage], state: &Map<String, Value>) -> Self {
         let states = evidence_states(state);
@@ -283,6 +401,7 @@ impl Transcript {
                 }
             }
             citations.sort_by_key(|c| c.index);
+            number_sources(&turn.answer, &mut citations);
             turn.citations = citations;
             let status = if Some(q) == last_question {
                 let records: Vec<&CapabilityEvidenceRecord> =
@@ -399,5 +518,57 @@ impl Namespace for EvidenceState {
         } else {
             StateKind::Rag.namespace()
         }
+    }
+}
+
+#[cfg(test)]
+mod numbering_tests {
+    use super::*;
+
+    fn view(index: i64) -> CitationView {
+        CitationView {
+            number: index,
+            index,
+            capability: "rag".into(),
+            chunk_id: format!("c{index}"),
+            document_id: "d".into(),
+            source: "doc".into(),
+            document_uri: "file:///doc".into(),
+            pages: vec![],
+            headings: vec![],
+            content: String::new(),
+            picture_refs: vec![],
+            collection: None,
+            passage: None,
+        }
+    }
+
+    fn numbers(answer: &str, indexes: &[i64]) -> Vec<i64> {
+        let mut cs: Vec<CitationView> = indexes.iter().map(|&i| view(i)).collect();
+        number_sources(answer, &mut cs);
+        cs.iter().map(|c| c.number).collect()
+    }
+
+    #[test]
+    fn markers_are_read_in_every_form() {
+        assert_eq!(
+            markers("a [1] b [2, 3] c [4][5] [x] [0] [ 6 ]"),
+            [1, 2, 3, 4, 5, 6]
+        );
+        assert_eq!(markers("no markers, [unclosed"), Vec::<i64>::new());
+    }
+
+    #[test]
+    fn an_answers_sources_are_numbered_as_its_markers_number_them() {
+        // Question 3 of a session cites sources 7 and 8: the answer says [1] and [2].
+        assert_eq!(numbers("Yes [1], and more [2].", &[7, 8]), [1, 2]);
+        // No markers at all: still 1, 2 (the first cited is [1]).
+        assert_eq!(numbers("Yes.", &[7, 8]), [1, 2]);
+        // The answer used the session-wide numbers: they are kept.
+        assert_eq!(numbers("Yes [7], and [8].", &[7, 8]), [7, 8]);
+        // A marker that is neither: per answer.
+        assert_eq!(numbers("Yes [9].", &[7, 8]), [1, 2]);
+        // The first question's sources are 1 and 2 either way.
+        assert_eq!(numbers("Yes [1][2].", &[1, 2]), [1, 2]);
     }
 }

@@ -674,12 +674,10 @@ impl App {
         };
         let target = super::GroundingTarget {
             chunk_id: hit.id().to_string(),
-            document: hit
-                .document_title
-                .clone()
-                .filter(|t| !t.is_empty())
-                .or_else(|| hit.document_uri.clone())
-                .unwrap_or_default(),
+            document: crate::store::types::source_label(
+                hit.document_title.as_deref(),
+                hit.document_uri.as_deref(),
+            ),
         };
         self.open_grounding(target)
     }

@@ -172,6 +172,11 @@ pub struct App {
     pub inspector_cache: std::cell::RefCell<Option<InspectorCache>>,
     /// The capsule entries of a request (its index), read once from what it sent.
     pub capsule_cache: std::cell::RefCell<Option<(usize, std::rc::Rc<Vec<CapsuleEntryRef>>)>>,
+    /// Cited chunks' own passages, by chunk id, as read from the knowledge base (or why
+    /// not); each chunk is asked for once.
+    pub passages:
+        std::collections::HashMap<String, Result<crate::host::transcript::Passage, String>>,
+    passages_asked: std::collections::HashSet<String>,
     /// Questions cannot be asked and the session is never saved (reviewing).
     pub read_only: bool,
     /// The experiment under review (`groundwork open DIR`).
@@ -226,6 +231,8 @@ impl App {
             wrap_cache: std::cell::RefCell::new(None),
             inspector_cache: std::cell::RefCell::new(None),
             capsule_cache: std::cell::RefCell::new(None),
+            passages: Default::default(),
+            passages_asked: Default::default(),
             read_only: false,
             review: None,
             replay: None,
@@ -258,6 +265,7 @@ impl App {
     /// Rebuilds everything derived from the committed session.
     fn rebuild(&mut self) {
         self.transcript = Transcript::build(&self.session.messages, &self.session.state);
+        self.apply_passages();
         self.committed_requests = (0..crate::host::inspect::SessionRequests::of(&self.session)
             .len())
             .map(|_| std::cell::OnceCell::new())
@@ -276,6 +284,32 @@ impl App {
             .min(self.transcript.ledger.len().saturating_sub(1));
         self.version += 1;
         self.bump();
+    }
+
+    /// The passages read so far, given to the transcript's citations.
+    fn apply_passages(&mut self) {
+        let read: std::collections::HashMap<String, crate::host::transcript::Passage> = self
+            .passages
+            .iter()
+            .filter_map(|(id, p)| p.as_ref().ok().map(|p| (id.clone(), p.clone())))
+            .collect();
+        self.transcript.set_passages(&read);
+    }
+
+    /// A read of the cited chunks not asked for yet, if there are any.
+    fn want_passages(&mut self) -> Vec<Effect> {
+        let wanted: Vec<(Option<String>, String)> = self
+            .transcript
+            .cited_chunks()
+            .into_iter()
+            .filter(|(_, id)| !self.passages_asked.contains(id))
+            .collect();
+        if wanted.is_empty() {
+            return Vec::new();
+        }
+        self.passages_asked
+            .extend(wanted.iter().map(|(_, id)| id.clone()));
+        vec![Effect::LoadPassages(wanted)]
     }
 
     /// Live content changed (the committed part, and so `version`, did not).
@@ -405,6 +439,7 @@ impl App {
             Err(msg) => msg,
         };
         let mut effects = self.update_panes(msg);
+        effects.extend(self.want_passages());
         if self.read_only {
             // Reviewing never writes the session it shows.
             effects.retain(|e| !matches!(e, Effect::Save(_) | Effect::Ask { .. }));
@@ -472,6 +507,12 @@ impl App {
             }
             Msg::GroundingReady { generation, result } => {
                 self.grounding_ready(generation, result);
+                Vec::new()
+            }
+            Msg::Passages(read) => {
+                self.passages.extend(read);
+                self.apply_passages();
+                self.version += 1;
                 Vec::new()
             }
             Msg::ChunkText { chunk_id, text } => {

@@ -41,6 +41,8 @@ pub enum Msg {
         generation: u64,
         result: Result<super::GroundingPages, String>,
     },
+    /// Cited chunks' own passages, or why one could not be read.
+    Passages(Vec<(String, Result<crate::host::transcript::Passage, String>)>),
     /// A chunk's full text for the ledger detail.
     ChunkText {
         chunk_id: String,
@@ -117,6 +119,8 @@ pub enum Effect {
     },
     /// Load a chunk's full text.
     LoadChunk(String),
+    /// Read cited chunks' own passages (`Msg::Passages`): (collection, chunk id).
+    LoadPassages(Vec<(Option<String>, String)>),
     LoadDocuments,
     LoadDbInfo,
     /// A store read of the knowledge-base explorer (`Msg::Explored`).

@@ -10,7 +10,7 @@ use ratatui::widgets::Paragraph;
 
 use super::{SPINNER, markdown, pane_block, plain, title};
 use crate::host::transcript::CitationStatus;
-use crate::host::transcript::{LedgerRow, StepStatus, ToolStep, Turn};
+use crate::host::transcript::{LedgerRow, Passage, StepStatus, ToolStep, Turn};
 use crate::tui::app::{App, Ended, Pane};
 use crate::tui::theme::Theme;
 use crate::tui::wrap::wrap_lines;
@@ -139,6 +139,14 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
                 Span::styled(if selected { "  ▶ " } else { "    " }, style),
                 Span::styled(c.title(), style),
                 Span::styled(
+                    if c.number == c.index {
+                        String::new()
+                    } else {
+                        format!(" · source #{} of the session", c.index)
+                    },
+                    t.dim,
+                ),
+                Span::styled(
                     c.collection
                         .as_deref()
                         .map(|n| format!(" · {n}"))
@@ -149,15 +157,25 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
             if collapsed {
                 continue;
             }
-            let mut excerpt: String = c.content.chars().take(500).collect();
-            if c.content.chars().count() > 500 {
-                excerpt.push_str("...");
-            }
-            for l in excerpt.lines().filter(|l| !l.trim().is_empty()) {
-                out.push(Line::from(vec![
-                    Span::styled("      ", t.dim),
-                    Span::styled(l.to_string(), t.text),
-                ]));
+            match &c.passage {
+                Some(p) => passage_lines(t, p, &c.source, out),
+                None => {
+                    let why = match app.passages.get(&c.chunk_id) {
+                        Some(Err(e)) => format!("{e}; the context the model saw:"),
+                        _ => "reading the cited passage…; the context the model saw:".into(),
+                    };
+                    out.push(Line::styled(format!("      ({why})"), t.dim));
+                    let mut excerpt: String = c.content.chars().take(500).collect();
+                    if c.content.chars().count() > 500 {
+                        excerpt.push_str("...");
+                    }
+                    for l in excerpt.lines().filter(|l| !l.trim().is_empty()) {
+                        out.push(Line::from(vec![
+                            Span::styled("      ", t.dim),
+                            Span::styled(l.to_string(), t.dim),
+                        ]));
+                    }
+                }
             }
             for r in &c.picture_refs {
                 out.push(Line::styled(
@@ -165,7 +183,7 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
                     t.running,
                 ));
             }
-            if !c.headings.is_empty() {
+            if c.passage.is_none() && !c.headings.is_empty() {
                 let hs: Vec<&str> = c.headings.iter().take(3).map(String::as_str).collect();
                 out.push(Line::styled(
                     format!("      Section: {}", hs.join(" > ")),
@@ -179,6 +197,34 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
         }
     }
     out.push(Line::raw(""));
+}
+
+/// Lines of a cited passage shown before the fold (the chunk detail has it whole).
+const PASSAGE_SHOWN: usize = 12;
+
+/// The cited chunk's own text under a quote bar, folded after [`PASSAGE_SHOWN`] lines,
+/// then its reference (source, pages, section).
+fn passage_lines(t: &Theme, p: &Passage, source: &str, out: &mut Vec<Line<'static>>) {
+    let lines: Vec<&str> = p.text.lines().filter(|l| !l.trim().is_empty()).collect();
+    for l in lines.iter().take(PASSAGE_SHOWN) {
+        out.push(Line::from(vec![
+            Span::styled("      │ ", t.dim),
+            Span::styled(l.to_string(), t.text),
+        ]));
+    }
+    if lines.len() > PASSAGE_SHOWN {
+        out.push(Line::styled(
+            format!(
+                "      │ … {} more lines (Enter on the source shows the whole chunk)",
+                lines.len() - PASSAGE_SHOWN
+            ),
+            t.dim,
+        ));
+    }
+    out.push(Line::styled(
+        format!("      {}", p.reference(source)),
+        t.dim,
+    ));
 }
 
 /// Whether question `index`'s answer (its last response) was cut off at the token limit
