@@ -96,6 +96,8 @@ actions! {
     Back, Pane, "close the detail view", ["backspace"];
     ToggleSources, Pane, "conversation: collapse or expand sources", ["s"];
     VisualGrounding, Pane, "visual grounding of the selected evidence", ["V"];
+    NextMatch, Pane, "visual grounding: the next page with a matched item", ["n"];
+    PrevMatch, Pane, "visual grounding: the previous page with a matched item", ["N"];
     ViolationsOnly, Pane, "ledger: show only questions with a violation", ["v"];
     Grow, Pane, "widen the conversation column", ["+", ">"];
     Shrink, Pane, "narrow the conversation column", ["-", "<"];

@@ -548,3 +548,74 @@ async fn a_capsule_entry_in_the_inspector_opens_its_visual_grounding_and_chunk()
     let text = screen(&mut app, 160, 48);
     assert!(text.contains("x/C entries"), "{text}");
 }
+
+/// Issue 41: visual grounding opens on the page of the matched item, not on the first
+/// page of the expanded context; `n` / `N` go to the next / previous page with a match.
+#[tokio::test]
+async fn grounding_opens_on_the_page_of_the_matched_item() {
+    let kb = demo_kb().await;
+    let found = hit(
+        &kb.store,
+        "Outage one storm tripped the feeder breaker",
+        |r| r.content.contains("a storm tripped the feeder breaker"),
+    )
+    .await;
+    let id = found.chunk_id.clone().unwrap();
+    // The chunk as stored: its own pages (the hit's span its expanded context).
+    let cited = kb.store.result_for_chunk(&id).await.unwrap().unwrap();
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("rag_search", serde_json::json!({"query": "storm outage"})),
+        Reply::tool_call("rag_cite", serde_json::json!({"chunk_ids": [id.clone()]})),
+        Reply::text("A storm tripped the feeder breaker."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let mut rt = groundwork::tui::Runtime::new(services(&kb.store, &server.base_url()));
+    ask(&mut rt, &mut app, "What happened in March?").await;
+    let citation = &app.transcript.turns[0].citations[0];
+    assert_eq!(citation.chunk_id, id);
+    assert!(
+        citation.pages.first() < cited.page_numbers.first(),
+        "the expanded context starts on an earlier page: {:?} vs {:?}",
+        citation.pages,
+        cited.page_numbers
+    );
+    app.focus = Pane::Conversation;
+    app.conversation.selected_citation = Some((0, 0));
+    screen(&mut app, 160, 48);
+    press_mod(&rt, &mut app, KeyCode::Char('V'), KeyModifiers::SHIFT);
+    assert!(
+        rt.until(&mut app, Duration::from_secs(60), |a| {
+            !matches!(
+                a.grounding.view.as_ref().unwrap().state,
+                GroundingState::Loading
+            )
+        })
+        .await
+    );
+    let view = app.grounding.view.as_ref().unwrap();
+    let GroundingState::Ready(p) = &view.state else {
+        panic!("grounded");
+    };
+    let at = &p.pages[view.page];
+    assert!(view.page > 0, "not the first page of the context");
+    assert!(at.matched > 0, "the page shown has the matched item");
+    assert!(cited.page_numbers.contains(&at.page_no), "{}", at.page_no);
+    assert!(p.pages[..view.page].iter().all(|pg| pg.matched == 0));
+    let (first, page_no) = (view.page, at.page_no);
+    let shown = screen(&mut app, 160, 48);
+    assert!(shown.contains(&format!("page {page_no} · ")), "{shown}");
+    assert!(shown.contains("n next match"), "{shown}");
+    // `N` from here: no earlier match, said so; Home then `n` comes back.
+    press_mod(&rt, &mut app, KeyCode::Char('N'), KeyModifiers::SHIFT);
+    assert_eq!(app.grounding.view.as_ref().unwrap().page, first);
+    assert_eq!(
+        app.notice.as_deref(),
+        Some("no matched item on an earlier page")
+    );
+    press(&rt, &mut app, KeyCode::Home);
+    assert_eq!(app.grounding.view.as_ref().unwrap().page, 0);
+    press(&rt, &mut app, KeyCode::Char('n'));
+    assert_eq!(app.grounding.view.as_ref().unwrap().page, first);
+}

@@ -157,12 +157,20 @@ impl App {
     /// Keys while the view is open: page, close; quitting still works.
     pub(super) fn on_grounding_key(&mut self, key: KeyEvent) -> Vec<Effect> {
         let action = self.keymap.action_for(&key, false);
-        let n = match &self.grounding.view {
+        let (n, matched): (usize, Vec<usize>) = match &self.grounding.view {
             Some(GroundingView {
                 state: GroundingState::Ready(p),
                 ..
-            }) => p.pages.len(),
-            _ => 0,
+            }) => (
+                p.pages.len(),
+                p.pages
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, page)| page.matched > 0)
+                    .map(|(i, _)| i)
+                    .collect(),
+            ),
+            _ => (0, Vec::new()),
         };
         let Some(view) = self.grounding.view.as_mut() else {
             return Vec::new();
@@ -174,6 +182,14 @@ impl App {
             Some(Action::Right | Action::Down | Action::PageDown) if view.page + 1 < n => {
                 view.page += 1
             }
+            Some(Action::NextMatch) => match matched.iter().find(|&&i| i > view.page) {
+                Some(&i) => view.page = i,
+                None => self.notice = Some("no matched item on a later page".into()),
+            },
+            Some(Action::PrevMatch) => match matched.iter().rev().find(|&&i| i < view.page) {
+                Some(&i) => view.page = i,
+                None => self.notice = Some("no matched item on an earlier page".into()),
+            },
             Some(Action::Top) => view.page = 0,
             Some(Action::Bottom) => view.page = n.saturating_sub(1),
             Some(Action::Interrupt | Action::QuitPane | Action::Back | Action::VisualGrounding) => {
@@ -194,7 +210,12 @@ impl App {
             return;
         }
         if let Some(view) = self.grounding.view.as_mut() {
-            view.page = 0;
+            // The evidence itself first: the first page with a matched item.
+            view.page = result
+                .as_ref()
+                .ok()
+                .and_then(|p| p.pages.iter().position(|page| page.matched > 0))
+                .unwrap_or(0);
             view.state = match result {
                 Ok(pages) => GroundingState::Ready(pages),
                 Err(e) => GroundingState::Failed(e),

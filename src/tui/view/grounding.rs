@@ -67,8 +67,11 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
                 Span::styled(
                     truncate(
                         &format!(
-                            " · page {} · {} matched (orange) · {} context (yellow) · Esc closes",
-                            page.page_no, page.matched, page.context
+                            " · page {} · {} matched (orange) · {} context (yellow) · {} next match · Esc closes",
+                            page.page_no,
+                            page.matched,
+                            page.context,
+                            app.keymap.hint(crate::tui::keymap::Action::NextMatch)
                         ),
                         width.saturating_sub(32),
                     ),
