@@ -267,6 +267,8 @@ fn commit(
 
 fn host() -> HostInfo {
     HostInfo {
+        knowledge_bases: Vec::new(),
+        knowledge_base_note: None,
         collections: Vec::new(),
         db: "bench.lancedb".into(),
         model: "bench".into(),

@@ -53,6 +53,8 @@ fn session(questions: usize, with_tools: bool) -> Session {
 
 fn host() -> HostInfo {
     HostInfo {
+        knowledge_bases: Vec::new(),
+        knowledge_base_note: None,
         collections: Vec::new(),
         db: "bench.lancedb".into(),
         model: "bench".into(),

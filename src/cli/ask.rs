@@ -20,14 +20,16 @@ use crate::paths;
 use super::args::{AskArgs, GlobalArgs};
 use super::context::{CmdContext, choose_model};
 
-/// The model over every open database: one store, or the named collections.
+/// The model over every open database (one store, or the named collections), and what
+/// the session records of them.
 async fn composer(
     ctx: &CmdContext,
     model: std::sync::Arc<dyn crate::engine::chat::ChatModel>,
     app: crate::config::AppConfig,
-) -> Result<Composer> {
+) -> Result<(Composer, Vec<crate::session::knowledge::KnowledgeBase>)> {
     let opened = ctx.open_collections(None).await?;
-    Ok(super::context::composer_over(Some(model), opened, app))
+    let kbs = super::context::knowledge_bases_of(&opened);
+    Ok((super::context::composer_over(Some(model), opened, app), kbs))
 }
 
 pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Result<ExitCode> {
@@ -73,10 +75,8 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     let app = a.flags.overrides().apply(ctx.config.app.clone());
     let counter =
         crate::host::compose::token_counter(&model_name, ctx.config.model.tokenizer.as_ref())?;
-    let agent = composer(ctx, model, app)
-        .await?
-        .with_counter(Some(counter))
-        .agent(&options)?;
+    let (composer, knowledge_bases) = composer(ctx, model, app).await?;
+    let agent = composer.with_counter(Some(counter)).agent(&options)?;
     crate::timing::mark("ask: agent built");
     let opened = opening
         .await
@@ -113,6 +113,12 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
         None => None,
     };
     let asked = asked?;
+    if let Some(q) = asked.question {
+        match &mut held {
+            Held::Resumed(r) => r.record_knowledge_bases(&knowledge_bases, q),
+            Held::Whole(c) => c.record_knowledge_bases(&knowledge_bases, q),
+        }
+    }
     let (outcome, saved) = match &mut held {
         Held::Resumed(r) => {
             let outcome = asked;

@@ -14,6 +14,7 @@ use super::args::GlobalArgs;
 use super::collections::{Databases, parse_db_flags};
 
 /// Everything a command needs from the environment.
+#[derive(Clone)]
 pub struct CmdContext {
     pub env: Env,
     /// The config file with the environment and the model flags applied.
@@ -63,6 +64,52 @@ impl CmdContext {
             db_named,
             overrides,
         })
+    }
+
+    /// This context over the knowledge bases a session recorded (reopening it), unless
+    /// `--db` named the databases on the command line. `Err`: one of them is gone, in
+    /// one line that says how to point at it.
+    pub fn reopening(
+        &self,
+        global: &GlobalArgs,
+        session: &std::path::Path,
+        recorded: &[crate::session::knowledge::KnowledgeBase],
+    ) -> Result<CmdContext> {
+        if !global.db.is_empty() || recorded.is_empty() {
+            return Ok(self.clone());
+        }
+        if let Some(gone) = recorded.iter().find(|k| k.is_missing()) {
+            anyhow::bail!(
+                "{} ran against the knowledge base {}{}, which is not there any more; give --db {}PATH to open it where it is now",
+                session.display(),
+                gone.location,
+                gone.name
+                    .as_deref()
+                    .map(|n| format!(" (collection {n})"))
+                    .unwrap_or_default(),
+                gone.name
+                    .as_deref()
+                    .map(|n| format!("{n}="))
+                    .unwrap_or_default(),
+            );
+        }
+        let databases = match recorded {
+            [one] if one.name.is_none() => Databases::Single(one.location.clone()),
+            many => Databases::Collections(
+                many.iter()
+                    .enumerate()
+                    .map(|(i, k)| {
+                        let name = k.name.clone().unwrap_or_else(|| format!("kb{}", i + 1));
+                        (name, k.location.clone())
+                    })
+                    .collect(),
+            ),
+        };
+        let mut ctx = self.clone();
+        ctx.db = databases.entries()[0].1.clone();
+        ctx.databases = databases;
+        ctx.db_named = true;
+        Ok(ctx)
     }
 
     /// Opens every database (or only the collection `only` names) with its own recorded
@@ -275,4 +322,22 @@ pub fn composer_over(
     } else {
         composer.with_collections(named)
     }
+}
+
+/// What a session records of the databases a question ran against.
+pub fn knowledge_bases_of(
+    opened: &[(Option<String>, Store)],
+) -> Vec<crate::session::knowledge::KnowledgeBase> {
+    opened
+        .iter()
+        .map(|(name, s)| {
+            let e = s.embedder_spec();
+            crate::session::knowledge::KnowledgeBase {
+                name: name.clone(),
+                location: s.uri().to_string(),
+                embedder: Some(format!("{}:{} ({})", e.provider, e.name, e.vector_dim)),
+                questions: Vec::new(),
+            }
+        })
+        .collect()
 }

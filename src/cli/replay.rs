@@ -28,6 +28,12 @@ pub(super) async fn replay(
     // Refused before any model is asked when the question cannot be replayed.
     let prepared = replay::prepare(&session, a.question)
         .map_err(|e| anyhow!("{}: {e}", a.session.display()))?;
+    // The knowledge base that question ran against, unless --db says otherwise.
+    let recorded = crate::host::transcript::question_starts(&session.messages)
+        .get(a.question.saturating_sub(1))
+        .map(|&q| crate::session::knowledge::for_question(&session.groundwork.extra, q as u64))
+        .unwrap_or_default();
+    let ctx = &ctx.reopening(global, &a.session, &recorded)?;
     let store = Arc::new(ctx.open_store().await?);
     let (composer, _) = arm_composer(ctx, global, "replay", &settings, &store).await?;
     let agent = composer.agent(&options)?;

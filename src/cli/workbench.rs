@@ -41,6 +41,41 @@ pub(super) async fn workbench(
     let keymap = tui::keymap_from_config(&ctx.config.tui, &config_path)?;
     let theme = ctx.config.tui.theme;
     let open = open.unwrap_or_default();
+    // The session named on the command line is read first: it says which knowledge
+    // bases its questions ran against, and those are what it reopens.
+    let explicit = if open.session.is_empty() {
+        global.session.clone()
+    } else if open.session == "demo" {
+        None
+    } else {
+        Some(std::path::PathBuf::from(&open.session))
+    };
+    let mut preloaded = match &explicit {
+        Some(p) if p.exists() => Some(Session::load(p)?),
+        Some(p) if !open.session.is_empty() => {
+            bail!("session file {} does not exist", p.display())
+        }
+        _ => None,
+    };
+    let recorded = preloaded
+        .as_ref()
+        .map(|s| crate::session::knowledge::latest(&s.groundwork.extra))
+        .unwrap_or_default();
+    let reopened = match (&explicit, &preloaded) {
+        (Some(p), Some(_)) => ctx.reopening(global, p, &recorded)?,
+        _ => ctx.clone(),
+    };
+    let knowledge_base_note = (preloaded.is_some()
+        && recorded.is_empty()
+        && global.db.is_empty()
+        && preloaded.as_ref().is_some_and(|s| !s.messages.is_empty()))
+    .then(|| {
+        format!(
+            "this session does not say which knowledge base it ran against; searching {}",
+            ctx.databases.describe()
+        )
+    });
+    let ctx = &reopened;
     let fresh_demo = if is_default_db(ctx) {
         ensure_demo_db(ctx).await?
     } else {
@@ -48,6 +83,10 @@ pub(super) async fn workbench(
     };
     // Probing for a model (up to 400 ms) overlaps opening the store.
     let (opened, choice) = tokio::join!(ctx.open_collections(None), choose_model(ctx));
+    let knowledge_bases = opened
+        .as_ref()
+        .map(|o| super::context::knowledge_bases_of(o))
+        .unwrap_or_default();
     let choice = choice?;
     let counter = crate::host::compose::token_counter(
         &model_name(&choice),
@@ -91,22 +130,16 @@ pub(super) async fn workbench(
             None => (Session::new(model_name(&choice)), Some(new_path())),
         }
     } else {
-        let explicit = if open.session.is_empty() {
-            global.session.clone()
-        } else {
-            Some(std::path::PathBuf::from(&open.session))
-        };
-        match explicit {
-            Some(p) if p.exists() => (Session::load(&p)?, Some(p)),
-            Some(p) if !open.session.is_empty() => {
-                bail!("session file {} does not exist", p.display())
-            }
-            Some(p) => (Session::new(model_name(&choice)), Some(p)),
-            None => (Session::new(model_name(&choice)), Some(new_path())),
+        match (explicit, preloaded.take()) {
+            (Some(p), Some(s)) => (s, Some(p)),
+            (Some(p), None) => (Session::new(model_name(&choice)), Some(p)),
+            (None, _) => (Session::new(model_name(&choice)), Some(new_path())),
         }
     };
     let capabilities = crate::host::compose::capability_names(&open.capabilities);
     let host = tui::app::HostInfo {
+        knowledge_bases,
+        knowledge_base_note,
         db: ctx.databases.describe(),
         collections: ctx.databases.names(),
         model: match &choice {
@@ -168,6 +201,8 @@ async fn review(ctx: &CmdContext, dir: &std::path::Path) -> Result<ExitCode> {
         max_searches: ctx.config.app.qa.max_searches,
         max_executions: ctx.config.app.analysis.max_executions,
         collections: Vec::new(),
+        knowledge_bases: Vec::new(),
+        knowledge_base_note: None,
     };
     let app = tui::app::App::new(crate::session::Session::new(String::new()), None, host)
         .with_keymap(keymap)

@@ -196,6 +196,15 @@ impl Conversation {
         &self.session
     }
 
+    /// Records that `question` ran against the knowledge bases `open`.
+    pub fn record_knowledge_bases(
+        &mut self,
+        open: &[crate::session::knowledge::KnowledgeBase],
+        question: u64,
+    ) {
+        crate::session::knowledge::record(&mut self.session.groundwork.extra, open, question);
+    }
+
     /// Ends a conversation whose process is about to exit: the lock is released, and the
     /// session is left to the exit rather than freed one string and JSON value at a time
     /// (for a long session that costs more than reading it did).

@@ -217,6 +217,17 @@ impl Resumed {
         Ok(outcome)
     }
 
+    /// Records that `question` ran against the knowledge bases `open`.
+    pub fn record_knowledge_bases(
+        &mut self,
+        open: &[crate::session::knowledge::KnowledgeBase],
+        question: u64,
+    ) {
+        if let Some(extra) = self.resume.extra_mut() {
+            crate::session::knowledge::record(extra, open, question);
+        }
+    }
+
     /// Saves the question asked: one journal record, then the resume file moved on; or,
     /// when the window form cannot, the session read whole with the question committed
     /// and saved as [`super::conversation::Conversation::save`] saves it.
@@ -311,6 +322,16 @@ impl Resumed {
         }
         let result = rebase(result, &session.messages, &self.owned);
         session.commit_run_from(&Ok(result), start);
+        if let Some(kbs) = self
+            .resume
+            .extra()
+            .and_then(|e| e.get(crate::session::knowledge::KEY))
+        {
+            session
+                .groundwork
+                .extra
+                .insert(crate::session::knowledge::KEY.into(), kbs.clone());
+        }
         let saved = if changed {
             session.keep_beside_changed(&path)?
         } else {

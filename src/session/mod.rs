@@ -23,6 +23,7 @@
 mod disk;
 mod file;
 pub mod journal;
+pub mod knowledge;
 pub mod linear;
 mod lock;
 pub mod resume;

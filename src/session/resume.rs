@@ -307,6 +307,16 @@ impl Resume {
     /// resume says and the policy appends (rather than folding the journal into a new
     /// file). `Ok(false)`: nothing was written, the session must be saved whole.
     /// [`SessionError::Changed`] when another writer changed the files.
+    /// The session's `groundwork` extra keys, as this resume will write them.
+    pub fn extra(&self) -> Option<&Map<String, Value>> {
+        self.meta.get("extra").and_then(Value::as_object)
+    }
+
+    /// [`Resume::extra`], to change before the next append.
+    pub fn extra_mut(&mut self) -> Option<&mut Map<String, Value>> {
+        self.meta.get_mut("extra").and_then(Value::as_object_mut)
+    }
+
     pub fn append(&mut self, pending: Pending, policy: Policy) -> Result<bool, SessionError> {
         let path = self.path.clone();
         if !disk::unchanged(&path) {

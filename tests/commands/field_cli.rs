@@ -1104,3 +1104,62 @@ async fn ask_shows_the_answer_the_policy_caught() {
     assert_eq!(v["redirected"], true);
     assert_eq!(v["caught"], "Fabio Fiorina wrote it in 2001.");
 }
+
+/// Issue 41: `replay` without `--db` runs the question again over the knowledge base it
+/// ran against (recorded by `ask`), not the default one; a moved database is named.
+#[tokio::test]
+async fn replay_reopens_the_knowledge_base_the_question_ran_against() {
+    let embed = hashembed::start().await;
+    let home = Home::new();
+    let db = home.kb(&embed).await;
+    let replies = || {
+        vec![
+            Reply::tool_call("rag_search", json!({"query": "lamp"})),
+            Reply::tool_call("rag_cite", json!({"chunk_ids": []})),
+            Reply::text("The lamp is electric."),
+        ]
+    };
+    let model = ScriptedServer::start(replies()).await;
+    let session = home.path().join("s.json");
+    let mut cmd = home.ask_lamp(&db, &embed, &model.base_url());
+    cmd.args(["--session", session.to_str().unwrap()]);
+    answered_lamp(&run_bounded(cmd).await);
+    let model = ScriptedServer::start(replies()).await;
+    let replay = [
+        "--embed-url",
+        embed.url.as_str(),
+        "--embed-model",
+        hashembed::MODEL,
+        "--model-url",
+        &model.base_url(),
+        "replay",
+        session.to_str().unwrap(),
+        "--question",
+        "1",
+        "--arm=--no-policy",
+    ]
+    .map(str::to_string);
+    let args: Vec<&str> = replay.iter().map(String::as_str).collect();
+    let o = home.run(&args).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The replayed search read the lighthouse guide (the default database has nothing).
+    let sent = model.requests()[1].to_string();
+    assert!(
+        sent.contains("tool-return") || sent.contains("\"tool\""),
+        "{sent}"
+    );
+    assert!(
+        sent.contains("Lighthouse"),
+        "the guide's text came back: {sent}"
+    );
+    assert!(!stderr(&o).contains("no knowledge base"), "{}", stderr(&o));
+    std::fs::rename(&db, home.path().join("moved.lancedb")).unwrap();
+    let o = home.run(&args).await;
+    assert_eq!(
+        error_line(&o),
+        format!(
+            "error: {} ran against the knowledge base {db}, which is not there any more; give --db PATH to open it where it is now",
+            session.display()
+        )
+    );
+}

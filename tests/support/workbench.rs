@@ -83,6 +83,8 @@ pub async fn hit(store: &Store, query: &str, pred: impl Fn(&SearchResult) -> boo
 
 pub fn host() -> HostInfo {
     HostInfo {
+        knowledge_bases: Vec::new(),
+        knowledge_base_note: None,
         collections: Vec::new(),
         db: "demo.lancedb".into(),
         model: "scripted-model @ scripted server".into(),

@@ -376,3 +376,32 @@ async fn a_silent_model_shows_how_long_the_question_has_waited() {
     );
     assert!(!status_bar(&mut app, 160).contains("waiting for the model:"));
 }
+
+/// Issue 41: a question asked in the workbench records the knowledge bases it ran
+/// against in the session, as `ask` does.
+#[tokio::test]
+async fn a_workbench_question_records_its_knowledge_base() {
+    use crate::support::scripted_server::{Reply, ScriptedServer};
+    use groundwork::session::knowledge::{KnowledgeBase, recorded};
+    let kb = demo_kb().await;
+    let server = ScriptedServer::start(vec![Reply::text("Hello.")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    let open = KnowledgeBase {
+        name: None,
+        location: kb.db.clone(),
+        embedder: Some("openai:hashembed (64)".into()),
+        questions: Vec::new(),
+    };
+    app.host.knowledge_bases = vec![open.clone()];
+    let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
+    ask(&mut rt, &mut app, "Hi?").await;
+    let saved = groundwork::session::Session::load(&dir.path().join("session.json")).unwrap();
+    assert_eq!(
+        recorded(&saved.groundwork.extra),
+        [KnowledgeBase {
+            questions: vec![0],
+            ..open
+        }]
+    );
+}

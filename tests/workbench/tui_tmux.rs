@@ -249,3 +249,107 @@ async fn the_workbench_with_stdout_redirected_refuses_in_one_line() {
         "nothing drawn into the file"
     );
 }
+
+/// Issue 41: a session remembers the knowledge base its questions ran against. `ask`
+/// records it; `open SESSION` without `--db` reopens it (not the default database), so
+/// its sources are read from it; once the database is moved, `open` says so in one line
+/// and names `--db`. A haiku.rag host's session, which records none, says so.
+#[tokio::test]
+async fn a_session_reopens_the_knowledge_base_it_ran_against() {
+    let kb = demo_kb().await;
+    let chunk = hit(&kb.store, "monthly solar output", |_| true)
+        .await
+        .chunk_id
+        .unwrap();
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("rag_search", json!({"query": "solar output July"})),
+        Reply::tool_call("rag_cite", json!({"chunk_ids": [chunk.clone()]})),
+        Reply::text("The array peaked in July at 61 MWh."),
+    ])
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let session = home.path().join("s.json");
+    let env = |cmd: &mut std::process::Command| {
+        cmd.env("HOME", home.path())
+            .env("XDG_DATA_HOME", home.path().join("data"))
+            .env("XDG_CONFIG_HOME", home.path().join("config"))
+            .env("GROUNDWORK_DISCOVER", "off")
+            .env("OPENAI_API_KEY", "sk-kb-SECRET")
+            .env_remove("HAIKU_RAG_DB")
+            .env_remove("GROUNDWORK_MODEL_URL")
+            .env_remove("GROUNDWORK_MODEL");
+    };
+    let mut ask = std::process::Command::new(env!("CARGO_BIN_EXE_groundwork"));
+    ask.args([
+        "--db",
+        &kb.db,
+        "--model-url",
+        &server.base_url(),
+        "ask",
+        "--session",
+    ])
+    .arg(&session)
+    .arg("How much in July?");
+    env(&mut ask);
+    let o = tokio::task::spawn_blocking(move || ask.output().unwrap())
+        .await
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&session).unwrap()).unwrap();
+    let recorded = &saved["groundwork"]["knowledge_bases"];
+    assert_eq!(recorded[0]["location"], kb.db.as_str(), "{recorded}");
+    assert_eq!(recorded[0]["questions"], json!([0]));
+    assert!(
+        recorded[0]["embedder"]
+            .as_str()
+            .unwrap()
+            .contains("hashembed")
+    );
+
+    // Reopened without --db: the status bar names the recorded database, and the source
+    // is the cited chunk as that database holds it.
+    let tmux = Tmux::new("reopen");
+    let script = format!(
+        "env -u GROUNDWORK_MODEL_URL -u GROUNDWORK_MODEL -u HAIKU_RAG_DB HOME={home} \
+         XDG_DATA_HOME={home}/data XDG_CONFIG_HOME={home}/config GROUNDWORK_DISCOVER=off \
+         {bin} open {session}; {EXIT_SUFFIX}",
+        home = home.path().display(),
+        bin = env!("CARGO_BIN_EXE_groundwork"),
+        session = session.display(),
+    );
+    tmux.start(&script, 160, 48);
+    let stored = kb.store.get_chunk(&chunk).await.unwrap().unwrap().content;
+    let first_line = stored.lines().next().unwrap().to_string();
+    let screen = tmux
+        .wait_for("the session over its own database", 60, |s| {
+            s.contains("The array peaked in July") && s.contains(&format!("│ {first_line}"))
+        })
+        .await;
+    assert!(screen.contains("demo.lancedb"), "{screen}");
+    assert!(
+        !screen.contains("haiku.rag.lancedb"),
+        "not the default: {screen}"
+    );
+    tmux.send(&["C-q"]);
+    tmux.wait_exit().await;
+
+    // The database moved: one line, naming --db.
+    let moved = kb.dir.path().join("moved.lancedb");
+    std::fs::rename(&kb.db, &moved).unwrap();
+    let tmux = Tmux::new("reopen-gone");
+    tmux.start(&script, 160, 48);
+    let screen = tmux.wait_exit().await;
+    // The line as printed (the terminal wrapped it).
+    let joined = screen.replace('\n', "");
+    assert!(
+        joined.contains(&format!(
+            "error: {} ran against the knowledge base {}, which is not there any more; give --db PATH to open it where it is now",
+            session.display(),
+            kb.db
+        )),
+        "{screen}"
+    );
+    assert!(screen.contains("GW_EXIT=1"), "{screen}");
+    std::fs::rename(&moved, &kb.db).unwrap();
+}

@@ -219,6 +219,11 @@ impl App {
                 ..
             } => {
                 let live = self.live.take().expect("checked above");
+                crate::session::knowledge::record(
+                    &mut self.session.groundwork.extra,
+                    &self.host.knowledge_bases,
+                    live.turn.question,
+                );
                 crate::host::conversation::commit_finished(
                     &mut self.session,
                     live.run_id,

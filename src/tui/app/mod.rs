@@ -94,6 +94,11 @@ impl Pane {
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostInfo {
     pub db: String,
+    /// The databases open, as a question's record in the session names them.
+    pub knowledge_bases: Vec<crate::session::knowledge::KnowledgeBase>,
+    /// Why the session shown reopened no database of its own, when it did not (a
+    /// session recorded by a haiku.rag host says nothing of where it ran).
+    pub knowledge_base_note: Option<String>,
     /// The named collections open side by side (empty: the one database `db`).
     pub collections: Vec<String>,
     /// `name @ url`, or why there is none.
@@ -208,7 +213,7 @@ impl App {
             grounding: GroundingSlot::default(),
             popup: None,
             explorer: None,
-            notice: None,
+            notice: host.knowledge_base_note.clone(),
             rerank_warning: None,
             error: None,
             options: AskOptions::default(),

@@ -436,6 +436,8 @@ mod tests {
 
     fn app() -> App {
         let host = HostInfo {
+            knowledge_bases: Vec::new(),
+            knowledge_base_note: None,
             collections: Vec::new(),
             db: String::new(),
             model: String::new(),
