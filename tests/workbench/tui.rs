@@ -184,6 +184,29 @@ async fn three_questions_fill_conversation_ledger_and_inspector() {
         "{md}"
     );
     assert!(md.contains("(source #2 of the session)"), "{md}");
+    // ←/→ bring the selected source into view: from the bottom, back to question 1's.
+    app.popup = None;
+    app.focus = Pane::Conversation;
+    app.conversation.scroll = None;
+    app.conversation.selected_citation = None;
+    screen(app, 80, 24);
+    press(&f.rt, app, KeyCode::Right);
+    press(&f.rt, app, KeyCode::Left);
+    assert_eq!(app.conversation.selected_citation, Some((0, 0)));
+    let shown = pane(app, Pane::Conversation, 80, 24);
+    assert!(
+        shown.contains("▶ [1] Harbor Point Microgrid: Field Report"),
+        "{shown}"
+    );
+    // Enter on a selected source opens the cited chunk whole.
+    app.focus = Pane::Conversation;
+    app.conversation.selected_citation = Some((0, 0));
+    press(&f.rt, app, KeyCode::Enter);
+    assert!(
+        matches!(&app.popup, Some(Popup::ChunkDetail { chunk_id, .. }) if *chunk_id == f.figure_chunk),
+        "{:?}",
+        app.popup.is_some()
+    );
     assert!(
         md.contains("## First answer, caught by the citation policy\n\n> ~~Microgrids are neat.~~\n\n*Redirected: this answer cited nothing"),
         "{md}"

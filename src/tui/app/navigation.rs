@@ -127,6 +127,23 @@ impl App {
             Action::Top => set(self, 0),
             Action::Bottom => set(self, usize::MAX),
             Action::Left | Action::Right => return self.step_citation(action == Action::Right),
+            // Enter on a selected source: the cited chunk whole, every field.
+            Action::Select if self.conversation.selected_citation.is_some() => {
+                let Some(chunk_id) = self
+                    .conversation
+                    .selected_citation
+                    .and_then(|(t, c)| self.transcript.turns.get(t)?.citations.get(c))
+                    .map(|c| c.chunk_id.clone())
+                else {
+                    return Vec::new();
+                };
+                self.popup = Some(Popup::ChunkDetail {
+                    chunk_id: chunk_id.clone(),
+                    text: None,
+                    scroll: 0,
+                });
+                return vec![Effect::LoadChunk(chunk_id)];
+            }
             Action::Select | Action::ToggleSources => {
                 let q = self
                     .conversation
@@ -171,6 +188,7 @@ impl App {
         };
         self.conversation.selected_citation = Some(all[next]);
         self.version += 1;
+        self.reveal_selected_source();
         let (t, c) = all[next];
         let cit = &self.transcript.turns[t].citations[c];
         let target = ImageTarget {
@@ -181,6 +199,26 @@ impl App {
             picture_refs: cit.picture_refs.clone(),
         };
         self.set_image_target(target)
+    }
+
+    /// Scrolls the conversation so the selected source is in view (a third from the top),
+    /// when it is not.
+    fn reveal_selected_source(&mut self) {
+        let area = self.areas.conversation;
+        let height = area.height.saturating_sub(2) as usize;
+        if height == 0 {
+            return;
+        }
+        let Some(line) = crate::tui::view::conversation::selected_source_line(self, area.width)
+        else {
+            return;
+        };
+        let total = crate::tui::view::conversation::line_count(self, area.width);
+        let max_top = total.saturating_sub(height);
+        let top = self.conversation.scroll.unwrap_or(max_top).min(max_top);
+        if line < top || line >= top + height {
+            self.conversation.scroll = Some(line.saturating_sub(height / 3).min(max_top));
+        }
     }
 
     pub(super) fn select_latest_citation(&mut self) -> Vec<Effect> {

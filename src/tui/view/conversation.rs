@@ -317,6 +317,16 @@ fn inner_width(width: u16) -> u16 {
     width.saturating_sub(2).max(1)
 }
 
+/// The wrapped line of the selected source's title (marked `▶`), at pane width `width`.
+pub fn selected_source_line(app: &App, width: u16) -> Option<usize> {
+    committed_lines(app, inner_width(width))
+        .iter()
+        .position(|l| {
+            let text: String = l.spans.iter().map(|s| s.content.as_ref()).collect();
+            text.starts_with("  ▶ [")
+        })
+}
+
 /// Total wrapped lines at pane width `width`.
 pub fn line_count(app: &App, width: u16) -> usize {
     let w = inner_width(width);
