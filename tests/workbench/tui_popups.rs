@@ -405,3 +405,40 @@ async fn a_workbench_question_records_its_knowledge_base() {
         }]
     );
 }
+
+/// Issue 41: `q` asks before quitting when a question is typed (or running); a second
+/// `q` quits, another key keeps the workbench. At 80 columns the tab row names every pane
+/// whole.
+#[tokio::test]
+async fn q_asks_before_losing_a_typed_question_and_the_tab_row_fits_80_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let kb = demo_kb().await;
+    let mut app = new_app(dir.path());
+    let rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    app.focus = Pane::Input;
+    type_text(&rt, &mut app, "half a question");
+    app.focus = Pane::Ledger;
+    press(&rt, &mut app, KeyCode::Char('q'));
+    assert!(!app.quit, "asked first");
+    assert_eq!(
+        app.notice.as_deref(),
+        Some("the question input holds text: press q again to quit, any other key to stay")
+    );
+    press(&rt, &mut app, KeyCode::Char('j'));
+    press(&rt, &mut app, KeyCode::Char('q'));
+    assert!(!app.quit, "another key disarmed it");
+    press(&rt, &mut app, KeyCode::Char('q'));
+    assert!(app.quit, "the second q quits");
+
+    let mut app = new_app(dir.path());
+    app.zoom = true;
+    app.focus = Pane::Ledger;
+    let top = screen(&mut app, 80, 24);
+    let row = top.lines().next().unwrap();
+    for tab in ["Conversation", "Inspector", "Ledger", "Images"] {
+        assert!(row.split_whitespace().any(|w| w == tab), "{row}");
+    }
+    // With nothing typed, q quits at once.
+    press(&rt, &mut app, KeyCode::Char('q'));
+    assert!(app.quit);
+}

@@ -56,9 +56,24 @@ impl App {
     }
 
     pub(super) fn on_action(&mut self, action: Action) -> Vec<Effect> {
+        let armed = std::mem::take(&mut self.quit_armed);
         match action {
             Action::NewSession | Action::SaveAs if self.read_only => {
                 self.notice = Some("read-only: reviewing never changes or saves a session".into());
+                Vec::new()
+            }
+            // `q` is easy to press by mistake: with a question running or a question
+            // typed, it asks first (a second `q` quits; Ctrl-Q never asks).
+            Action::QuitPane if !armed && (self.running() || self.input_holds_text()) => {
+                self.quit_armed = true;
+                self.notice = Some(format!(
+                    "{}: press q again to quit, any other key to stay",
+                    if self.running() {
+                        "a question is running"
+                    } else {
+                        "the question input holds text"
+                    }
+                ));
                 Vec::new()
             }
             Action::Quit | Action::QuitPane => {

@@ -88,6 +88,17 @@ impl Pane {
             Pane::Images => "Page images",
         }
     }
+
+    /// The title where the tab row is narrow (80 columns).
+    pub fn short_title(self) -> &'static str {
+        match self {
+            Pane::Input => "Question",
+            Pane::Conversation => "Conversation",
+            Pane::Inspector => "Inspector",
+            Pane::Ledger => "Ledger",
+            Pane::Images => "Images",
+        }
+    }
 }
 
 /// What the host knows about its surroundings, for the status bar.
@@ -182,6 +193,8 @@ pub struct App {
     pub passages:
         std::collections::HashMap<String, Result<crate::host::transcript::Passage, String>>,
     passages_asked: std::collections::HashSet<String>,
+    /// `q` was pressed once where quitting loses something; the next `q` quits.
+    pub(super) quit_armed: bool,
     /// Questions cannot be asked and the session is never saved (reviewing).
     pub read_only: bool,
     /// The experiment under review (`groundwork open DIR`).
@@ -238,6 +251,7 @@ impl App {
             capsule_cache: std::cell::RefCell::new(None),
             passages: Default::default(),
             passages_asked: Default::default(),
+            quit_armed: false,
             read_only: false,
             review: None,
             replay: None,
@@ -289,6 +303,11 @@ impl App {
             .min(self.transcript.ledger.len().saturating_sub(1));
         self.version += 1;
         self.bump();
+    }
+
+    /// Whether the question input holds text that quitting would lose.
+    pub fn input_holds_text(&self) -> bool {
+        self.input.lines().iter().any(|l| !l.trim().is_empty())
     }
 
     /// The passages read so far, given to the transcript's citations.

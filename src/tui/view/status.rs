@@ -18,37 +18,57 @@ pub fn header(app: &App, frame: &mut Frame, area: Rect, zoomed: bool) {
         .and_then(|p| p.file_name())
         .map(|f| f.to_string_lossy().to_string())
         .unwrap_or_else(|| "unsaved session".into());
-    let mut spans = vec![
-        Span::styled(" Groundwork ", t.title),
-        Span::styled(format!("· {session} "), t.dim),
-    ];
-    if app.scripted_demo() {
-        spans.push(Span::styled(" SCRIPTED DEMO ", t.receipt));
-        spans.push(Span::raw(" "));
-    }
-    if zoomed {
-        for p in [
-            Pane::Conversation,
-            Pane::Inspector,
-            Pane::Ledger,
-            Pane::Images,
-        ] {
-            let shown = app.focus == p || (app.focus == Pane::Input && p == Pane::Conversation);
+    // Full titles when they fit, else short ones, else without the help hint, else
+    // without the session's name: every tab stays whole (at 80 columns the row was cut
+    // after "Ci").
+    let row = |short: bool, hint: bool, name: bool| {
+        let mut spans = vec![Span::styled(" Groundwork ", t.title)];
+        if name {
+            spans.push(Span::styled(format!("· {session} "), t.dim));
+        }
+        if app.scripted_demo() {
+            spans.push(Span::styled(" SCRIPTED DEMO ", t.receipt));
+            spans.push(Span::raw(" "));
+        }
+        if zoomed {
+            for p in [
+                Pane::Conversation,
+                Pane::Inspector,
+                Pane::Ledger,
+                Pane::Images,
+            ] {
+                let shown = app.focus == p || (app.focus == Pane::Input && p == Pane::Conversation);
+                let title = if short { p.short_title() } else { p.title() };
+                spans.push(Span::styled(
+                    format!(" {title} "),
+                    if shown { t.selected } else { t.dim },
+                ));
+            }
+        }
+        if hint {
             spans.push(Span::styled(
-                format!(" {} ", p.title()),
-                if shown { t.selected } else { t.dim },
+                format!(
+                    " {} help · {} commands",
+                    app.keymap.hint(Action::Help),
+                    app.keymap.hint(Action::Palette)
+                ),
+                t.dim,
             ));
         }
-    }
-    spans.push(Span::styled(
-        format!(
-            " {} help · {} commands",
-            app.keymap.hint(Action::Help),
-            app.keymap.hint(Action::Palette)
-        ),
-        t.dim,
-    ));
-    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+        Line::from(spans)
+    };
+    let fits = |l: &Line| l.width() <= area.width as usize;
+    let line = [
+        (false, true, true),
+        (true, true, true),
+        (true, false, true),
+        (true, false, false),
+    ]
+    .into_iter()
+    .map(|(short, hint, name)| row(short, hint, name))
+    .find(fits)
+    .unwrap_or_else(|| row(true, false, false));
+    frame.render_widget(Paragraph::new(line), area);
 }
 
 pub fn input(app: &App, frame: &mut Frame, area: Rect) {
