@@ -100,6 +100,7 @@ fn bench(c: &mut Criterion) {
         settings: ArmSettings::default(),
         composer: Composer::new(Some(client), Some(store), AppConfig::default()),
         model_name: "scripted-model".into(),
+        knowledge_bases: Vec::new(),
     };
     let entries: Vec<Entry> = (0..QUESTIONS)
         .map(|i| Entry {

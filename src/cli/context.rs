@@ -330,14 +330,20 @@ pub fn knowledge_bases_of(
 ) -> Vec<crate::session::knowledge::KnowledgeBase> {
     opened
         .iter()
-        .map(|(name, s)| {
-            let e = s.embedder_spec();
-            crate::session::knowledge::KnowledgeBase {
-                name: name.clone(),
-                location: s.uri().to_string(),
-                embedder: Some(format!("{}:{} ({})", e.provider, e.name, e.vector_dim)),
-                questions: Vec::new(),
-            }
-        })
+        .map(|(name, s)| knowledge_base_of(name.clone(), s))
         .collect()
+}
+
+/// What a session records of one database a question ran against.
+pub fn knowledge_base_of(
+    name: Option<String>,
+    s: &Store,
+) -> crate::session::knowledge::KnowledgeBase {
+    let e = s.embedder_spec();
+    crate::session::knowledge::KnowledgeBase {
+        name,
+        location: s.uri().to_string(),
+        embedder: Some(format!("{}:{} ({})", e.provider, e.name, e.vector_dim)),
+        questions: Vec::new(),
+    }
 }

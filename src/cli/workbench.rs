@@ -30,7 +30,7 @@ pub(super) async fn workbench(
         && dir.is_dir()
     {
         if dir.join("results.jsonl").exists() {
-            return review(ctx, dir).await;
+            return review(ctx, global, dir).await;
         }
         bail!("{} is a folder, not a session file", dir.display());
     }
@@ -177,10 +177,28 @@ pub(super) async fn workbench(
 
 /// `groundwork open DIR` on an experiment: its review table, read-only (no model; the
 /// store, when it opens, serves the ledger's chunks and the page images).
-async fn review(ctx: &CmdContext, dir: &std::path::Path) -> Result<ExitCode> {
+async fn review(ctx: &CmdContext, global: &GlobalArgs, dir: &std::path::Path) -> Result<ExitCode> {
     use crate::tui;
     let table = crate::eval::ReviewTable::load(dir).map_err(|e| anyhow::anyhow!(e.0))?;
     tui::require_terminal()?;
+    // The experiment's sessions say which knowledge base its questions ran against (the
+    // first one that can be read speaks for the experiment): that is what is reopened.
+    let first = table
+        .rows
+        .iter()
+        .flat_map(|r| r.cells.iter())
+        .filter_map(|c| c.session.as_ref())
+        .find_map(|p| Some((p.clone(), crate::session::Session::load(p).ok()?)));
+    let reopened = match &first {
+        Some((path, session)) => ctx.reopening(
+            global,
+            path,
+            &crate::session::knowledge::latest(&session.groundwork.extra),
+        )?,
+        None => ctx.clone(),
+    };
+    drop(first);
+    let ctx = &reopened;
     let config_path = ctx.config.path.clone().unwrap_or_default();
     let keymap = tui::keymap_from_config(&ctx.config.tui, &config_path)?;
     let store = match ctx.open_store().await {

@@ -46,6 +46,9 @@ pub struct ResultRecord {
     pub usage: ProviderUsage,
     pub latency_ms: u64,
     pub answer: String,
+    /// What the question set expects of the answer (its `expect`), for the reviewer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<serde_json::Value>,
     /// The session file, relative to the experiment's folder.
     pub session: String,
     /// Each question of a multi-turn entry.
@@ -166,6 +169,10 @@ pub fn latest(records: Vec<ResultRecord>) -> HashMap<(String, String), ResultRec
 /// The marks a reviewer gives an answer.
 pub const MARKS: [&str; 4] = ["supported", "unsupported", "invented", "wrong"];
 
+/// The `mark` of a line that takes an answer's mark (and note) back: the line stays in
+/// `reviews.jsonl` as a record of it, and the answer reads as unmarked.
+pub const CLEARED: &str = "cleared";
+
 /// One line of `reviews.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -196,6 +203,10 @@ pub fn load_reviews(path: &Path) -> Result<HashMap<(String, String), Review>, Re
         }
         let r: Review =
             serde_json::from_str(line).map_err(|e| err(format!("line {}: {e}", n + 1)))?;
+        if r.mark == CLEARED {
+            out.remove(&(r.arm.clone(), r.id.clone()));
+            continue;
+        }
         if !MARKS.contains(&r.mark.as_str()) {
             return Err(err(format!(
                 "line {}: unknown mark `{}` ({})",
@@ -233,6 +244,7 @@ pub(crate) mod tests {
             usage: ProviderUsage::default(),
             latency_ms: 5,
             answer: "a".into(),
+            expect: None,
             session: String::new(),
             turns: Vec::new(),
         }

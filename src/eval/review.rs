@@ -23,6 +23,8 @@ pub struct Cell {
     pub session: Option<PathBuf>,
     pub mark: Option<String>,
     pub note: Option<String>,
+    /// The answer (the last question's, for a conversation).
+    pub answer: Option<String>,
 }
 
 /// One question across the arms.
@@ -31,6 +33,8 @@ pub struct Row {
     pub id: String,
     pub label: Option<String>,
     pub question: String,
+    /// What the question set expects of the answer, as written there.
+    pub expect: Option<String>,
     /// In the order of [`ReviewTable::arms`].
     pub cells: Vec<Cell>,
 }
@@ -54,12 +58,19 @@ pub struct Filter {
     pub violations: bool,
     /// Only questions with this label.
     pub label: Option<String>,
+    /// Only questions with an answer no mark was given yet.
+    pub unmarked: bool,
 }
 
 impl Filter {
     pub fn keeps(&self, row: &Row) -> bool {
         (!self.differing || row.differs())
             && (!self.violations || row.cells.iter().any(|c| c.violation))
+            && (!self.unmarked
+                || row
+                    .cells
+                    .iter()
+                    .any(|c| c.status.is_some() && c.mark.is_none()))
             && self
                 .label
                 .as_ref()
@@ -93,16 +104,20 @@ impl ReviewTable {
         let arms: Vec<String> = arms.keys().cloned().collect();
         let (_, records) = Journal::open(&dir.join("results.jsonl")).map_err(err)?;
         let reviews = results::load_reviews(&dir.join("reviews.jsonl")).map_err(err)?;
-        let mut order: Vec<(String, Option<String>, String)> = Vec::new();
+        let mut order: Vec<(String, Option<String>, String, Option<String>)> = Vec::new();
         for r in &records {
             if !order.iter().any(|(id, ..)| id == &r.id) {
-                order.push((r.id.clone(), r.label.clone(), r.question.clone()));
+                let expect = r.expect.as_ref().map(|v| match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                });
+                order.push((r.id.clone(), r.label.clone(), r.question.clone(), expect));
             }
         }
         let latest = results::latest(records);
         let rows = order
             .into_iter()
-            .map(|(id, label, question)| {
+            .map(|(id, label, question, expect)| {
                 let cells = arms
                     .iter()
                     .map(|arm| {
@@ -116,6 +131,7 @@ impl ReviewTable {
                             session: r.map(|r| dir.join(&r.session)),
                             mark: review.map(|v| v.mark.clone()),
                             note: review.and_then(|v| v.note.clone()),
+                            answer: r.map(|r| r.answer.clone()),
                         }
                     })
                     .collect();
@@ -123,6 +139,7 @@ impl ReviewTable {
                     id,
                     label,
                     question,
+                    expect,
                     cells,
                 }
             })
@@ -148,8 +165,9 @@ impl ReviewTable {
             return;
         };
         if let Some(row) = self.rows.iter_mut().find(|r| r.id == review.id) {
-            row.cells[arm].mark = Some(review.mark.clone());
-            row.cells[arm].note = review.note.clone();
+            let cleared = review.mark == results::CLEARED;
+            row.cells[arm].mark = (!cleared).then(|| review.mark.clone());
+            row.cells[arm].note = if cleared { None } else { review.note.clone() };
         }
     }
 
@@ -186,7 +204,7 @@ impl ReviewTable {
 
 /// Appends `review` to `dir/reviews.jsonl` as one line, synced before it returns.
 pub fn save_mark(dir: &Path, review: &Review) -> Result<(), EvalError> {
-    if !MARKS.contains(&review.mark.as_str()) {
+    if !MARKS.contains(&review.mark.as_str()) && review.mark != results::CLEARED {
         return Err(err(format!(
             "unknown mark `{}` ({})",
             review.mark,

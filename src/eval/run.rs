@@ -29,6 +29,9 @@ pub struct Arm {
     pub composer: Composer,
     /// The model name its sessions record.
     pub model_name: String,
+    /// The knowledge bases its questions run against, recorded in each session so that
+    /// opening it (or replaying a question) finds them again.
+    pub knowledge_bases: Vec<crate::session::knowledge::KnowledgeBase>,
 }
 
 /// An experiment to run.
@@ -272,6 +275,7 @@ async fn run_entry(
         usage: ProviderUsage::default(),
         latency_ms: 0,
         answer: String::new(),
+        expect: entry.expect.clone(),
         session: relative.display().to_string(),
         turns: Vec::new(),
     };
@@ -295,6 +299,9 @@ async fn run_entry(
         match conversation.ask(&agent, turn, None, cancel.clone()).await {
             Ok(outcome) => {
                 asked += 1;
+                if let Some(q) = outcome.question {
+                    conversation.record_knowledge_bases(&arm.knowledge_bases, q);
+                }
                 record.requests += outcome.requests.len();
                 for r in &outcome.requests {
                     record.raw_tokens += r.raw_tokens.total;

@@ -175,6 +175,12 @@ async fn the_policy_arm_turns_uncited_answers_into_declarations_and_the_report_c
     assert_eq!(session, out.join("sessions/policy/u1.json"));
     let saved = read_json(&session);
     assert_eq!(saved["messages"].as_array().unwrap().len(), 8);
+    // It says which knowledge base its question ran against (so `open` and `replay` of
+    // it, and the review of the experiment, reopen that one).
+    let kbs = &saved["groundwork"]["knowledge_bases"];
+    assert_eq!(kbs.as_array().unwrap().len(), 1, "{kbs}");
+    assert_eq!(kbs[0]["location"], home.db.as_str(), "{kbs}");
+    assert_eq!(kbs[0]["questions"], serde_json::json!([0]), "{kbs}");
     let text = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
     assert!(!text.contains("SECRET"));
 

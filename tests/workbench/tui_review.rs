@@ -22,7 +22,7 @@ use serde_json::Value;
 
 const SET: &str = r#"{"id": "a1", "question": "How did lighthouses start, and who kept the first lights burning through the long winter nights?", "label": "answerable"}
 {"id": "a2", "question": "Which lenses do lighthouse towers use?", "label": "answerable"}
-{"id": "u1", "question": "Who painted the towers?", "label": "unanswerable"}
+{"id": "u1", "question": "Who painted the towers?", "label": "unanswerable", "expect": "a declaration: the guide names no painter"}
 {"id": "u2", "question": "What did the keeper eat?", "label": "unanswerable"}
 {"id": "u3", "question": "How tall was the tallest lighthouse in 1700?", "label": "unanswerable"}
 "#;
@@ -213,6 +213,15 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
         panes.contains("reviewing u1 in arm 'base' (read-only)"),
         "{panes}"
     );
+    // The header names the question and the arm for as long as the session is open.
+    assert!(
+        panes
+            .lines()
+            .next()
+            .unwrap()
+            .contains("review: u1 in arm 'base'"),
+        "{panes}"
+    );
     // Asking and saving are refused with one line; nothing is written.
     app.focus = Pane::Input;
     app.input.insert_str("Ask something more");
@@ -257,6 +266,66 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
     assert_eq!(t.rows[2].cells[0].mark.as_deref(), Some("wrong"));
     assert_eq!(t.rows[2].cells[0].note.as_deref(), Some("no such painter"));
     assert_eq!(t.rows[1].cells[1].mark.as_deref(), Some("supported"));
+
+    // The selected cell shows what the set expects and the answer's first lines.
+    let answer = t.rows[2].cells[0].answer.clone().unwrap();
+    let mut rt = _rt;
+    press(&rt, &mut again, KeyCode::Down);
+    press(&rt, &mut again, KeyCode::Down);
+    let u1 = shown(&mut again, 160, 48);
+    assert!(
+        u1.contains("expected: a declaration: the guide names no painter"),
+        "{u1}"
+    );
+    let first = answer.lines().find(|l| !l.trim().is_empty()).unwrap();
+    assert!(
+        u1.contains(&format!("answer: {}", &first[..first.len().min(40)])),
+        "{u1}"
+    );
+    // `m` keeps the questions with an answer not marked yet: every one but a2 (marked in
+    // policy only) has one; u1 has base marked and policy not.
+    press(&rt, &mut again, KeyCode::Char('m'));
+    let unmarked = shown(&mut again, 80, 24);
+    assert!(unmarked.contains("filters: unmarked"), "{unmarked}");
+    assert!(unmarked.contains("5/5 questions"), "{unmarked}");
+    press(&rt, &mut again, KeyCode::Char('m'));
+    // `x` takes u1's base mark and note back; the line stays in reviews.jsonl.
+    again.review.as_mut().unwrap().row = 2;
+    again.review.as_mut().unwrap().arm = 0;
+    press(&rt, &mut again, KeyCode::Char('x'));
+    assert!(
+        rt.until(&mut again, Duration::from_secs(10), |a| a
+            .notice
+            .as_deref()
+            .is_some_and(|n| n.starts_with("cleared")))
+            .await,
+        "the mark was cleared: {:?}",
+        again.error
+    );
+    assert_eq!(
+        again.notice.as_deref(),
+        Some("cleared the mark of u1 in arm 'base'")
+    );
+    let t = &again.review.as_ref().unwrap().table;
+    assert_eq!(t.rows[2].cells[0].mark, None);
+    assert_eq!(t.rows[2].cells[0].note, None);
+    press(&rt, &mut again, KeyCode::Char('x'));
+    assert_eq!(
+        again.notice.as_deref(),
+        Some("this answer has no mark to clear")
+    );
+    let reviews = std::fs::read_to_string(dir.join("reviews.jsonl")).unwrap();
+    assert!(
+        reviews
+            .trim_end()
+            .ends_with(r#"{"arm":"base","id":"u1","mark":"cleared"}"#),
+        "{reviews}"
+    );
+    let (reread, _) = review_app(&dir);
+    let t = &reread.review.as_ref().unwrap().table;
+    assert_eq!(t.rows[2].cells[0].mark, None, "cleared on reading too");
+    assert_eq!(t.rows[1].cells[1].mark.as_deref(), Some("supported"));
+    settle(&mut rt, &mut again).await;
 }
 
 /// One line of `results.jsonl` as `groundwork eval` writes it.

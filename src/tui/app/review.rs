@@ -98,6 +98,9 @@ impl ReviewState {
         if let Some(l) = &self.filter.label {
             parts.push(format!("label={l}"));
         }
+        if self.filter.unmarked {
+            parts.push("unmarked".to_string());
+        }
         parts.join(" · ")
     }
 
@@ -154,7 +157,7 @@ impl App {
                     return Ok(Vec::new());
                 }
                 match plain(&key) {
-                    Some(c) if c == 'n' || MARK_KEYS.iter().any(|(k, ..)| *k == c) => {
+                    Some(c) if c == 'n' || c == 'x' || MARK_KEYS.iter().any(|(k, ..)| *k == c) => {
                         Ok(self.mark_key(c))
                     }
                     _ => Err(msg),
@@ -180,7 +183,7 @@ impl App {
                         self.focus = Pane::Conversation;
                         self.error = None;
                         self.notice = Some(format!(
-                            "reviewing {id} in arm '{name}' (read-only) · s u i w mark · n note · Esc back to the table"
+                            "reviewing {id} in arm '{name}' (read-only) · s u i w mark · n note · x clears · Esc back to the table"
                         ));
                         Ok(self.select_latest_citation())
                     }
@@ -192,6 +195,12 @@ impl App {
             }
             Msg::MarkSaved(result) => {
                 match result {
+                    Ok(r) if r.mark == crate::eval::results::CLEARED => {
+                        review.table.apply(&r);
+                        self.error = None;
+                        self.notice =
+                            Some(format!("cleared the mark of {} in arm '{}'", r.id, r.arm));
+                    }
                     Ok(r) => {
                         review.table.apply(&r);
                         self.error = None;
@@ -251,6 +260,10 @@ impl App {
                 review.filter.violations = !review.filter.violations;
                 review.clamp();
             }
+            KeyCode::Char('m') => {
+                review.filter.unmarked = !review.filter.unmarked;
+                review.clamp();
+            }
             KeyCode::Char('f') => {
                 let next = match &review.filter.label {
                     None => review.labels.first().cloned(),
@@ -268,7 +281,7 @@ impl App {
                 self.error = None;
             }
             _ => match plain(&key) {
-                Some(c) if c == 'n' || MARK_KEYS.iter().any(|(k, ..)| *k == c) => {
+                Some(c) if c == 'n' || c == 'x' || MARK_KEYS.iter().any(|(k, ..)| *k == c) => {
                     return self.mark_key(c);
                 }
                 _ => self.dirty = false,
@@ -291,11 +304,12 @@ impl App {
         vec![Effect::OpenSession(path)]
     }
 
-    /// `s` `u` `i` `w` mark the current cell (keeping its note); `n` asks for a note.
+    /// `s` `u` `i` `w` mark the current cell (keeping its note); `n` asks for a note; `x`
+    /// takes the mark and note back.
     fn mark_key(&mut self, c: char) -> Vec<Effect> {
         let review = self.review.as_mut().expect("reviewing");
         let Some(at) = review.current() else {
-            self.notice = Some("no question is shown; change the filters (d v f)".into());
+            self.notice = Some("no question is shown; change the filters (d v f m)".into());
             return Vec::new();
         };
         let cell = review.cell(at).cloned();
@@ -305,6 +319,13 @@ impl App {
             return Vec::new();
         }
         let cell = cell.unwrap_or_else(|| unreachable!("checked above"));
+        if c == 'x' {
+            if cell.mark.is_none() {
+                self.notice = Some("this answer has no mark to clear".into());
+                return Vec::new();
+            }
+            return vec![self.save_mark(at, crate::eval::results::CLEARED.to_string(), None)];
+        }
         if c == 'n' {
             if cell.mark.is_none() {
                 self.error = Some("mark the answer first (s u i w), then add a note".into());

@@ -58,7 +58,7 @@ pub fn render(app: &App, frame: &mut Frame) {
     let [header, body, detail, keys, status] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
-        Constraint::Length(4),
+        Constraint::Length(7),
         Constraint::Length(1),
         Constraint::Length(1),
     ])
@@ -97,7 +97,7 @@ pub fn render(app: &App, frame: &mut Frame) {
             ),
         detail,
     );
-    let hint = "↑↓←→ move · Enter open · s supported · u unsupported · i invented · w wrong · n note · d differing · v violations · f label · q quit";
+    let hint = "↑↓←→ move · Enter open · s supported · u unsupported · i invented · w wrong · x clear · n note · d differing · v violations · m unmarked · f label · q quit";
     frame.render_widget(
         Paragraph::new(Span::styled(truncate(hint, keys.width as usize), t.key)),
         keys,
@@ -196,7 +196,7 @@ fn table(app: &App, r: &ReviewState, visible: &[usize], frame: &mut Frame, area:
     }
     if visible.is_empty() {
         lines.push(Line::styled(
-            "  no question passes the filters (d v f change them)",
+            "  no question passes the filters (d v m f change them)",
             t.dim,
         ));
     }
@@ -232,13 +232,28 @@ fn detail_lines(t: &Theme, r: &ReviewState) -> Vec<Line<'static>> {
     if let Some(n) = &c.note {
         second.push(Span::styled(format!(" — note: {n}"), t.dim));
     }
-    vec![
+    let mut lines = vec![
         Line::from(vec![
             Span::styled(format!("{}{label}: ", row.id), t.title),
             Span::styled(row.question.replace('\n', " "), t.text),
         ]),
         Line::from(second),
-    ]
+    ];
+    if let Some(e) = &row.expect {
+        lines.push(Line::from(vec![
+            Span::styled("expected: ", t.title),
+            Span::styled(e.replace('\n', " "), t.text),
+        ]));
+    }
+    // The answer's first lines, so the cell can be judged without opening it.
+    if let Some(a) = c.answer.as_deref().filter(|a| !a.trim().is_empty()) {
+        let text: Vec<&str> = a.lines().filter(|l| !l.trim().is_empty()).collect();
+        lines.push(Line::from(vec![
+            Span::styled("answer: ", t.title),
+            Span::styled(text.join(" "), t.text),
+        ]));
+    }
+    lines
 }
 
 /// The note prompt, when one is open.

@@ -12,12 +12,25 @@ use crate::tui::wrap::{truncate, truncate_middle, truncate_start, width};
 
 pub fn header(app: &App, frame: &mut Frame, area: Rect, zoomed: bool) {
     let t = &app.theme;
-    let session = app
-        .session_path
+    let reviewed = app
+        .review
         .as_ref()
-        .and_then(|p| p.file_name())
-        .map(|f| f.to_string_lossy().to_string())
-        .unwrap_or_else(|| "unsaved session".into());
+        .filter(|r| !r.showing_table)
+        .and_then(|r| {
+            let (row, arm) = r.opened?;
+            Some(format!(
+                "review: {} in arm '{}'",
+                r.table.rows.get(row)?.id,
+                r.table.arms.get(arm)?
+            ))
+        });
+    let session = reviewed.unwrap_or_else(|| {
+        app.session_path
+            .as_ref()
+            .and_then(|p| p.file_name())
+            .map(|f| f.to_string_lossy().to_string())
+            .unwrap_or_else(|| "unsaved session".into())
+    });
     // Full titles when they fit, else short ones, else without the help hint, else
     // without the session's name: every tab stays whole (at 80 columns the row was cut
     // after "Ci").
