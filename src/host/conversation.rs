@@ -273,7 +273,11 @@ impl Conversation {
     pub fn export(&self, format: ExportFormat, title: &str) -> String {
         let t = Transcript::build(&self.session.messages, &self.session.state);
         match format {
-            ExportFormat::Markdown => transcript::to_markdown(&t, title),
+            ExportFormat::Markdown => transcript::to_markdown_marked(
+                &t,
+                title,
+                &crate::session::marks::marks(&self.session.groundwork.extra),
+            ),
             ExportFormat::Json => serde_json::to_string_pretty(&transcript::to_json(
                 &t,
                 &self.session.messages,

@@ -26,6 +26,7 @@ pub mod journal;
 pub mod knowledge;
 pub mod linear;
 mod lock;
+pub mod marks;
 pub mod resume;
 mod starts;
 pub mod state_diff;

@@ -6,7 +6,7 @@ use crate::store::docling::label;
 use crate::store::types::SearchResult;
 
 /// Separator between the blocks of several results.
-const BLOCK_SEPARATOR: &str = "\n\n---\n\n";
+pub const BLOCK_SEPARATOR: &str = "\n\n---\n\n";
 
 /// What a search with no results returns.
 pub const NO_RESULTS: &str = "No results found.";

@@ -69,8 +69,24 @@ impl Role {
 }
 
 /// Line width in pixels for a raster: about 1/300 of its shorter side, at least 1.
+/// Context outlines are drawn this thin; matched items twice as thick.
 pub fn line_width(width: u32, height: u32) -> u32 {
     (width.min(height) / 300).max(1)
+}
+
+/// How much of [`MATCHED_COLOUR`] tints the inside of a matched item, out of 256: the
+/// item stands out among the context while its text stays readable.
+pub const MATCHED_FILL: u32 = 64;
+
+/// `px` tinted with `colour`, `alpha` out of 256.
+fn tint(px: Rgba<u8>, colour: Rgba<u8>, alpha: u32) -> Rgba<u8> {
+    let mix = |p: u8, c: u8| ((p as u32 * (256 - alpha) + c as u32 * alpha) / 256) as u8;
+    Rgba([
+        mix(px[0], colour[0]),
+        mix(px[1], colour[1]),
+        mix(px[2], colour[2]),
+        px[3],
+    ])
 }
 
 /// A box in raster pixels: `[x0, x1) × [y0, y1)`, inside the raster; `None` when the box
@@ -105,8 +121,9 @@ pub fn pixel_rect(
     Some((x0 as u32, x1 as u32, y0 as u32, y1 as u32))
 }
 
-/// The raster with each box outlined in its role's colour (context first, matched on
-/// top), the line width scaled to the raster. `page` is the page size in points.
+/// The raster with each box outlined in its role's colour, the line width scaled to the
+/// raster: context first, thin; then matched items tinted inside ([`MATCHED_FILL`]) and
+/// outlined twice as thick, on top. `page` is the page size in points.
 pub fn draw_outlines(
     raster: &DynamicImage,
     page: (f64, f64),
@@ -114,23 +131,50 @@ pub fn draw_outlines(
 ) -> RgbaImage {
     let mut img = raster.to_rgba8();
     let (w, h) = img.dimensions();
-    let lw = line_width(w, h);
     let mut sorted: Vec<&(Role, ProvBox)> = boxes.iter().collect();
     sorted.sort_by_key(|(role, _)| *role);
+    // The tint goes under every matched outline, so one matched box never tints over
+    // another's edge.
+    for (_, bx) in sorted.iter().filter(|(role, _)| *role == Role::Matched) {
+        let Some((x0, x1, y0, y1)) = pixel_rect(bx, page, (w, h)) else {
+            continue;
+        };
+        for y in y0..y1 {
+            for x in x0..x1 {
+                let px = *img.get_pixel(x, y);
+                img.put_pixel(x, y, tint(px, MATCHED_COLOUR, MATCHED_FILL));
+            }
+        }
+    }
     for (role, bx) in sorted {
         let Some((x0, x1, y0, y1)) = pixel_rect(bx, page, (w, h)) else {
             continue;
         };
-        for i in 0..lw {
-            let (rw, rh) = (
-                (x1 - x0).saturating_sub(2 * i),
-                (y1 - y0).saturating_sub(2 * i),
-            );
-            if rw == 0 || rh == 0 {
-                break;
+        let lw = line_width(w, h);
+        match role {
+            // Inside the box's edge.
+            Role::Context => {
+                for i in 0..lw {
+                    let (rw, rh) = (
+                        (x1 - x0).saturating_sub(2 * i),
+                        (y1 - y0).saturating_sub(2 * i),
+                    );
+                    if rw == 0 || rh == 0 {
+                        break;
+                    }
+                    let rect = Rect::at((x0 + i) as i32, (y0 + i) as i32).of_size(rw, rh);
+                    draw_hollow_rect_mut(&mut img, rect, role.colour());
+                }
             }
-            let rect = Rect::at((x0 + i) as i32, (y0 + i) as i32).of_size(rw, rh);
-            draw_hollow_rect_mut(&mut img, rect, role.colour());
+            // The box's edge and outwards, twice as thick: a line of text a few pixels
+            // high stays readable under its tint.
+            Role::Matched => {
+                for i in 0..2 * lw {
+                    let rect = Rect::at(x0 as i32 - i as i32, y0 as i32 - i as i32)
+                        .of_size(x1 - x0 + 2 * i, y1 - y0 + 2 * i);
+                    draw_hollow_rect_mut(&mut img, rect, role.colour());
+                }
+            }
         }
     }
     img

@@ -29,27 +29,62 @@ fn docling(origin: &str) -> Value {
     })
 }
 
-/// The box above lands on pixels x 20..100, y 40..120 with a 1-pixel line (200/300 → 1).
-fn assert_outline_at_expected_pixels(img: &RgbaImage, colour: Rgba<u8>) {
-    // Edges: top row, bottom row, left and right columns.
-    for x in [20, 60, 99] {
-        assert_eq!(*img.get_pixel(x, 40), colour, "top edge at x={x}");
-        assert_eq!(*img.get_pixel(x, 119), colour, "bottom edge at x={x}");
+/// White tinted by a matched item: 3/4 white, 1/4 orange.
+const TINTED: Rgba<u8> = Rgba([255, 216, 191, 255]);
+
+/// The box above lands on pixels x 20..100, y 40..120. Context: outlined `width` pixels
+/// inwards (1 at 200/300 → 1), the inside white. A matched item: outlined from its edge
+/// outwards, `width` pixels (2), the inside tinted. Past the outline: untouched.
+fn assert_box_at_expected_pixels(img: &RgbaImage, colour: Rgba<u8>, width: u32, inside: Rgba<u8>) {
+    let outward = inside != WHITE;
+    // The edge rows and columns, k pixels in (or out); `low`: the top or left edge.
+    let at = |edge: u32, k: u32, low: bool| {
+        if low != outward { edge + k } else { edge - k }
+    };
+    for k in 0..width {
+        for x in [20, 60, 99] {
+            assert_eq!(
+                *img.get_pixel(x, at(40, k, true)),
+                colour,
+                "top edge at x={x}, k={k}"
+            );
+            assert_eq!(
+                *img.get_pixel(x, at(119, k, false)),
+                colour,
+                "bottom edge at x={x}, k={k}"
+            );
+        }
+        for y in [40, 80, 119] {
+            assert_eq!(
+                *img.get_pixel(at(20, k, true), y),
+                colour,
+                "left edge at y={y}, k={k}"
+            );
+            assert_eq!(
+                *img.get_pixel(at(99, k, false), y),
+                colour,
+                "right edge at y={y}, k={k}"
+            );
+        }
     }
-    for y in [40, 80, 119] {
-        assert_eq!(*img.get_pixel(20, y), colour, "left edge at y={y}");
-        assert_eq!(*img.get_pixel(99, y), colour, "right edge at y={y}");
-    }
-    // Just outside and just inside every edge: untouched.
+    // Just inside every edge.
+    let d = if outward { 1 } else { width };
     for (x, y) in [
-        (19, 80),
-        (100, 80),
-        (60, 39),
-        (60, 120),
-        (21, 80),
-        (98, 80),
-        (60, 41),
-        (60, 118),
+        (20 + d, 80),
+        (99 - d, 80),
+        (60, 40 + d),
+        (60, 119 - d),
+        (60, 80),
+    ] {
+        assert_eq!(*img.get_pixel(x, y), inside, "({x},{y}) inside");
+    }
+    // Just past the outline, and far away: untouched.
+    let o = if outward { width } else { 1 };
+    for (x, y) in [
+        (20 - o, 80),
+        (99 + o, 80),
+        (60, 40 - o),
+        (60, 119 + o),
         (0, 0),
         (199, 399),
     ] {
@@ -72,7 +107,7 @@ fn topleft_and_bottomleft_boxes_land_on_the_same_pixels() {
         };
         assert_eq!(boxes[0].origin, want);
         let img = draw_outlines(&page(), sizes[&1], &[(Role::Matched, boxes[0])]);
-        assert_outline_at_expected_pixels(&img, MATCHED_COLOUR);
+        assert_box_at_expected_pixels(&img, MATCHED_COLOUR, 2, TINTED);
     }
 }
 
@@ -81,15 +116,17 @@ fn context_and_matched_have_distinct_colours_and_matched_wins() {
     assert_ne!(MATCHED_COLOUR, CONTEXT_COLOUR);
     let doc = docling("TOPLEFT");
     let bx = item_boxes(&doc, "#/texts/0")[0];
+    // Context: thin, and the inside untouched.
     let img = draw_outlines(&page(), (100.0, 200.0), &[(Role::Context, bx)]);
-    assert_outline_at_expected_pixels(&img, CONTEXT_COLOUR);
-    // The same box as context and matched (in either order): matched is on top.
+    assert_box_at_expected_pixels(&img, CONTEXT_COLOUR, 1, WHITE);
+    // The same box as context and matched (in either order): matched is on top, thick and
+    // tinted.
     for boxes in [
         [(Role::Matched, bx), (Role::Context, bx)],
         [(Role::Context, bx), (Role::Matched, bx)],
     ] {
         let img = draw_outlines(&page(), (100.0, 200.0), &boxes);
-        assert_outline_at_expected_pixels(&img, MATCHED_COLOUR);
+        assert_box_at_expected_pixels(&img, MATCHED_COLOUR, 2, TINTED);
     }
 }
 
@@ -98,20 +135,32 @@ fn line_width_scales_with_the_raster() {
     assert_eq!(line_width(200, 400), 1);
     assert_eq!(line_width(1224, 1584), 4);
     // 900×1800 raster of the 100×200 page (9 px/pt), line 3: the box spans x 90..450,
-    // y 180..540; three rows of outline, then the inside.
+    // y 180..540; as context three rows of outline inwards, as a matched item six from
+    // the edge outwards; then the inside.
     let big = DynamicImage::ImageRgba8(RgbaImage::from_pixel(900, 1800, WHITE));
     let bx = item_boxes(&docling("BOTTOMLEFT"), "#/texts/0")[0];
-    let img = draw_outlines(&big, (100.0, 200.0), &[(Role::Matched, bx)]);
+    let img = draw_outlines(&big, (100.0, 200.0), &[(Role::Context, bx)]);
     for y in 180..183 {
-        assert_eq!(*img.get_pixel(200, y), MATCHED_COLOUR, "row {y}");
+        assert_eq!(*img.get_pixel(200, y), CONTEXT_COLOUR, "row {y}");
     }
     assert_eq!(*img.get_pixel(200, 183), WHITE);
     assert_eq!(*img.get_pixel(200, 179), WHITE);
     for x in 447..450 {
-        assert_eq!(*img.get_pixel(x, 300), MATCHED_COLOUR, "column {x}");
+        assert_eq!(*img.get_pixel(x, 300), CONTEXT_COLOUR, "column {x}");
     }
     assert_eq!(*img.get_pixel(446, 300), WHITE);
     assert_eq!(*img.get_pixel(450, 300), WHITE);
+    let img = draw_outlines(&big, (100.0, 200.0), &[(Role::Matched, bx)]);
+    for y in 175..181 {
+        assert_eq!(*img.get_pixel(200, y), MATCHED_COLOUR, "row {y}");
+    }
+    assert_eq!(*img.get_pixel(200, 181), TINTED);
+    assert_eq!(*img.get_pixel(200, 174), WHITE);
+    for x in 449..455 {
+        assert_eq!(*img.get_pixel(x, 300), MATCHED_COLOUR, "column {x}");
+    }
+    assert_eq!(*img.get_pixel(448, 300), TINTED);
+    assert_eq!(*img.get_pixel(455, 300), WHITE);
 }
 
 #[test]

@@ -43,11 +43,12 @@ pub(super) async fn load_grounding(
     generation: u64,
     chunk_id: String,
     size: (u16, u16),
+    context: bool,
     tx: UnboundedSender<Msg>,
 ) {
     let result = match store {
         None => Err("no knowledge base is open".to_string()),
-        Some(store) => match ground_chunk(&store, &chunk_id, true).await {
+        Some(store) => match ground_chunk(&store, &chunk_id, context).await {
             Err(e) => Err(e.to_string()),
             Ok(g) => tokio::task::spawn_blocking(move || {
                 let pages = g
@@ -99,6 +100,7 @@ pub(super) async fn load_images(
             page: None,
             self_ref: Some(r.clone()),
             chunk_id: target.chunk_id.clone(),
+            matched: 0,
         });
         blobs.push(match store.picture(&target.document_id, r).await {
             Ok(Some(b)) => Ok(Source::Bytes(b)),
@@ -120,6 +122,7 @@ pub(super) async fn load_images(
             .unwrap_or_default();
     for p in &target.pages {
         let drawn = outlined.remove(p);
+        let matched = drawn.as_ref().map_or(0, |(n, _)| *n);
         let caption = match &drawn {
             Some((n, _)) => format!(
                 "{} · page {p} · {n} item{} outlined",
@@ -134,6 +137,7 @@ pub(super) async fn load_images(
             page: Some(*p),
             self_ref: None,
             chunk_id: target.chunk_id.clone(),
+            matched,
         });
         blobs.push(match (drawn, &pages) {
             (Some((_, img)), _) => Ok(Source::Drawn(img)),

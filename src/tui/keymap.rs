@@ -96,8 +96,14 @@ actions! {
     Back, Pane, "close the detail view", ["backspace"];
     ToggleSources, Pane, "conversation: collapse or expand sources", ["s"];
     VisualGrounding, Pane, "visual grounding of the selected evidence", ["V"];
-    NextMatch, Pane, "visual grounding: the next page with a matched item", ["n"];
-    PrevMatch, Pane, "visual grounding: the previous page with a matched item", ["N"];
+    NextMatch, Pane, "next match (a grounded page, or a found line)", ["n"];
+    PrevMatch, Pane, "previous match (a grounded page, or a found line)", ["N"];
+    ToggleContext, Pane, "visual grounding: show or hide the context outlines", ["x"];
+    MarkAnswer, Pane, "mark the answer (supported / unsupported / invented / wrong)", ["m"];
+    PrevQuestion, Pane, "conversation: to the previous question", ["{"];
+    NextQuestion, Pane, "conversation: to the next question", ["}"];
+    Find, Pane, "conversation: find text (then n / N)", ["/"];
+    Copy, Pane, "copy the selected source, else the answer in view (OSC 52)", ["y"];
     ViolationsOnly, Pane, "ledger: show only questions with a violation", ["v"];
     Grow, Pane, "widen the conversation column", ["+", ">"];
     Shrink, Pane, "narrow the conversation column", ["-", "<"];

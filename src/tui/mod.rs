@@ -31,7 +31,7 @@ use app::{App, Msg};
 use keymap::Keymap;
 use theme::ThemeName;
 
-pub use runtime::{ReplayChanges, Runtime, Services, format_info};
+pub use runtime::{Clipboard, ReplayChanges, Runtime, Services, format_info};
 
 /// `[tui]` of the config file (plain data; parsed with the rest of the file).
 pub use crate::config::TuiConfig;
@@ -112,6 +112,7 @@ pub async fn run(mut app: App, mut services: Services) -> Result<()> {
         app.set_terminal_background(rgb.map(background::Rgb::background));
     }
     services.picker = detect_picker();
+    services.clipboard = runtime::Clipboard::Terminal;
     let backend = ratatui::backend::CrosstermBackend::new(std::io::stdout());
     let mut term = Terminal::new(backend)?;
     term.clear()?;

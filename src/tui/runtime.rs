@@ -52,6 +52,26 @@ pub struct Services {
     pub counter: Option<crate::engine::tokens::SharedCounter>,
     /// How a replay's changes are read (none: replays are refused in one line).
     pub replay_changes: Option<ReplayChanges>,
+    /// Where copied text goes.
+    pub clipboard: Clipboard,
+    /// Saves in the order they were asked for: the number of the last one asked, and per
+    /// file the number of the last one written (held while writing, so two saves of one
+    /// file never interleave and an older copy never lands over a newer one).
+    saves: Arc<(
+        std::sync::atomic::AtomicU64,
+        std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, u64>>,
+    )>,
+}
+
+/// Where the workbench's `y` puts what it copies.
+#[derive(Clone)]
+pub enum Clipboard {
+    /// The terminal's clipboard, through OSC 52 on standard output (it reaches the system
+    /// clipboard over ssh and through tmux when the terminal allows it).
+    Terminal,
+    /// Kept here, newest last: the default, so a workbench drawn off-screen (tests, a
+    /// `TestBackend`) never writes escape sequences to a terminal it does not own.
+    Kept(Arc<std::sync::Mutex<Vec<String>>>),
 }
 
 impl Services {
@@ -74,6 +94,8 @@ impl Services {
             sandbox_worker: None,
             counter: None,
             replay_changes: None,
+            clipboard: Clipboard::Kept(Default::default()),
+            saves: Default::default(),
         }
     }
 
@@ -228,7 +250,15 @@ fn execute(
         Effect::Save(path) => {
             let session = app.session.clone();
             let tx = msg_tx.clone();
+            let saves = services.saves.clone();
+            let number = saves.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
             tokio::task::spawn_blocking(move || {
+                let mut written = saves.1.lock().unwrap_or_else(|e| e.into_inner());
+                if written.get(&path).is_some_and(|&n| n > number) {
+                    // A newer copy of the session is already in the file.
+                    return;
+                }
+                written.insert(path.clone(), number);
                 // Never over another writer's work (an `ask` on the same file): then the
                 // conversation is kept beside it, and the error says where.
                 let msg = match conversation::save_shared(&session, &path) {
@@ -325,6 +355,21 @@ fn execute(
                 let _ = tx.send(Msg::Passages(read));
             });
         }
+        Effect::Copy(text) => match &services.clipboard {
+            Clipboard::Terminal => {
+                use std::io::Write;
+                let mut out = std::io::stdout();
+                let sent = crossterm::execute!(
+                    out,
+                    crossterm::clipboard::CopyToClipboard::to_clipboard_from(text.as_bytes())
+                )
+                .and_then(|_| out.flush());
+                if let Err(e) = sent {
+                    let _ = msg_tx.send(Msg::Error(format!("could not copy: {e}")));
+                }
+            }
+            Clipboard::Kept(kept) => kept.lock().unwrap_or_else(|e| e.into_inner()).push(text),
+        },
         Effect::LoadChunk(chunk_id) => {
             let tx = msg_tx.clone();
             let stores = services.stores();
@@ -390,13 +435,14 @@ fn execute(
             generation,
             chunk_id,
             size,
+            context,
         } => {
             let tx = msg_tx.clone();
             let stores = services.stores();
             let picker = services.picker.clone();
             tokio::spawn(async move {
                 let store = store_holding(&stores, Held::Chunk(&chunk_id)).await;
-                load_grounding(store, picker, generation, chunk_id, size, tx).await
+                load_grounding(store, picker, generation, chunk_id, size, context, tx).await
             });
         }
     }

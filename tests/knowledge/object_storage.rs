@@ -283,7 +283,7 @@ async fn workbench_on_s3(bin: &Path, moto: &Moto, user: &User, chunk: &str) {
     let screen = tmux
         .wait_for("the ledger row", 60, |s| {
             s.lines()
-                .any(|l| l.contains("1   How") && l.contains("grounded"))
+                .any(|l| l.contains("1   grounded") && l.contains("How did"))
         })
         .await;
     assert!(screen.contains("Sources (1)"), "{screen}");

@@ -19,6 +19,8 @@ struct Fixture {
     app: App,
     dir: tempfile::TempDir,
     figure_chunk: String,
+    /// What `y` copied, newest last.
+    clip: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 /// Three questions asked through the app: grounded with a figure, a compacted grounded
@@ -41,7 +43,10 @@ async fn three_questions_asked() -> Fixture {
     .await;
     let dir = tempfile::tempdir().unwrap();
     let mut app = new_app(dir.path());
-    let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
+    let clip = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut s = services(&kb.store, &server.base_url());
+    s.clipboard = groundwork::tui::Clipboard::Kept(clip.clone());
+    let mut rt = Runtime::new(s);
     ask(&mut rt, &mut app, "How much did the array produce in July?").await;
     ask(&mut rt, &mut app, "And the battery state of charge?").await;
     ask(&mut rt, &mut app, "Say something nice about microgrids").await;
@@ -52,7 +57,153 @@ async fn three_questions_asked() -> Fixture {
         app,
         dir,
         figure_chunk,
+        clip,
     }
+}
+
+/// The conversation's reading keys: `{`/`}` between questions, `/` with `n`/`N` to find,
+/// `y` to copy the selected source (else the answer in view) with its reference.
+#[tokio::test]
+async fn questions_are_a_key_apart_text_is_found_and_sources_copy_with_their_reference() {
+    let mut f = three_questions_asked().await;
+    let app = &mut f.app;
+    app.focus = Pane::Conversation;
+    app.conversation.scroll = None;
+    app.conversation.selected_citation = None;
+    // The pane's own width and height, for the keys and for what is drawn alike.
+    pane(app, Pane::Conversation, 80, 24);
+    let lines_at_top = |app: &mut App| -> Vec<String> {
+        pane(app, Pane::Conversation, 80, 24)
+            .lines()
+            .skip(1)
+            .take(2)
+            .map(str::to_string)
+            .collect()
+    };
+    // From the bottom, `{` goes up a question at a time until the first.
+    for _ in 0..3 {
+        press(&f.rt, app, KeyCode::Char('{'));
+    }
+    let top = lines_at_top(app);
+    assert!(
+        top[0].contains("You:") && top[1].contains("How much did the array"),
+        "{top:?}"
+    );
+    press(&f.rt, app, KeyCode::Char('{'));
+    assert_eq!(app.notice.as_deref(), Some("no question above"));
+    press(&f.rt, app, KeyCode::Char('}'));
+    let top = lines_at_top(app);
+    assert!(
+        top[0].contains("You:") && top[1].contains("And the battery"),
+        "{top:?}"
+    );
+    press(&f.rt, app, KeyCode::Char('{'));
+    assert!(lines_at_top(app)[1].contains("How much did the array"));
+    press(&f.rt, app, KeyCode::Char('}'));
+    press(&f.rt, app, KeyCode::Char('}'));
+    assert!(pane(app, Pane::Conversation, 80, 24).contains("Say something nice"));
+    press(&f.rt, app, KeyCode::Char('}'));
+    assert_eq!(app.notice.as_deref(), Some("no question below"));
+
+    // `/` finds text; `n` and `N` go on and back, round the ends.
+    press(&f.rt, app, KeyCode::Char('/'));
+    assert!(matches!(app.popup, Some(Popup::Find { .. })));
+    assert!(screen(app, 80, 24).contains("Find in the conversation"));
+    pane(app, Pane::Conversation, 80, 24);
+    app.conversation.scroll = Some(0);
+    type_text(&f.rt, app, "neat");
+    press(&f.rt, app, KeyCode::Enter);
+    assert!(app.popup.is_none());
+    let notice = app.notice.clone().unwrap();
+    assert!(notice.starts_with("\"neat\": line 1 of 2"), "{notice}");
+    let shown = pane(app, Pane::Conversation, 80, 24);
+    assert!(shown.contains("Microgrids are neat."), "{shown}");
+    assert!(shown.contains("/neat n/N"), "{shown}");
+    press(&f.rt, app, KeyCode::Char('n'));
+    assert!(
+        app.notice
+            .as_deref()
+            .unwrap()
+            .starts_with("\"neat\": line 2 of 2")
+    );
+    assert!(pane(app, Pane::Conversation, 80, 24).contains("Microgrids are still neat."));
+    press(&f.rt, app, KeyCode::Char('n'));
+    assert_eq!(
+        app.notice.as_deref(),
+        Some("\"neat\": line 1 of 2 (from the other end)")
+    );
+    press(&f.rt, app, KeyCode::Char('N'));
+    assert!(
+        app.notice
+            .as_deref()
+            .unwrap()
+            .starts_with("\"neat\": line 2 of 2")
+    );
+    press(&f.rt, app, KeyCode::Char('/'));
+    for _ in 0.."neat".len() {
+        press(&f.rt, app, KeyCode::Backspace);
+    }
+    type_text(&f.rt, app, "zebra");
+    press(&f.rt, app, KeyCode::Enter);
+    assert_eq!(
+        app.notice.as_deref(),
+        Some("no line of the conversation holds \"zebra\"")
+    );
+
+    // `y` on a selected source: the cited passage and its reference, with the chunk id.
+    app.conversation.selected_citation = Some((0, 0));
+    press(&f.rt, app, KeyCode::Char('y'));
+    let copied = f.clip.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(
+        copied,
+        format!(
+            "Figure 1: Monthly solar output, January to December 2026.\n\n\
+             — Harbor Point Microgrid: Field Report 2026, p. 1, §Solar output (chunk {})\n",
+            f.figure_chunk
+        )
+    );
+    assert!(
+        app.notice
+            .as_deref()
+            .unwrap()
+            .starts_with("copied source [1] (")
+    );
+    // Enter on it: the chunk whole, then the context the model saw with the chunk marked.
+    press(&f.rt, app, KeyCode::Enter);
+    settle(&mut f.rt, app).await;
+    let Some(Popup::ChunkDetail {
+        context: Some((context, Some(span))),
+        ..
+    }) = &app.popup
+    else {
+        panic!("the chunk detail with its context");
+    };
+    assert_eq!(
+        &context[span.clone()],
+        "Figure 1: Monthly solar output, January to December 2026."
+    );
+    let detail = screen(app, 160, 48);
+    assert!(
+        detail.contains("The context the model saw (expanded around the chunk; the chunk's own text highlighted):"),
+        "{detail}"
+    );
+    app.popup = None;
+    // Without a selection: the answer in view with its sources.
+    app.conversation.selected_citation = None;
+    app.conversation.scroll = Some(0);
+    press(&f.rt, app, KeyCode::Char('y'));
+    let copied = f.clip.lock().unwrap().last().cloned().unwrap();
+    assert!(
+        copied.starts_with("July was the strongest month for the array"),
+        "{copied}"
+    );
+    assert!(
+        copied.contains(&format!(
+            "\nSources:\n[1] Harbor Point Microgrid: Field Report 2026, p. 1, §Solar output (chunk {})\n",
+            f.figure_chunk
+        )),
+        "{copied}"
+    );
 }
 
 #[tokio::test]
@@ -1145,4 +1296,87 @@ fn the_screen_reads_the_host_never_the_capabilities() {
         &mut offenders,
     );
     assert!(offenders.is_empty(), "{}", offenders.join("\n"));
+}
+
+/// An ordinary session's answers take a reviewer's marks and notes (`m`), kept in the
+/// session file, shown in the conversation and the ledger, exported; an experiment's
+/// opened session (read-only) refuses them in one line.
+#[tokio::test]
+async fn answers_are_marked_in_the_session_shown_and_exported() {
+    let mut f = three_questions_asked().await;
+    let app = &mut f.app;
+    let path = f.dir.path().join("session.json");
+    let q3 = app.transcript.turns[2].question;
+    app.focus = Pane::Ledger;
+    app.ledger.selected = 2;
+    screen(app, 160, 48);
+    press(&f.rt, app, KeyCode::Char('m'));
+    assert!(matches!(app.popup, Some(Popup::Mark { turn: 2, .. })));
+    let popup = screen(app, 160, 48);
+    assert!(
+        popup.contains("Mark the answer") && popup.contains("now: not marked"),
+        "{popup}"
+    );
+    // A note needs a mark first.
+    press(&f.rt, app, KeyCode::Char('n'));
+    assert!(
+        app.notice
+            .as_deref()
+            .unwrap()
+            .starts_with("mark the answer first")
+    );
+    press(&f.rt, app, KeyCode::Char('i'));
+    assert!(app.popup.is_none());
+    assert_eq!(
+        app.notice.as_deref(),
+        Some("marked the answer to question 3 invented")
+    );
+    settle(&mut f.rt, app).await;
+    press(&f.rt, app, KeyCode::Char('m'));
+    press(&f.rt, app, KeyCode::Char('n'));
+    type_text(&f.rt, app, "the guide says nothing of the sort");
+    press(&f.rt, app, KeyCode::Enter);
+    assert!(app.popup.is_none());
+    settle(&mut f.rt, app).await;
+    let saved = Session::load(&path).unwrap();
+    assert_eq!(
+        saved.groundwork.extra["reviews"],
+        serde_json::json!([{"question": q3, "mark": "invented", "note": "the guide says nothing of the sort"}])
+    );
+    let ledger = pane(app, Pane::Ledger, 160, 48);
+    assert!(ledger.contains("marked invented"), "{ledger}");
+    app.focus = Pane::Conversation;
+    let shown = pane(app, Pane::Conversation, 160, 48);
+    assert!(
+        shown.contains("· marked invented: the guide says nothing of the sort"),
+        "{shown}"
+    );
+    let md = groundwork::host::transcript::to_markdown_marked(&app.transcript, "t", &app.marks);
+    assert!(
+        md.contains("*Review: marked invented — the guide says nothing of the sort*"),
+        "{md}"
+    );
+    // A new mark keeps the note; `x` takes both back, and the key leaves the file.
+    app.focus = Pane::Ledger;
+    press(&f.rt, app, KeyCode::Char('m'));
+    press(&f.rt, app, KeyCode::Char('w'));
+    assert_eq!(app.marks[&q3].mark, "wrong");
+    assert_eq!(
+        app.marks[&q3].note.as_deref(),
+        Some("the guide says nothing of the sort")
+    );
+    press(&f.rt, app, KeyCode::Char('m'));
+    press(&f.rt, app, KeyCode::Char('x'));
+    assert_eq!(
+        app.notice.as_deref(),
+        Some("cleared the mark of the answer to question 3")
+    );
+    settle(&mut f.rt, app).await;
+    let saved = Session::load(&path).unwrap();
+    assert!(!saved.groundwork.extra.contains_key("reviews"));
+    // Read-only (an experiment's session): refused in one line.
+    app.read_only = true;
+    press(&f.rt, app, KeyCode::Char('m'));
+    assert!(app.popup.is_none());
+    assert!(app.notice.as_deref().unwrap().starts_with("read-only"));
 }

@@ -1005,7 +1005,7 @@ async fn tmux_search_a_cited_chunk_and_open_its_visual_grounding() {
     tmux.send(&["v"]);
     let screen = tmux
         .wait_for("the grounding screen", 60, |s| {
-            s.contains("Visual Grounding") && s.contains("matched (orange)")
+            s.contains("Visual Grounding") && s.contains("matched (orange")
         })
         .await;
     assert!(

@@ -537,16 +537,16 @@ async fn a_capsule_entry_in_the_inspector_opens_its_visual_grounding_and_chunk()
 
     // The keys are `[tui.keys]` actions like any other.
     let mut keys = std::collections::BTreeMap::new();
-    keys.insert("next_capsule_entry".to_string(), vec!["x".to_string()]);
+    keys.insert("next_capsule_entry".to_string(), vec!["X".to_string()]);
     app.keymap =
         groundwork::tui::keymap::Keymap::with_overrides(&keys, Path::new("config.toml")).unwrap();
     app.inspector.selected = Some(with_capsule);
     press(&rt, &mut app, KeyCode::Char('c'));
     assert_eq!(app.inspector.entry, None, "c is no longer bound");
-    press(&rt, &mut app, KeyCode::Char('x'));
+    press(&rt, &mut app, KeyCode::Char('X'));
     assert_eq!(app.inspector.entry, Some(0));
     let text = screen(&mut app, 160, 48);
-    assert!(text.contains("x/C entries"), "{text}");
+    assert!(text.contains("X/C entries"), "{text}");
 }
 
 /// Issue 41: visual grounding opens on the page of the matched item, not on the first
@@ -581,10 +581,29 @@ async fn grounding_opens_on_the_page_of_the_matched_item() {
         citation.pages,
         cited.page_numbers
     );
+    // The page-images pane opens on the matched page too, not the context's first.
+    screen(&mut app, 160, 48);
+    settle(&mut rt, &mut app).await;
+    assert!(app.images.listed, "the pane's images were listed");
+    let item = &app.images.items[app.images.selected];
+    assert!(item.meta.matched > 0, "{}", item.meta.caption);
+    assert!(cited.page_numbers.contains(&item.meta.page.unwrap()));
+    let first_page = app.images.items.iter().position(|i| i.meta.page.is_some());
+    assert!(
+        Some(app.images.selected) > first_page,
+        "not the context's first page"
+    );
     app.focus = Pane::Conversation;
     app.conversation.selected_citation = Some((0, 0));
     screen(&mut app, 160, 48);
     press_mod(&rt, &mut app, KeyCode::Char('V'), KeyModifiers::SHIFT);
+    // While the pages are drawn: a spinner and the seconds waited.
+    let loading = screen(&mut app, 160, 48);
+    assert!(
+        loading.contains("outlining the items of chunk") && loading.contains(" s"),
+        "{loading}"
+    );
+    assert!(app.animating(), "the loading line ticks");
     assert!(
         rt.until(&mut app, Duration::from_secs(60), |a| {
             !matches!(
@@ -618,4 +637,25 @@ async fn grounding_opens_on_the_page_of_the_matched_item() {
     assert_eq!(app.grounding.view.as_ref().unwrap().page, 0);
     press(&rt, &mut app, KeyCode::Char('n'));
     assert_eq!(app.grounding.view.as_ref().unwrap().page, first);
+    // `x` hides the context's outlines (drawn again, on the same page), and shows them.
+    let ready = |a: &App| {
+        !matches!(
+            a.grounding.view.as_ref().unwrap().state,
+            GroundingState::Loading
+        )
+    };
+    press(&rt, &mut app, KeyCode::Char('x'));
+    assert!(rt.until(&mut app, Duration::from_secs(60), ready).await);
+    let view = app.grounding.view.as_ref().unwrap();
+    let GroundingState::Ready(p) = &view.state else {
+        panic!("grounded");
+    };
+    assert!(p.pages.iter().all(|pg| pg.context == 0));
+    assert_eq!(p.pages[view.page].page_no, page_no, "the same page");
+    let shown = screen(&mut app, 160, 48);
+    assert!(shown.contains("context hidden (x shows)"), "{shown}");
+    press(&rt, &mut app, KeyCode::Char('x'));
+    assert!(rt.until(&mut app, Duration::from_secs(60), ready).await);
+    let shown = screen(&mut app, 160, 48);
+    assert!(shown.contains("context (yellow, x hides)"), "{shown}");
 }

@@ -22,7 +22,8 @@ async fn start_ask_see_answer_and_ledger_quit_and_terminal_is_restored() {
     .await;
     let home = tempfile::tempdir().unwrap();
     let session = home.path().join("e2e-session.json");
-    let tmux = Tmux::new("e2e");
+    // tmux takes OSC 52 from the programs in it into its paste buffer.
+    let tmux = Tmux::with_config("e2e", "set -g set-clipboard on\n");
     let script = format!(
         "env -u GROUNDWORK_MODEL_URL -u GROUNDWORK_MODEL HOME={home} XDG_DATA_HOME={home}/data \
          XDG_CONFIG_HOME={home}/config OPENAI_API_KEY=sk-e2e-SECRET \
@@ -52,10 +53,20 @@ async fn start_ask_see_answer_and_ledger_quit_and_terminal_is_restored() {
     let screen = tmux
         .wait_for("the ledger row", 60, |s| {
             s.lines()
-                .any(|l| l.contains("1   How") && l.contains("grounded"))
+                .any(|l| l.contains("1   grounded") && l.contains("How much"))
         })
         .await;
     assert!(screen.contains("Sources (1)"), "{screen}");
+    // `y` on the selected source copies it with its reference, through the terminal.
+    tmux.send(&["F2"]);
+    tmux.send(&["Right"]);
+    tmux.send(&["y"]);
+    tmux.wait_for("the copy notice", 30, |s| s.contains("copied source [1]"))
+        .await;
+    let buffer = tmux.cmd().args(["show-buffer"]).output().unwrap();
+    let buffer = String::from_utf8_lossy(&buffer.stdout);
+    assert!(buffer.contains(&format!("(chunk {chunk})")), "{buffer:?}");
+    assert!(buffer.contains("— "), "{buffer:?}");
     // The session was saved, without the API key.
     let saved = std::fs::read_to_string(&session).unwrap();
     assert!(saved.contains("61 MWh"));

@@ -4,10 +4,20 @@ use serde_json::{Map, Value};
 
 use crate::engine::messages::ModelMessage;
 
-use super::{StepStatus, Transcript};
+use super::{CitationView, StepStatus, Transcript, Turn};
 
 /// The conversation as Markdown: questions, answers, tool calls and sources.
 pub fn to_markdown(t: &Transcript, title: &str) -> String {
+    to_markdown_marked(t, title, &Default::default())
+}
+
+/// [`to_markdown`] with a reviewer's marks on the answers (by question), each under its
+/// answer's citation status.
+pub fn to_markdown_marked(
+    t: &Transcript,
+    title: &str,
+    marks: &std::collections::BTreeMap<u64, crate::session::marks::AnswerMark>,
+) -> String {
     let mut out = format!("# {title}\n\n");
     for (turn, row) in t.turns.iter().zip(&t.ledger) {
         out.push_str(&format!("## Question\n\n{}\n\n", turn.prompt.trim()));
@@ -44,6 +54,16 @@ pub fn to_markdown(t: &Transcript, title: &str) -> String {
                 ""
             }
         ));
+        if let Some(m) = marks.get(&turn.question) {
+            out.push_str(&format!(
+                "*Review: marked {}{}*\n\n",
+                m.mark,
+                m.note
+                    .as_deref()
+                    .map(|n| format!(" — {n}"))
+                    .unwrap_or_default()
+            ));
+        }
         if let Some(code) = &turn.program {
             out.push_str(&format!(
                 "**Program**\n\n```python\n{}\n```\n\n",
@@ -82,6 +102,33 @@ pub fn to_markdown(t: &Transcript, title: &str) -> String {
                 }
             }
             out.push('\n');
+        }
+    }
+    out
+}
+
+/// A source for the clipboard: the cited passage (the context the model saw when the
+/// chunk itself was not read) and the reference a reader can follow, with the chunk id.
+pub fn clip_source(c: &CitationView) -> String {
+    let (text, reference) = match &c.passage {
+        Some(p) => (p.text.trim(), p.reference(&c.source)),
+        None => (c.content.trim(), c.title()),
+    };
+    format!("{text}\n\n— {reference} (chunk {})\n", c.chunk_id)
+}
+
+/// An answer for the clipboard: its text, then its sources numbered as its markers are,
+/// each with its reference and chunk id.
+pub fn clip_answer(turn: &Turn) -> String {
+    let mut out = format!("{}\n", turn.answer.trim());
+    if !turn.citations.is_empty() {
+        out.push_str("\nSources:\n");
+        for c in &turn.citations {
+            let reference = match &c.passage {
+                Some(p) => format!("[{}] {}", c.number, p.reference(&c.source)),
+                None => c.title(),
+            };
+            out.push_str(&format!("{reference} (chunk {})\n", c.chunk_id));
         }
     }
     out

@@ -53,13 +53,26 @@ pub(super) fn past_status(turn: &Turn) -> CitationStatus {
     let cited_nothing = turn.steps.iter().any(|s| {
         matches!(s.name.as_str(), rag::CITE_TOOL | analysis::CITE_TOOL)
             && s.status == StepStatus::Ok
-            && s.summary == "no chunks (ungrounded)"
+            && cites_no_chunks(&s.args)
     });
     if cited_nothing {
         CitationStatus::Ungrounded
     } else {
         CitationStatus::Missing
     }
+}
+
+/// Whether a cite call's arguments name no chunk (`{"chunk_ids": []}`): the model's
+/// declaration that nothing grounds its answer. Read from the arguments, not from how a
+/// tool row words them.
+pub(super) fn cites_no_chunks(args: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(args)
+        .ok()
+        .and_then(|v| {
+            v.get("chunk_ids")
+                .and_then(|ids| ids.as_array().map(Vec::is_empty))
+        })
+        .unwrap_or(false)
 }
 
 pub(super) fn ledger_row(
@@ -163,5 +176,19 @@ pub(super) fn ledger_row(
         searches: count(&[rag::SEARCH_TOOL, analysis::SEARCH_TOOL]),
         executions: count(&[analysis::EXECUTE_TOOL]),
         cut_off: turn.cut_off,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_declaration_is_read_from_the_cite_arguments() {
+        assert!(cites_no_chunks(r#"{"chunk_ids": []}"#));
+        assert!(cites_no_chunks(r#"{ "chunk_ids" : [ ] }"#));
+        assert!(!cites_no_chunks(r#"{"chunk_ids": ["c1"]}"#));
+        assert!(!cites_no_chunks("no chunks (ungrounded)"));
+        assert!(!cites_no_chunks("{}"));
     }
 }

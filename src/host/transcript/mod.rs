@@ -27,7 +27,7 @@ use crate::engine::messages::{
 /// The tag that marks the policy's redirect message (SPEC §10).
 pub use crate::capabilities::policy::REDIRECT_TAG;
 
-pub use export::{to_json, to_markdown};
+pub use export::{clip_answer, clip_source, to_json, to_markdown, to_markdown_marked};
 pub use filter::{
     apply_collection_filter, apply_document_filter, collection_label, document_filter,
     document_filter_sql, set_document_filter,

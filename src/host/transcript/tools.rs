@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::capabilities::{analysis, rag};
+use crate::store::format::BLOCK_SEPARATOR;
 
 /// What a capability tool does, for faces that show it without naming capabilities.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,26 +66,29 @@ pub fn tool_summary(name: &str, args: &str) -> String {
     }
 }
 
-/// The chunk ids (and `Source:` lines) of a search tool's text: each result block starts
-/// with `[chunk_id]`, optionally followed by ` [rank i of n]`.
+/// The chunk ids (and `Source:` lines) of a search tool's text: each result block (blocks
+/// are joined by [`BLOCK_SEPARATOR`]) starts with `[chunk_id]`, followed by ` [rank i of n]`,
+/// ` [rank i]` or ` (score: s)`. Only a block's first line is read: a line of a chunk's own
+/// text that happens to start with a bracket (a texinfo `[Function]` label) is content.
 pub fn result_ids(text: &str) -> Vec<(String, Option<String>)> {
-    let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let Some(rest) = line.strip_prefix('[') else {
+    for block in text.split(BLOCK_SEPARATOR) {
+        let mut lines = block.lines();
+        let Some(header) = lines.next() else {
             continue;
         };
-        let Some(end) = rest.find(']') else {
+        let Some((id, after)) = header
+            .strip_prefix('[')
+            .and_then(|rest| rest.split_once(']'))
+        else {
             continue;
         };
-        let id = &rest[..end];
-        let after = &rest[end + 1..];
-        if id.is_empty() || id.contains(' ') || !(after.is_empty() || after.starts_with(" [rank")) {
+        let header_tail =
+            after.is_empty() || after.starts_with(" [rank ") || after.starts_with(" (score: ");
+        if id.is_empty() || id.contains(char::is_whitespace) || !header_tail {
             continue;
         }
         let source = lines
-            .iter()
-            .skip(i + 1)
             .take(3)
             .find_map(|l| l.strip_prefix("Source: "))
             .map(|s| {
@@ -98,4 +102,25 @@ pub fn result_ids(text: &str) -> Vec<(String, Option<String>)> {
         out.push((id.to_string(), source));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_blocks_first_line_names_a_chunk() {
+        let text = "[c1] [rank 1 of 2]\nSource: \"Manual\" > 4 Functions\nContent:\n\
+                    [Function]\nint asn1_create_element (...)\n[x] [rank 9 of 9]\
+                    \n\n---\n\n[c2] [rank 2 of 2]\nContent:\nplain";
+        assert_eq!(
+            result_ids(text),
+            vec![
+                ("c1".to_string(), Some("Manual".to_string())),
+                ("c2".to_string(), None)
+            ]
+        );
+        assert_eq!(result_ids("[c] (score: 0.50)\nContent:\nx")[0].0, "c");
+        assert!(result_ids("No results found.").is_empty());
+    }
 }

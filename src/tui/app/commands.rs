@@ -166,9 +166,10 @@ impl App {
                 let (path, contents) = if action == Action::ExportMarkdown {
                     (
                         base.with_extension("md"),
-                        crate::host::transcript::to_markdown(
+                        crate::host::transcript::to_markdown_marked(
                             &self.transcript,
                             &self.export_title(),
+                            &self.marks,
                         ),
                     )
                 } else {

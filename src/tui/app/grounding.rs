@@ -49,6 +49,10 @@ pub struct GroundingView {
     pub page: usize,
     /// Cells the pages were encoded for.
     pub size: (u16, u16),
+    /// The context's outlines are drawn (`x` toggles them).
+    pub context: bool,
+    /// When the pages were asked for (the loading line counts from it).
+    pub started: std::time::Instant,
 }
 
 /// The view when open, and what it needs to (re)load.
@@ -58,6 +62,9 @@ pub struct GroundingSlot {
     pub generation: u64,
     /// The whole frame, as last drawn (the view covers it).
     pub screen: Rect,
+    /// The pages being loaded are a redraw of the ones shown (context toggled): the
+    /// page number to stay on.
+    pub keep_page: Option<i64>,
 }
 
 /// Cells the page image gets in a frame of `screen`: inside the border, below the status
@@ -73,11 +80,14 @@ impl App {
     /// Opens visual grounding for `target` (the hook every evidence view calls).
     pub fn open_grounding(&mut self, target: GroundingTarget) -> Vec<Effect> {
         self.popup = None;
+        self.grounding.keep_page = None;
         self.grounding.view = Some(GroundingView {
             target,
             state: GroundingState::Loading,
             page: 0,
             size: (0, 0),
+            context: true,
+            started: std::time::Instant::now(),
         });
         self.refresh_grounding()
     }
@@ -93,11 +103,13 @@ impl App {
         }
         view.size = size;
         view.state = GroundingState::Loading;
+        view.started = std::time::Instant::now();
         self.grounding.generation += 1;
         vec![Effect::LoadGrounding {
             generation: self.grounding.generation,
             chunk_id: view.target.chunk_id.clone(),
             size,
+            context: view.context,
         }]
     }
 
@@ -190,6 +202,17 @@ impl App {
                 Some(&i) => view.page = i,
                 None => self.notice = Some("no matched item on an earlier page".into()),
             },
+            Some(Action::ToggleContext) => {
+                view.context = !view.context;
+                // Drawn again, staying on the page shown now.
+                let shown = match &view.state {
+                    GroundingState::Ready(p) => p.pages.get(view.page).map(|pg| pg.page_no),
+                    _ => None,
+                };
+                view.size = (0, 0);
+                self.grounding.keep_page = shown;
+                return self.refresh_grounding();
+            }
             Some(Action::Top) => view.page = 0,
             Some(Action::Bottom) => view.page = n.saturating_sub(1),
             Some(Action::Interrupt | Action::QuitPane | Action::Back | Action::VisualGrounding) => {
@@ -209,12 +232,23 @@ impl App {
         if generation != self.grounding.generation {
             return;
         }
+        let keep_page = std::mem::take(&mut self.grounding.keep_page);
         if let Some(view) = self.grounding.view.as_mut() {
-            // The evidence itself first: the first page with a matched item.
-            view.page = result
-                .as_ref()
-                .ok()
-                .and_then(|p| p.pages.iter().position(|page| page.matched > 0))
+            // The evidence itself first: the first page with a matched item (a redraw
+            // stays on the page it was asked from, when that page is still there).
+            let kept = keep_page.and_then(|no| {
+                result
+                    .as_ref()
+                    .ok()
+                    .and_then(|p| p.pages.iter().position(|page| page.page_no == no))
+            });
+            view.page = kept
+                .or_else(|| {
+                    result
+                        .as_ref()
+                        .ok()
+                        .and_then(|p| p.pages.iter().position(|page| page.matched > 0))
+                })
                 .unwrap_or(0);
             view.state = match result {
                 Ok(pages) => GroundingState::Ready(pages),

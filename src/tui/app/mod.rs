@@ -192,6 +192,8 @@ pub struct App {
     /// not); each chunk is asked for once.
     pub passages:
         std::collections::HashMap<String, Result<crate::host::transcript::Passage, String>>,
+    /// The reviewer's marks on the session's answers, by question (kept in the session).
+    pub marks: std::collections::BTreeMap<u64, crate::session::marks::AnswerMark>,
     passages_asked: std::collections::HashSet<String>,
     /// `q` was pressed once where quitting loses something; the next `q` quits.
     pub(super) quit_armed: bool,
@@ -250,6 +252,7 @@ impl App {
             inspector_cache: std::cell::RefCell::new(None),
             capsule_cache: std::cell::RefCell::new(None),
             passages: Default::default(),
+            marks: Default::default(),
             passages_asked: Default::default(),
             quit_armed: false,
             read_only: false,
@@ -284,6 +287,7 @@ impl App {
     /// Rebuilds everything derived from the committed session.
     fn rebuild(&mut self) {
         self.transcript = Transcript::build(&self.session.messages, &self.session.state);
+        self.marks = crate::session::marks::marks(&self.session.groundwork.extra);
         self.apply_passages();
         self.committed_requests = (0..crate::host::inspect::SessionRequests::of(&self.session)
             .len())
@@ -435,6 +439,28 @@ impl App {
         t
     }
 
+    /// The counted tokens of the question whose identity (message index) is `question`:
+    /// raw and sent summed over the requests of the run that asked it, and how many
+    /// requests that was. `None` when the session records no run starting at that question
+    /// (a haiku.rag host's session, or one written before runs recorded their starts) or
+    /// one of its requests carries no counts.
+    pub fn question_tokens(&self, question: u64) -> Option<(usize, usize, usize)> {
+        let g = &self.session.groundwork;
+        let run = g.timings.iter().find(|t| {
+            t.start
+                .as_ref()
+                .is_some_and(|s| s.history as u64 == question)
+        })?;
+        let (mut raw, mut sent, mut n) = (0, 0, 0);
+        for r in g.requests.iter().filter(|r| r.run_id == run.run_id) {
+            let k = r.tokens.as_ref()?;
+            raw += k.raw;
+            sent += k.sent;
+            n += 1;
+        }
+        (n > 0).then_some((raw, sent, n))
+    }
+
     /// The ledger rows the filter lets through, with their index in the transcript.
     pub fn visible_ledger(&self) -> Vec<usize> {
         self.transcript
@@ -452,7 +478,13 @@ impl App {
 
     /// Whether something animates (the spinner of a running question).
     pub fn animating(&self) -> bool {
-        self.running() || self.replay_running()
+        self.running()
+            || self.replay_running()
+            || self
+                .grounding
+                .view
+                .as_ref()
+                .is_some_and(|v| matches!(v.state, GroundingState::Loading))
     }
 
     /// One message in, the effects to carry out out.

@@ -116,9 +116,13 @@ pub enum Effect {
         chunk_id: String,
         /// Cells available for a page.
         size: (u16, u16),
+        /// Outline the context expansion adds around the chunk too.
+        context: bool,
     },
     /// Load a chunk's full text.
     LoadChunk(String),
+    /// Text for the clipboard, sent to the terminal as OSC 52.
+    Copy(String),
     /// Read cited chunks' own passages (`Msg::Passages`): (collection, chunk id).
     LoadPassages(Vec<(Option<String>, String)>),
     LoadDocuments,
@@ -193,4 +197,7 @@ pub struct ImageMeta {
     pub page: Option<i64>,
     pub self_ref: Option<String>,
     pub chunk_id: String,
+    /// Items of the cited chunk outlined on this page (0 for figures, and for pages
+    /// without a match).
+    pub matched: usize,
 }

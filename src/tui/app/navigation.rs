@@ -41,6 +41,10 @@ pub struct ConversationView {
     pub collapsed: HashSet<u64>,
     /// Selected citation: (question, index in its citations).
     pub selected_citation: Option<(usize, usize)>,
+    /// The text `/` looks for, once entered.
+    pub find: Option<String>,
+    /// The wrapped line of the match last gone to.
+    pub find_line: Option<usize>,
 }
 
 #[derive(Debug, Default)]
@@ -127,20 +131,60 @@ impl App {
             Action::Top => set(self, 0),
             Action::Bottom => set(self, usize::MAX),
             Action::Left | Action::Right => return self.step_citation(action == Action::Right),
+            Action::PrevQuestion | Action::NextQuestion => {
+                let width = self.areas.conversation.width;
+                let lines = crate::tui::view::conversation::question_lines(self, width);
+                let target = if action == Action::NextQuestion {
+                    // At the bottom every question below the top is already in view.
+                    lines.into_iter().find(|&l| l > top && top < max_top)
+                } else {
+                    lines.into_iter().rev().find(|&l| l < top)
+                };
+                match target {
+                    Some(l) => set(self, l),
+                    None if action == Action::NextQuestion => {
+                        self.notice = Some("no question below".into())
+                    }
+                    None => self.notice = Some("no question above".into()),
+                }
+            }
+            Action::Find => {
+                self.popup = Some(Popup::Find {
+                    query: self.conversation.find.clone().unwrap_or_default(),
+                });
+            }
+            Action::NextMatch | Action::PrevMatch => self.step_find(action == Action::NextMatch),
+            Action::Copy => return self.copy_in_view(top, page),
+            Action::MarkAnswer => {
+                let turn = match self.conversation.selected_citation {
+                    Some((t, _)) => Some(t),
+                    None => self.turn_in_view(top, page),
+                };
+                return match turn {
+                    Some(t) => self.open_mark(t),
+                    None => {
+                        self.notice = Some("no answered question to mark".into());
+                        Vec::new()
+                    }
+                };
+            }
             // Enter on a selected source: the cited chunk whole, every field.
             Action::Select if self.conversation.selected_citation.is_some() => {
-                let Some(chunk_id) = self
+                let Some(c) = self
                     .conversation
                     .selected_citation
                     .and_then(|(t, c)| self.transcript.turns.get(t)?.citations.get(c))
-                    .map(|c| c.chunk_id.clone())
                 else {
                     return Vec::new();
                 };
+                let chunk_id = c.chunk_id.clone();
+                // Below the chunk: the context the model saw, the chunk marked inside it.
+                let span = c.passage.as_ref().and_then(|p| p.span_in(&c.content));
                 self.popup = Some(Popup::ChunkDetail {
                     chunk_id: chunk_id.clone(),
                     text: None,
                     scroll: 0,
+                    context: Some((c.content.clone(), span)),
                 });
                 return vec![Effect::LoadChunk(chunk_id)];
             }
@@ -201,6 +245,95 @@ impl App {
         self.set_image_target(target)
     }
 
+    /// Goes to the next (or previous) wrapped line holding the conversation's find text,
+    /// round past the end, and puts it a third of the way down the pane.
+    pub(super) fn step_find(&mut self, forward: bool) {
+        let Some(needle) = self.conversation.find.clone() else {
+            self.notice = Some(format!(
+                "nothing to find yet: {} asks for the text",
+                self.keymap.hint(Action::Find)
+            ));
+            return;
+        };
+        let area = self.areas.conversation;
+        let lines = crate::tui::view::conversation::find_lines(self, area.width, &needle);
+        if lines.is_empty() {
+            self.conversation.find_line = None;
+            self.notice = Some(format!("no line of the conversation holds \"{needle}\""));
+            return;
+        }
+        let page = self.page(area);
+        let total = crate::tui::view::conversation::line_count(self, area.width);
+        let max_top = total.saturating_sub(page);
+        let top = self.conversation.scroll.unwrap_or(max_top).min(max_top);
+        // From the match last gone to; the first search starts from the top of the view.
+        let from = self.conversation.find_line;
+        let next = match (from, forward) {
+            (None, _) => lines.iter().copied().find(|&l| l >= top),
+            (Some(c), true) => lines.iter().copied().find(|&l| l > c),
+            (Some(c), false) => lines.iter().rev().copied().find(|&l| l < c),
+        };
+        let wrapped = next.is_none() && from.is_some();
+        let line = next.unwrap_or(if forward {
+            lines[0]
+        } else {
+            lines[lines.len() - 1]
+        });
+        self.conversation.find_line = Some(line);
+        let new_top = line.saturating_sub(page / 3);
+        self.conversation.scroll = if new_top >= max_top {
+            None
+        } else {
+            Some(new_top)
+        };
+        let k = lines.iter().position(|&l| l == line).unwrap_or(0) + 1;
+        self.notice = Some(format!(
+            "\"{needle}\": line {k} of {}{}",
+            lines.len(),
+            if wrapped { " (from the other end)" } else { "" }
+        ));
+    }
+
+    /// The answered question in view: the one whose heading is the last at or above a
+    /// third of the way down the conversation.
+    fn turn_in_view(&self, top: usize, page: usize) -> Option<usize> {
+        let width = self.areas.conversation.width;
+        let lines = crate::tui::view::conversation::question_lines(self, width);
+        let k = lines
+            .iter()
+            .rposition(|&l| l <= top + page / 3)
+            .unwrap_or(0);
+        (k < self.transcript.turns.len()).then_some(k)
+    }
+
+    /// Copies the selected source with its reference, else the answer of the question in
+    /// view with its sources' references, to the clipboard through the terminal (OSC 52).
+    fn copy_in_view(&mut self, top: usize, page: usize) -> Vec<Effect> {
+        use crate::host::transcript::{clip_answer, clip_source};
+        let selected = self
+            .conversation
+            .selected_citation
+            .and_then(|(t, c)| self.transcript.turns.get(t)?.citations.get(c));
+        let (what, text) = if let Some(c) = selected {
+            (format!("source [{}]", c.number), clip_source(c))
+        } else {
+            let Some(k) = self.turn_in_view(top, page) else {
+                self.notice = Some("nothing to copy: no answered question".into());
+                return Vec::new();
+            };
+            let turn = &self.transcript.turns[k];
+            (
+                format!("the answer to question {}", k + 1),
+                clip_answer(turn),
+            )
+        };
+        self.notice = Some(format!(
+            "copied {what} ({} characters) to the clipboard through the terminal (OSC 52)",
+            text.chars().count()
+        ));
+        vec![Effect::Copy(text)]
+    }
+
     /// Scrolls the conversation so the selected source is in view (a third from the top),
     /// when it is not.
     fn reveal_selected_source(&mut self) {
@@ -255,6 +388,7 @@ impl App {
                     chunk_id: e.chunk_id.clone(),
                     text: None,
                     scroll: 0,
+                    context: None,
                 });
                 return vec![Effect::LoadChunk(e.chunk_id)];
             }
@@ -350,6 +484,16 @@ impl App {
     }
 
     fn nav_ledger(&mut self, action: Action) -> Vec<Effect> {
+        if action == Action::MarkAnswer {
+            let row = self.visible_ledger().get(self.ledger.selected).copied();
+            return match row {
+                Some(t) => self.open_mark(t),
+                None => {
+                    self.notice = Some("no answered question to mark".into());
+                    Vec::new()
+                }
+            };
+        }
         let rows = self.visible_ledger().len();
         let chunks = self.ledger_chunks().len();
         if self.ledger.in_chunks {
@@ -372,6 +516,7 @@ impl App {
                         chunk_id: chunk_id.clone(),
                         text: None,
                         scroll: 0,
+                        context: None,
                     });
                     effects.push(Effect::LoadChunk(chunk_id));
                     effects.extend(self.target_ledger_chunk());
@@ -510,7 +655,14 @@ impl App {
                     state: ImageState::Loading,
                 })
                 .collect();
-            self.images.selected = 0;
+            // The first page where the cited chunk's items were matched (the expanded
+            // context's first page is often not it); else the first figure or page.
+            self.images.selected = self
+                .images
+                .items
+                .iter()
+                .position(|i| i.meta.matched > 0)
+                .unwrap_or(0);
         }
     }
 

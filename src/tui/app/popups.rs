@@ -39,6 +39,20 @@ pub enum Popup {
         chunk_id: String,
         text: Option<String>,
         scroll: u16,
+        /// For a cited chunk: the context the model saw (expanded around it), and where
+        /// the chunk's own text sits inside it when it is there word for word.
+        context: Option<(String, Option<std::ops::Range<usize>>)>,
+    },
+    /// The conversation's find prompt.
+    Find {
+        query: String,
+    },
+    /// Marking an answer of the session: `turn` in the transcript, `question` its identity;
+    /// `note` while a note is typed.
+    Mark {
+        turn: usize,
+        question: u64,
+        note: Option<Box<TextArea<'static>>>,
     },
 }
 
@@ -176,6 +190,100 @@ impl App {
                 KeyCode::Esc | KeyCode::Enter | KeyCode::Backspace | KeyCode::Char('q') => false,
                 _ => true,
             },
+            Popup::Mark {
+                turn,
+                question,
+                note,
+            } => {
+                let (turn, question) = (*turn, *question);
+                match note {
+                    Some(input) => match key.code {
+                        KeyCode::Esc => {
+                            *note = None;
+                            true
+                        }
+                        KeyCode::Enter => {
+                            let text = input.lines().join(" ").trim().to_string();
+                            let mark = self.marks.get(&question).map(|m| m.mark.clone());
+                            if let Some(mark) = mark {
+                                effects = self.set_answer_mark(
+                                    turn,
+                                    question,
+                                    Some((mark, (!text.is_empty()).then_some(text))),
+                                );
+                            }
+                            false
+                        }
+                        _ => {
+                            input.input(key);
+                            true
+                        }
+                    },
+                    None => match key.code {
+                        KeyCode::Esc => false,
+                        KeyCode::Char('n') if !ctrl => {
+                            if let Some(m) = self.marks.get(&question) {
+                                let mut t = TextArea::default();
+                                t.set_cursor_line_style(ratatui::style::Style::default());
+                                t.insert_str(m.note.clone().unwrap_or_default());
+                                *note = Some(Box::new(t));
+                            } else {
+                                self.notice =
+                                    Some("mark the answer first (s u i w), then add a note".into());
+                            }
+                            true
+                        }
+                        KeyCode::Char('x') if !ctrl => {
+                            if self.marks.contains_key(&question) {
+                                effects = self.set_answer_mark(turn, question, None);
+                            } else {
+                                self.notice = Some("this answer has no mark to clear".into());
+                            }
+                            false
+                        }
+                        KeyCode::Char(c) if !ctrl => {
+                            match super::review::MARK_KEYS.iter().find(|(k, ..)| *k == c) {
+                                Some((_, mark, _)) => {
+                                    // A note already given stays with the new mark.
+                                    let kept =
+                                        self.marks.get(&question).and_then(|m| m.note.clone());
+                                    effects = self.set_answer_mark(
+                                        turn,
+                                        question,
+                                        Some((mark.to_string(), kept)),
+                                    );
+                                    false
+                                }
+                                None => true,
+                            }
+                        }
+                        _ => true,
+                    },
+                }
+            }
+            Popup::Find { query } => match key.code {
+                KeyCode::Esc => false,
+                KeyCode::Backspace => {
+                    query.pop();
+                    true
+                }
+                KeyCode::Enter => {
+                    let query = query.trim().to_string();
+                    if query.is_empty() {
+                        self.conversation.find = None;
+                    } else {
+                        self.conversation.find = Some(query);
+                        self.conversation.find_line = None;
+                        self.step_find(true);
+                    }
+                    false
+                }
+                KeyCode::Char(c) if !ctrl => {
+                    query.push(c);
+                    true
+                }
+                _ => true,
+            },
             Popup::Palette { query, selected } => match key.code {
                 KeyCode::Esc => false,
                 KeyCode::Up => {
@@ -305,6 +413,60 @@ impl App {
             self.popup = Some(popup);
         }
         effects
+    }
+
+    /// Opens the mark popup for the answer of transcript turn `turn`.
+    pub(super) fn open_mark(&mut self, turn: usize) -> Vec<Effect> {
+        if self.read_only {
+            self.notice = Some(
+                "read-only: an experiment's answers are marked with s u i w (they go to its reviews.jsonl)"
+                    .into(),
+            );
+            return Vec::new();
+        }
+        let Some(t) = self.transcript.turns.get(turn) else {
+            self.notice = Some("no answered question to mark".into());
+            return Vec::new();
+        };
+        self.popup = Some(Popup::Mark {
+            turn,
+            question: t.question,
+            note: None,
+        });
+        Vec::new()
+    }
+
+    /// Sets (or takes back) the mark of an answer in the session and saves the session.
+    fn set_answer_mark(
+        &mut self,
+        turn: usize,
+        question: u64,
+        mark: Option<(String, Option<String>)>,
+    ) -> Vec<Effect> {
+        let what = match &mark {
+            Some((m, Some(_))) => format!(
+                "marked the answer to question {} {m} (with a note)",
+                turn + 1
+            ),
+            Some((m, None)) => format!("marked the answer to question {} {m}", turn + 1),
+            None => format!("cleared the mark of the answer to question {}", turn + 1),
+        };
+        crate::session::marks::set(&mut self.session.groundwork.extra, question, mark);
+        self.marks = crate::session::marks::marks(&self.session.groundwork.extra);
+        self.version += 1;
+        match self.session_path.clone() {
+            Some(path) => {
+                self.notice = Some(what);
+                vec![Effect::Save(path)]
+            }
+            None => {
+                self.notice = Some(format!(
+                    "{what}; the session is not saved yet ({} saves it)",
+                    self.keymap.hint(Action::SaveAs)
+                ));
+                Vec::new()
+            }
+        }
     }
 
     fn finish_path(&mut self, purpose: PathPurpose, path: PathBuf) -> Vec<Effect> {

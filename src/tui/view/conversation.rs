@@ -102,6 +102,12 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
         if row.violation {
             spans.push(Span::styled(" · violation recorded", t.missing));
         }
+        if let Some(m) = app.marks.get(&turn.question) {
+            spans.push(Span::styled(format!(" · marked {}", m.mark), t.title));
+            if let Some(n) = &m.note {
+                spans.push(Span::styled(format!(": {n}"), t.dim));
+            }
+        }
         out.push(Line::from(spans));
     }
     let collapsed = app.conversation.collapsed.contains(&turn.question);
@@ -327,6 +333,40 @@ pub fn selected_source_line(app: &App, width: u16) -> Option<usize> {
         })
 }
 
+/// The plain text of a wrapped line.
+fn line_text(l: &Line<'_>) -> String {
+    l.spans.iter().map(|s| s.content.as_ref()).collect()
+}
+
+/// The wrapped lines (committed, then live) that open a question, at pane width `width`.
+pub fn question_lines(app: &App, width: u16) -> Vec<usize> {
+    let w = inner_width(width);
+    let user = app.theme.user;
+    committed_lines(app, w)
+        .iter()
+        .chain(live_lines(app, w).iter())
+        .enumerate()
+        .filter(|(_, l)| {
+            line_text(l) == "You:"
+                && (l.style == user || l.spans.first().is_some_and(|s| s.style == user))
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The wrapped lines holding `needle` (case does not matter), at pane width `width`.
+pub fn find_lines(app: &App, width: u16, needle: &str) -> Vec<usize> {
+    let w = inner_width(width);
+    let needle = needle.to_lowercase();
+    committed_lines(app, w)
+        .iter()
+        .chain(live_lines(app, w).iter())
+        .enumerate()
+        .filter(|(_, l)| line_text(l).to_lowercase().contains(&needle))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// Total wrapped lines at pane width `width`.
 pub fn line_count(app: &App, width: u16) -> usize {
     let w = inner_width(width);
@@ -341,18 +381,38 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     let height = area.height.saturating_sub(2) as usize;
     let max_top = total.saturating_sub(height);
     let top = app.conversation.scroll.unwrap_or(max_top).min(max_top);
+    let found = app.conversation.find_line;
     let visible: Vec<Line<'static>> = committed
         .iter()
         .chain(live.iter())
+        .enumerate()
         .skip(top)
         .take(height)
-        .cloned()
+        .map(|(i, l)| {
+            if Some(i) == found {
+                // The line `/` went to stands out.
+                l.clone().patch_style(Modifier::REVERSED)
+            } else {
+                l.clone()
+            }
+        })
         .collect();
-    let extra = if total > height {
+    let mut extra = if total > height {
         format!("{}–{} of {}", top + 1, (top + height).min(total), total)
     } else {
         String::new()
     };
+    if let Some(needle) = &app.conversation.find {
+        if !extra.is_empty() {
+            extra.push_str(" · ");
+        }
+        extra.push_str(&format!(
+            "/{} {}/{}",
+            crate::tui::wrap::truncate(needle, 20),
+            app.keymap.hint(crate::tui::keymap::Action::NextMatch),
+            app.keymap.hint(crate::tui::keymap::Action::PrevMatch)
+        ));
+    }
     let mut block = pane_block(
         app,
         Pane::Conversation,

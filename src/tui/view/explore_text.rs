@@ -61,10 +61,22 @@ pub fn result_row(r: &SearchResult) -> String {
         format!("(p.{}) ", p.join(","))
     };
     format!(
-        "[{:.2}] {pages}{}",
+        "[{:.2}] {} {pages}· {}",
         r.score,
+        truncate(&short_label(&r.source_label()), 28),
         truncate(first_line(&r.content), 60)
     )
+}
+
+/// A document label short enough for a result row: a URI's last path segment (the file
+/// name), a title as it is.
+fn short_label(label: &str) -> String {
+    if label.contains("://") {
+        let path = label.trim_end_matches('/');
+        path.rsplit('/').next().unwrap_or(path).to_string()
+    } else {
+        label.to_string()
+    }
 }
 
 /// The selected document's details.
@@ -244,4 +256,26 @@ pub fn context_lines(t: &Theme, c: &AgentContext) -> Vec<Line<'static>> {
     ];
     out.extend(c.text.lines().map(|l| Line::styled(l.to_string(), t.text)));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_row_names_its_document_by_title_else_file_name() {
+        let mut r: SearchResult = serde_json::from_value(serde_json::json!({
+            "content": "Usage: asn1Parser [OPTION] FILE\nmore",
+            "score": 0.5,
+            "page_numbers": [8],
+            "document_uri": "file:///usr/share/doc/libtasn1-doc/libtasn1.pdf",
+        }))
+        .unwrap();
+        assert_eq!(
+            result_row(&r),
+            "[0.50] libtasn1.pdf (p.8) · Usage: asn1Parser [OPTION] FILE"
+        );
+        r.document_title = Some("GNU Libtasn1".into());
+        assert!(result_row(&r).starts_with("[0.50] GNU Libtasn1 (p.8) · "));
+    }
 }

@@ -38,10 +38,15 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         GroundingState::Loading => frame.render_widget(
             Paragraph::new(Line::styled(
                 truncate(
-                    &format!("outlining the items of chunk {}…", view.target.chunk_id),
+                    &format!(
+                        "{} outlining the items of chunk {} on its pages… {} s",
+                        super::SPINNER[app.spinner % super::SPINNER.len()],
+                        view.target.chunk_id,
+                        view.started.elapsed().as_secs()
+                    ),
                     width,
                 ),
-                t.dim,
+                t.running,
             )),
             status_area,
         ),
@@ -67,10 +72,21 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
                 Span::styled(
                     truncate(
                         &format!(
-                            " · page {} · {} matched (orange) · {} context (yellow) · {} next match · Esc closes",
+                            " · page {} · {} matched (orange, tinted) · {} · {} next match · Esc closes",
                             page.page_no,
                             page.matched,
-                            page.context,
+                            if view.context {
+                                format!(
+                                    "{} context (yellow, {} hides)",
+                                    page.context,
+                                    app.keymap.hint(crate::tui::keymap::Action::ToggleContext)
+                                )
+                            } else {
+                                format!(
+                                    "context hidden ({} shows)",
+                                    app.keymap.hint(crate::tui::keymap::Action::ToggleContext)
+                                )
+                            },
                             app.keymap.hint(crate::tui::keymap::Action::NextMatch)
                         ),
                         width.saturating_sub(32),

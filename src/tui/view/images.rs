@@ -55,11 +55,16 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         return;
     }
     if app.images.items.is_empty() {
+        let lines = if app.images.listed {
+            vec![
+                Line::styled("No figures or page images for this evidence", t.dim),
+                Line::styled("(its document was stored without pictures).", t.dim),
+            ]
+        } else {
+            vec![Line::styled("Loading the figures and pages…", t.dim)]
+        };
         frame.render_widget(
-            Paragraph::new(Line::styled(
-                "Loading images… (or none for this evidence)",
-                t.dim,
-            )),
+            Paragraph::new(lines).wrap(ratatui::widgets::Wrap { trim: false }),
             inner,
         );
         return;

@@ -10,16 +10,90 @@ use crate::engine::tokens::{TokenTotals, signed, thousands};
 use crate::host::transcript::CitationStatus;
 use crate::tui::app::{App, Pane};
 use crate::tui::keymap::Action;
-use crate::tui::wrap::truncate;
+use crate::tui::wrap::{truncate, wrap_line};
 
-fn status_cell(app: &App, s: CitationStatus) -> Cell<'static> {
+fn status_cell(app: &App, s: CitationStatus, marks: &str) -> Cell<'static> {
     let t = &app.theme;
-    let (label, style) = match s {
-        CitationStatus::Grounded => ("grounded", t.grounded),
-        CitationStatus::Ungrounded => ("ungrounded", t.ungrounded),
-        CitationStatus::Missing => ("missing", t.missing),
-    };
-    Cell::from(Span::styled(label, style))
+    let style = status_style(app, s);
+    Cell::from(Line::from(vec![
+        Span::styled(status_word(s), style),
+        Span::styled(marks.to_string(), t.missing),
+    ]))
+}
+
+fn status_word(s: CitationStatus) -> &'static str {
+    match s {
+        CitationStatus::Grounded => "grounded",
+        CitationStatus::Ungrounded => "ungrounded",
+        CitationStatus::Missing => "missing",
+    }
+}
+
+fn status_style(app: &App, s: CitationStatus) -> ratatui::style::Style {
+    let t = &app.theme;
+    match s {
+        CitationStatus::Grounded => t.grounded,
+        CitationStatus::Ungrounded => t.ungrounded,
+        CitationStatus::Missing => t.missing,
+    }
+}
+
+/// The selected question whole, then its figures spelled out: status, redirect,
+/// violation, citations, searches, executions and the tokens its requests counted (raw →
+/// sent). Up to three lines of `width`.
+fn detail_lines(app: &App, i: usize, width: u16) -> Vec<Line<'static>> {
+    let t = &app.theme;
+    let r = &app.transcript.ledger[i];
+    let prompt = r.prompt.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut lines = wrap_line(
+        &Line::styled(format!("▸ {} · {prompt}", i + 1), t.title),
+        width,
+    );
+    if lines.len() > 2 {
+        // Two lines of the question at most: the rest is marked, not silently lost.
+        lines.truncate(2);
+        let last = lines[1].to_string();
+        lines[1] = Line::styled(
+            truncate(&format!("{}…", last.trim_end()), width as usize),
+            t.title,
+        );
+    }
+    let mut facts = vec![Span::styled(
+        status_word(r.status),
+        status_style(app, r.status),
+    )];
+    let mut more = Vec::new();
+    if r.redirected {
+        more.push("↻ redirected".to_string());
+    }
+    if r.violation {
+        more.push("⚑ violation recorded".to_string());
+    }
+    more.push(format!("{} cited", r.cited.len()));
+    more.push(format!("searches {}/{}", r.searches, app.host.max_searches));
+    if r.executions > 0 {
+        more.push(format!(
+            "executions {}/{}",
+            r.executions, app.host.max_executions
+        ));
+    }
+    if let Some(m) = app.marks.get(&r.question) {
+        more.push(format!("marked {}", m.mark));
+    }
+    if let Some((raw, sent, n)) = app.question_tokens(r.question) {
+        more.push(format!(
+            "tokens raw {} → sent {} in {n} request{}",
+            thousands(raw as u64),
+            thousands(sent as u64),
+            if n == 1 { "" } else { "s" }
+        ));
+    }
+    facts.push(Span::styled(format!(" · {}", more.join(" · ")), t.dim));
+    let room = 3usize.saturating_sub(lines.len()).max(1);
+    let mut tail = wrap_line(&Line::from(facts), width);
+    tail.truncate(room);
+    lines.extend(tail);
+    lines
 }
 
 /// The session's token totals: what the provider reported, the counted figure (by
@@ -102,81 +176,131 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         frame.render_widget(Paragraph::new(Line::styled(msg, t.dim)), inner);
         return;
     }
-    let chunk_h = if inner.height >= 10 {
-        inner.height / 2
-    } else {
-        0
-    };
-    let [table_area, chunks_area] =
-        Layout::vertical([Constraint::Min(3), Constraint::Length(chunk_h)]).areas(inner);
+    let roomy = inner.height >= 10;
+    let chunk_h = if roomy { inner.height / 2 } else { 0 };
+    let detail_h = if roomy { 3 } else { 0 };
+    let [table_area, detail_area, chunks_area] = Layout::vertical([
+        Constraint::Min(3),
+        Constraint::Length(detail_h),
+        Constraint::Length(chunk_h),
+    ])
+    .areas(inner);
     let budget = app.host.max_searches;
-    let q_width = table_area.width.saturating_sub(38).max(8) as usize;
+    // Wide enough for every figure in its own, spelled-out column; otherwise the status
+    // carries ↻ (redirected) and ⚑ (violation) and the line under the table spells out the
+    // selected question's figures.
+    let wide = table_area.width >= 100;
     // Only the rows in view are built: the window keeps the selection visible.
     let view_h = table_area.height.saturating_sub(1).max(1) as usize;
     let selected = app.ledger.selected.min(rows_idx.len() - 1);
     let first = selected.saturating_sub(view_h - 1);
+    let question_cell = |i: usize, width: usize| -> Cell<'static> {
+        let prompt = app.transcript.ledger[i].prompt.lines().next().unwrap_or("");
+        if crate::tui::view::conversation::cut_off(app, i) {
+            // The answer ended at the token limit (`finish_reason: length`).
+            Cell::from(Line::from(vec![
+                Span::styled("cut off ", t.ungrounded),
+                Span::raw(truncate(prompt, width.saturating_sub(8).max(4))),
+            ]))
+        } else {
+            Cell::from(truncate(prompt, width))
+        }
+    };
+    let (header, widths): (Vec<&str>, Vec<Constraint>) = if wide {
+        (
+            vec![
+                "#",
+                "question",
+                "status",
+                "redirected",
+                "violation",
+                "cited",
+                "searches",
+                "executions",
+            ],
+            vec![
+                Constraint::Length(3),
+                Constraint::Min(8),
+                Constraint::Length(10),
+                Constraint::Length(10),
+                Constraint::Length(9),
+                Constraint::Length(5),
+                Constraint::Length(8),
+                Constraint::Length(10),
+            ],
+        )
+    } else {
+        (
+            vec!["#", "status", "cited", "question"],
+            vec![
+                Constraint::Length(3),
+                Constraint::Length(14),
+                Constraint::Length(5),
+                Constraint::Min(8),
+            ],
+        )
+    };
+    let fixed: u16 = widths
+        .iter()
+        .map(|c| match c {
+            Constraint::Length(n) => n + 1,
+            _ => 1,
+        })
+        .sum();
+    let q_width = table_area.width.saturating_sub(fixed).max(8) as usize;
     let rows: Vec<Row> = rows_idx
         .iter()
         .skip(first)
         .take(view_h)
         .map(|&i| {
             let r = &app.transcript.ledger[i];
-            Row::new(vec![
-                Cell::from((i + 1).to_string()),
-                if crate::tui::view::conversation::cut_off(app, i) {
-                    // The answer ended at the token limit (`finish_reason: length`).
-                    Cell::from(Line::from(vec![
-                        Span::styled("cut off ", t.ungrounded),
-                        Span::raw(truncate(
-                            r.prompt.lines().next().unwrap_or(""),
-                            q_width.saturating_sub(8).max(4),
-                        )),
-                    ]))
-                } else {
-                    Cell::from(truncate(r.prompt.lines().next().unwrap_or(""), q_width))
-                },
-                status_cell(app, r.status),
-                Cell::from(if r.redirected { "yes" } else { "-" }),
-                Cell::from(Span::styled(
-                    if r.violation { "yes" } else { "-" },
-                    if r.violation { t.missing } else { t.dim },
-                )),
-                Cell::from(r.cited.len().to_string()),
-                Cell::from(format!("{}/{budget}", r.searches)),
-                Cell::from(if r.executions > 0 {
-                    format!("{}/{}", r.executions, app.host.max_executions)
-                } else {
-                    "-".into()
-                }),
-            ])
+            let number = Cell::from((i + 1).to_string());
+            if wide {
+                Row::new(vec![
+                    number,
+                    question_cell(i, q_width),
+                    status_cell(app, r.status, ""),
+                    Cell::from(if r.redirected { "yes" } else { "-" }),
+                    Cell::from(Span::styled(
+                        if r.violation { "yes" } else { "-" },
+                        if r.violation { t.missing } else { t.dim },
+                    )),
+                    Cell::from(r.cited.len().to_string()),
+                    Cell::from(format!("{}/{budget}", r.searches)),
+                    Cell::from(if r.executions > 0 {
+                        format!("{}/{}", r.executions, app.host.max_executions)
+                    } else {
+                        "-".into()
+                    }),
+                ])
+            } else {
+                let marks = format!(
+                    "{}{}",
+                    if r.redirected { " ↻" } else { "" },
+                    if r.violation { " ⚑" } else { "" }
+                );
+                Row::new(vec![
+                    number,
+                    status_cell(app, r.status, &marks),
+                    Cell::from(r.cited.len().to_string()),
+                    question_cell(i, q_width),
+                ])
+            }
         })
         .collect();
-    let header = Row::new([
-        "#", "question", "status", "redir", "viol", "cited", "search", "exec",
-    ])
-    .style(t.title);
-    let table = Table::new(
-        rows,
-        [
-            Constraint::Length(3),
-            Constraint::Min(8),
-            Constraint::Length(10),
-            Constraint::Length(3),
-            Constraint::Length(3),
-            Constraint::Length(3),
-            Constraint::Length(4),
-            Constraint::Length(5),
-        ],
-    )
-    .header(header)
-    .row_highlight_style(if app.ledger.in_chunks {
-        t.dim
-    } else {
-        t.selected
-    });
-    let mut state =
-        TableState::default().with_selected(Some(app.ledger.selected.min(rows_idx.len() - 1)));
+    let table = Table::new(rows, widths)
+        .header(Row::new(header).style(t.title))
+        .row_highlight_style(if app.ledger.in_chunks {
+            t.dim
+        } else {
+            t.selected
+        });
+    let mut state = TableState::default().with_selected(Some(selected - first));
     frame.render_stateful_widget(table, table_area, &mut state);
+    if detail_area.height > 0 {
+        let lines = detail_lines(app, rows_idx[selected], detail_area.width);
+        frame.render_widget(Paragraph::new(lines), detail_area);
+    }
     if chunks_area.height == 0 {
         return;
     }

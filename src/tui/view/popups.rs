@@ -8,6 +8,41 @@ use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
 use crate::tui::app::{App, PathPurpose, Popup};
 use crate::tui::wrap::{truncate, width, wrap_line};
 
+/// `text` as lines, the bytes in `span` in `mark` and the rest in `rest`.
+fn highlighted(
+    text: &str,
+    span: Option<std::ops::Range<usize>>,
+    rest: ratatui::style::Style,
+    mark: ratatui::style::Style,
+) -> Vec<Line<'static>> {
+    let span = span
+        .filter(|s| {
+            s.end <= text.len() && text.is_char_boundary(s.start) && text.is_char_boundary(s.end)
+        })
+        .unwrap_or(0..0);
+    let pieces = [
+        (&text[..span.start], rest),
+        (&text[span.clone()], mark),
+        (&text[span.end..], rest),
+    ];
+    let mut lines: Vec<Line<'static>> = vec![Line::default()];
+    for (piece, style) in pieces {
+        for (k, part) in piece.split('\n').enumerate() {
+            if k > 0 {
+                lines.push(Line::default());
+            }
+            if !part.is_empty() {
+                lines
+                    .last_mut()
+                    .expect("one line at least")
+                    .spans
+                    .push(Span::styled(part.to_string(), style));
+            }
+        }
+    }
+    lines
+}
+
 /// A `w`×`h` rectangle in the middle of `area` (smaller when `area` is).
 pub(super) fn centered(area: Rect, w: u16, h: u16) -> Rect {
     let [r] = Layout::horizontal([Constraint::Length(w.min(area.width))])
@@ -156,6 +191,102 @@ pub fn render(app: &App, frame: &mut Frame) {
                 area,
             );
         }
+        Popup::Mark {
+            turn,
+            question,
+            note,
+        } => {
+            let area = centered(full, 64, 9);
+            frame.render_widget(Clear, area);
+            let current = app.marks.get(question);
+            let block = frame_block(
+                app,
+                "Mark the answer",
+                if note.is_some() {
+                    "Enter saves the note · Esc back"
+                } else {
+                    "Esc closes"
+                },
+            );
+            let inner = block.inner(area);
+            frame.render_widget(block, area);
+            let prompt = app
+                .transcript
+                .turns
+                .get(*turn)
+                .map(|t| t.prompt.split_whitespace().collect::<Vec<_>>().join(" "))
+                .unwrap_or_default();
+            let mut lines = vec![
+                Line::styled(
+                    truncate(&format!("{} · {prompt}", turn + 1), inner.width as usize),
+                    t.title,
+                ),
+                Line::styled(
+                    match current {
+                        Some(m) => format!(
+                            "now: marked {}{}",
+                            m.mark,
+                            m.note
+                                .as_deref()
+                                .map(|n| format!(" — {n}"))
+                                .unwrap_or_default()
+                        ),
+                        None => "now: not marked".to_string(),
+                    },
+                    t.dim,
+                ),
+                Line::raw(""),
+            ];
+            if note.is_none() {
+                lines.push(Line::from(vec![
+                    Span::styled("s", t.key),
+                    Span::raw(" supported  "),
+                    Span::styled("u", t.key),
+                    Span::raw(" unsupported  "),
+                    Span::styled("i", t.key),
+                    Span::raw(" invented  "),
+                    Span::styled("w", t.key),
+                    Span::raw(" wrong"),
+                ]));
+                lines.push(Line::from(vec![
+                    Span::styled("n", t.key),
+                    Span::raw(" a note on the mark  "),
+                    Span::styled("x", t.key),
+                    Span::raw(" clear the mark"),
+                ]));
+                frame.render_widget(Paragraph::new(lines), inner);
+            } else if let Some(input) = note {
+                lines.push(Line::styled("Note:", t.title));
+                let [text, field] = Layout::vertical([
+                    Constraint::Length(lines.len() as u16),
+                    Constraint::Length(1),
+                ])
+                .areas(inner);
+                frame.render_widget(Paragraph::new(lines), text);
+                frame.render_widget(input.as_ref(), field);
+            }
+        }
+        Popup::Find { query } => {
+            // Over the conversation's last lines, where the eye already is.
+            let area = app.areas.conversation;
+            let w = area.width.min(full.width).max(20);
+            let y = (area.y + area.height).saturating_sub(3).max(full.y);
+            let area = Rect::new(area.x, y, w, 3).intersection(full);
+            frame.render_widget(Clear, area);
+            frame.render_widget(
+                Paragraph::new(Line::from(vec![
+                    Span::styled("/", t.key),
+                    Span::styled(query.clone(), t.text),
+                    Span::styled("█", t.dim),
+                ]))
+                .block(frame_block(
+                    app,
+                    "Find in the conversation",
+                    "Enter finds · Esc closes",
+                )),
+                area,
+            );
+        }
         Popup::Info(text) => {
             let area = centered(full, 90, 20);
             let body = text.clone().unwrap_or_else(|| "Loading...".into());
@@ -206,6 +337,7 @@ pub fn render(app: &App, frame: &mut Frame) {
             chunk_id,
             text,
             scroll,
+            context,
         } => {
             let area = centered(
                 full,
@@ -213,10 +345,22 @@ pub fn render(app: &App, frame: &mut Frame) {
                 full.height.saturating_sub(4),
             );
             let body = text.clone().unwrap_or_else(|| "Loading...".into());
+            let mut lines: Vec<Line> = body.lines().map(|l| Line::raw(l.to_string())).collect();
+            if let Some((context, span)) = context {
+                lines.push(Line::raw(""));
+                lines.push(Line::styled(
+                    match span {
+                        Some(_) => "The context the model saw (expanded around the chunk; the chunk's own text highlighted):",
+                        None => "The context the model saw (expanded around the chunk; the chunk's text is not in it word for word):",
+                    },
+                    t.title,
+                ));
+                lines.extend(highlighted(context, span.clone(), t.dim, t.selected));
+            }
             let title = format!("Chunk {chunk_id}");
             frame.render_widget(Clear, area);
             frame.render_widget(
-                Paragraph::new(body)
+                Paragraph::new(lines)
                     .style(t.text)
                     .wrap(Wrap { trim: false })
                     .scroll((*scroll, 0))
