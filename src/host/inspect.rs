@@ -459,6 +459,11 @@ pub fn render_request(r: &InspectedRequest, width: usize) -> String {
             out.push('\n');
         }
     }
+    let balance = CompactionBalance::of(s);
+    if r.recorded && !balance.is_empty() {
+        out.push_str(&balance.explain());
+        out.push('\n');
+    }
     let tools: Vec<&str> = s.tools.iter().map(|t| t.name.as_str()).collect();
     out.push_str(&format!(
         "tools: {}\n",
@@ -715,6 +720,107 @@ pub fn align(s: &RequestSnapshot) -> Vec<MessageRow> {
         .collect()
 }
 
+/// What compaction did to a request, in estimated tokens (chars/4 of the parts' text):
+/// the capsule it added, the earlier results it replaced with receipts, the pictures it
+/// stripped. Why a request was sent smaller, or larger, than it was stored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CompactionBalance {
+    /// Tokens of the capsule parts sent, and how many capsule entries they carry.
+    pub capsule: usize,
+    pub capsule_entries: usize,
+    /// Results replaced by receipts: how many, their stored tokens, the receipts' tokens.
+    pub receipts: usize,
+    pub receipts_stored: usize,
+    pub receipts_sent: usize,
+    /// Parts whose pictures were stripped: stored and sent tokens.
+    pub stripped_stored: usize,
+    pub stripped_sent: usize,
+}
+
+impl CompactionBalance {
+    /// Reads the balance off a request's aligned parts.
+    pub fn of(s: &RequestSnapshot) -> Self {
+        let est = |t: &Option<String>| t.as_deref().map_or(0, crate::engine::chat::estimate_tokens);
+        let mut b = CompactionBalance {
+            capsule_entries: capsule_entries(s).len(),
+            ..Default::default()
+        };
+        for part in align(s).iter().flat_map(|m| m.parts.iter()) {
+            match part.mark {
+                PartMark::Capsule => b.capsule += est(&part.sent),
+                PartMark::Receipt => {
+                    b.receipts += 1;
+                    b.receipts_stored += est(&part.raw);
+                    b.receipts_sent += est(&part.sent);
+                }
+                PartMark::StrippedPicture => {
+                    b.stripped_stored += est(&part.raw);
+                    b.stripped_sent += est(&part.sent);
+                }
+                _ => {}
+            }
+        }
+        b
+    }
+
+    /// Whether compaction touched the request at all.
+    pub fn is_empty(&self) -> bool {
+        self.capsule == 0 && self.receipts == 0 && self.stripped_stored == self.stripped_sent
+    }
+
+    /// One line for a reader: what was added, what was saved, and which weighs more.
+    pub fn explain(&self) -> String {
+        let saved_by_receipts = self.receipts_stored.saturating_sub(self.receipts_sent);
+        let saved_by_stripping = self.stripped_stored.saturating_sub(self.stripped_sent);
+        let saved = saved_by_receipts + saved_by_stripping;
+        let mut parts = Vec::new();
+        if self.capsule > 0 {
+            parts.push(format!(
+                "the capsule adds ≈{} tok ({} entr{})",
+                thousands_plain(self.capsule),
+                self.capsule_entries,
+                if self.capsule_entries == 1 {
+                    "y"
+                } else {
+                    "ies"
+                }
+            ));
+        }
+        if self.receipts > 0 {
+            parts.push(format!(
+                "{} {} ≈{} tok of earlier results (−{})",
+                self.receipts,
+                if self.receipts == 1 {
+                    "receipt replaces"
+                } else {
+                    "receipts replace"
+                },
+                thousands_plain(self.receipts_stored),
+                thousands_plain(saved_by_receipts)
+            ));
+        }
+        if saved_by_stripping > 0 {
+            parts.push(format!(
+                "stripped pictures save ≈{} tok",
+                thousands_plain(saved_by_stripping)
+            ));
+        }
+        let verdict = if self.capsule > saved {
+            format!(
+                ": the capsule outweighs what was saved by ≈{} tok",
+                thousands_plain(self.capsule - saved)
+            )
+        } else {
+            String::new()
+        };
+        format!("compaction: {}{verdict}", parts.join(" · "))
+    }
+}
+
+fn thousands_plain(n: usize) -> String {
+    crate::engine::tokens::thousands(n as u64)
+}
+
 /// The capsule entries of what request `s` sent (none when it carried no capsule), in
 /// capsule order: the cited chunks the inspector lets one select and ground.
 pub fn capsule_entries(s: &RequestSnapshot) -> Vec<CapsuleEntryRef> {
@@ -760,4 +866,56 @@ pub fn unified_diff(s: &RequestSnapshot) -> String {
         .context_radius(2)
         .header("stored history", "sent")
         .to_string()
+}
+
+#[cfg(test)]
+mod balance_tests {
+    use super::*;
+
+    #[test]
+    fn the_balance_says_which_side_weighs_more() {
+        let grew = CompactionBalance {
+            capsule: 5000,
+            capsule_entries: 4,
+            receipts: 2,
+            receipts_stored: 1200,
+            receipts_sent: 100,
+            ..Default::default()
+        };
+        assert_eq!(
+            grew.explain(),
+            "compaction: the capsule adds ≈5,000 tok (4 entries) · 2 receipts replace ≈1,200 tok of earlier results (−1,100): the capsule outweighs what was saved by ≈3,900 tok"
+        );
+        let shrank = CompactionBalance {
+            capsule: 300,
+            capsule_entries: 1,
+            receipts: 1,
+            receipts_stored: 1200,
+            receipts_sent: 100,
+            stripped_stored: 900,
+            stripped_sent: 20,
+        };
+        assert_eq!(
+            shrank.explain(),
+            "compaction: the capsule adds ≈300 tok (1 entry) · 1 receipt replaces ≈1,200 tok of earlier results (−1,100) · stripped pictures save ≈880 tok"
+        );
+        assert!(CompactionBalance::default().is_empty());
+    }
+
+    #[test]
+    fn the_demo_sessions_last_request_is_read_part_by_part() {
+        let session = crate::host::demo::session()
+            .expect("a demo session")
+            .unwrap();
+        let requests = SessionRequests::of(&session);
+        let last = requests.get(requests.len()).unwrap();
+        let b = CompactionBalance::of(&last.snapshot);
+        assert_eq!(b.capsule_entries, capsule_entries(&last.snapshot).len());
+        assert!(b.capsule_entries > 0 && b.capsule > 0, "{b:?}");
+        assert!(
+            b.receipts > 0 && b.receipts_stored > b.receipts_sent,
+            "{b:?}"
+        );
+        assert!(render_request(&last, 120).contains(&b.explain()));
+    }
 }

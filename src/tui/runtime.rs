@@ -427,7 +427,12 @@ fn execute(
             let stores = services.stores();
             let picker = services.picker.clone();
             tokio::spawn(async move {
-                let store = store_holding(&stores, Held::Document(&target.document_id)).await;
+                let store = store_holding(
+                    &stores,
+                    target.collection.as_deref(),
+                    Held::Document(&target.document_id),
+                )
+                .await;
                 load_images(store, picker, generation, target, size, tx).await
             });
         }
@@ -436,12 +441,14 @@ fn execute(
             chunk_id,
             size,
             context,
+            collection,
         } => {
             let tx = msg_tx.clone();
             let stores = services.stores();
             let picker = services.picker.clone();
             tokio::spawn(async move {
-                let store = store_holding(&stores, Held::Chunk(&chunk_id)).await;
+                let store =
+                    store_holding(&stores, collection.as_deref(), Held::Chunk(&chunk_id)).await;
                 load_grounding(store, picker, generation, chunk_id, size, context, tx).await
             });
         }
@@ -512,8 +519,16 @@ enum Held<'a> {
 /// one store.
 async fn store_holding(
     stores: &[(Option<String>, Arc<Store>)],
+    collection: Option<&str>,
     held: Held<'_>,
 ) -> Option<Arc<Store>> {
+    // The collection the evidence records is where it is read; only evidence that does
+    // not say (a haiku.rag host's session) is looked for in each open store.
+    if let Some(name) = collection
+        && let Some((_, s)) = stores.iter().find(|(n, _)| n.as_deref() == Some(name))
+    {
+        return Some(s.clone());
+    }
     if stores.len() > 1 {
         for (_, s) in stores {
             let holds = match held {

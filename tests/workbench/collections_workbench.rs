@@ -44,19 +44,28 @@ async fn the_workbench_shows_the_open_collections_and_each_citations_collection(
         wide.contains("papers: Handbook"),
         "the ledger chunk's collection: {wide}"
     );
-    // Visual grounding reads the cited chunk from the collection that holds it (papers,
-    // not the first one): it is found, and being Markdown it has no boxes.
-    let effects = app.open_grounding(GroundingTarget {
-        chunk_id: papers_handbook.clone(),
-        document: "Handbook".into(),
-    });
-    rt.carry_out(&mut app, effects);
-    settle(&mut rt, &mut app).await;
-    match app.grounding.view.as_ref().map(|v| &v.state) {
-        Some(GroundingState::Failed(why)) => assert!(why.starts_with("no boxes"), "{why}"),
-        _ => panic!("grounding should have answered with its one line"),
+    // Visual grounding reads the cited chunk from the collection its citation recorded
+    // (papers, not the first one), and when the evidence does not say (a haiku.rag
+    // host's session) from the collection that holds it: found either way, and being
+    // Markdown it has no boxes.
+    assert_eq!(
+        app.collection_of(&papers_handbook).as_deref(),
+        Some("papers")
+    );
+    for collection in [app.collection_of(&papers_handbook), None] {
+        let effects = app.open_grounding(GroundingTarget {
+            chunk_id: papers_handbook.clone(),
+            document: "Handbook".into(),
+            collection,
+        });
+        rt.carry_out(&mut app, effects);
+        settle(&mut rt, &mut app).await;
+        match app.grounding.view.as_ref().map(|v| &v.state) {
+            Some(GroundingState::Failed(why)) => assert!(why.starts_with("no boxes"), "{why}"),
+            _ => panic!("grounding should have answered with its one line"),
+        }
+        app.grounding.view = None;
     }
-    app.grounding.view = None;
     let mut settings = redactions();
     // The page images pane titles its document by a short id.
     settings.add_filter(r"Handbook · [0-9a-f]{6}", "Handbook · <id>");

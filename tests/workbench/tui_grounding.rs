@@ -331,6 +331,7 @@ async fn without_selected_evidence_v_says_what_to_select_and_boxless_evidence_sa
     let effects = app.open_grounding(groundwork::tui::app::GroundingTarget {
         chunk_id: chunk,
         document: md.title.clone().unwrap_or_default(),
+        collection: None,
     });
     assert_eq!(effects.len(), 1);
     rt.carry_out(&mut app, effects);

@@ -674,10 +674,8 @@ impl App {
         };
         let target = super::GroundingTarget {
             chunk_id: hit.id().to_string(),
-            document: crate::store::types::source_label(
-                hit.document_title.as_deref(),
-                hit.document_uri.as_deref(),
-            ),
+            document: hit.source_label(),
+            collection: hit.collection.clone(),
         };
         self.open_grounding(target)
     }

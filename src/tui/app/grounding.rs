@@ -19,6 +19,8 @@ pub struct GroundingTarget {
     pub chunk_id: String,
     /// Title or URI, for the title until the pages arrive.
     pub document: String,
+    /// The collection the chunk came from, when several are open and it is known.
+    pub collection: Option<String>,
 }
 
 /// One outlined page, encoded for the terminal.
@@ -110,6 +112,7 @@ impl App {
             chunk_id: view.target.chunk_id.clone(),
             size,
             context: view.context,
+            collection: view.target.collection.clone(),
         }]
     }
 
@@ -123,6 +126,7 @@ impl App {
                 Some(GroundingTarget {
                     chunk_id: cit.chunk_id.clone(),
                     document: cit.source.clone(),
+                    collection: cit.collection.clone(),
                 })
             }
             Pane::Ledger if self.ledger.in_chunks => {
@@ -130,18 +134,40 @@ impl App {
                 Some(GroundingTarget {
                     chunk_id: c.chunk_id.clone(),
                     document: c.document.clone().unwrap_or_default(),
+                    collection: c.collection.clone(),
                 })
             }
             Pane::Inspector => self.selected_capsule_entry().map(|e| GroundingTarget {
                 document: e.document(),
+                collection: self.collection_of(&e.chunk_id),
                 chunk_id: e.chunk_id,
             }),
             Pane::Images => self.images.target.as_ref().map(|t| GroundingTarget {
                 chunk_id: t.chunk_id.clone(),
                 document: t.document.clone(),
+                collection: t.collection.clone(),
             }),
             _ => None,
         }
+    }
+
+    /// The collection a chunk the session cited or retrieved came from (as its citation
+    /// or search recorded it), when several are open.
+    pub fn collection_of(&self, chunk_id: &str) -> Option<String> {
+        self.transcript
+            .turns
+            .iter()
+            .flat_map(|t| t.citations.iter())
+            .find(|c| c.chunk_id == chunk_id)
+            .and_then(|c| c.collection.clone())
+            .or_else(|| {
+                self.transcript
+                    .ledger
+                    .iter()
+                    .flat_map(|r| r.cited.iter().chain(r.uncited.iter()))
+                    .find(|c| c.chunk_id == chunk_id)
+                    .and_then(|c| c.collection.clone())
+            })
     }
 
     /// `V`: visual grounding for the selected evidence, or a notice saying what to select.

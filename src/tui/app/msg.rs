@@ -118,6 +118,8 @@ pub enum Effect {
         size: (u16, u16),
         /// Outline the context expansion adds around the chunk too.
         context: bool,
+        /// The collection the chunk came from, when known.
+        collection: Option<String>,
     },
     /// Load a chunk's full text.
     LoadChunk(String),
@@ -186,6 +188,9 @@ pub struct ImageTarget {
     pub document: String,
     pub pages: Vec<i64>,
     pub picture_refs: Vec<String>,
+    /// The collection the evidence came from, when several are open (read from there,
+    /// not looked for in each).
+    pub collection: Option<String>,
 }
 
 /// One image of the evidence (caption and what it is).

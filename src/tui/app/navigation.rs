@@ -241,6 +241,7 @@ impl App {
             document: cit.source.clone(),
             pages: cit.pages.clone(),
             picture_refs: cit.picture_refs.clone(),
+            collection: cit.collection.clone(),
         };
         self.set_image_target(target)
     }
@@ -450,6 +451,7 @@ impl App {
                     document: c.source.clone(),
                     pages: c.pages.clone(),
                     picture_refs: c.picture_refs.clone(),
+                    collection: c.collection.clone(),
                 };
                 self.set_image_target(target)
             }
@@ -569,6 +571,7 @@ impl App {
             document: c.document.clone().unwrap_or_default(),
             pages: c.pages.clone(),
             picture_refs: c.picture_refs.clone(),
+            collection: c.collection.clone(),
         };
         self.set_image_target(target)
     }

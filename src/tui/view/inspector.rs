@@ -140,11 +140,26 @@ fn header(
             Span::styled(" → ", t.dim),
             Span::styled(format!("sent {}", thousands(sent as u64)), t.text),
             Span::styled(counter, t.dim),
-            Span::styled(
-                format!("  saved {} ({pct:.0}%)", thousands_signed(saved)),
-                if saved > 0 { t.ok } else { t.dim },
-            ),
+            if saved >= 0 {
+                Span::styled(
+                    format!("  saved {} ({pct:.0}%)", thousands_signed(saved)),
+                    if saved > 0 { t.ok } else { t.dim },
+                )
+            } else {
+                // Compaction made this request larger than the history it stands for.
+                Span::styled(
+                    format!("  grew by {} (+{:.0}%)", thousands_signed(-saved), -pct),
+                    t.ungrounded,
+                )
+            },
         ]));
+        let balance = crate::host::inspect::CompactionBalance::of(s);
+        if !balance.is_empty() {
+            let style = if saved < 0 { t.ungrounded } else { t.dim };
+            for l in crate::tui::wrap::wrap_line(&Line::styled(balance.explain(), style), width) {
+                lines.push(l);
+            }
+        }
     } else {
         lines.push(Line::styled(
             format!("tokens raw {raw}; reconstructed from history: what was sent was not recorded"),
