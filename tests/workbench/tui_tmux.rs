@@ -364,3 +364,182 @@ async fn a_session_reopens_the_knowledge_base_it_ran_against() {
     assert!(screen.contains("GW_EXIT=1"), "{screen}");
     std::fs::rename(&moved, &kb.db).unwrap();
 }
+
+/// Issue 41's acceptance on a real PDF: libtasn1-doc's manual ingested through the CLI
+/// (the hashembed embedder), two questions asked in the workbench against a scripted
+/// model. The source under the answer is the cited chunk's own text as the store holds
+/// it, numbered as the answer's marker; the redirected answer and its redirect are on the
+/// screen; visual grounding opens on a page of the cited chunk with its item matched; and
+/// the session opened again without `--db` reopens the manual's database.
+#[tokio::test]
+async fn a_session_over_the_libtasn1_manual_shows_the_evidence_itself() {
+    use crate::support::hashembed;
+    use crate::support::home::hermetic;
+    let manual = std::path::Path::new("/usr/share/doc/libtasn1-doc/libtasn1.pdf");
+    assert!(
+        manual.is_file(),
+        "{} is missing: install libtasn1-doc (.ci/setup-tests does)",
+        manual.display()
+    );
+    let embed = hashembed::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let db = home.path().join("manual.lancedb").display().to_string();
+    let bin = env!("CARGO_BIN_EXE_groundwork");
+    let mut ingest = std::process::Command::new(bin);
+    ingest.args(["--db", &db, "ingest"]).arg(manual).args([
+        "--embed-url",
+        &embed.url,
+        "--embed-model",
+        hashembed::MODEL,
+    ]);
+    hermetic(&mut ingest, home.path());
+    let o = tokio::task::spawn_blocking(move || ingest.output().unwrap())
+        .await
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // The chunk that answers "which options does asn1Parser take", as the store holds it.
+    let store = groundwork::store::Store::open(&db).await.unwrap();
+    let doc = store.list_documents(None).await.unwrap().remove(0);
+    let cited = store
+        .chunks_of(&doc.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.content.contains("asn1Parser [OPTION]"))
+        .expect("the chunk with asn1Parser's usage");
+    let stored = store.result_for_chunk(&cited.id).await.unwrap().unwrap();
+    let first_line = cited
+        .content
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap()
+        .trim()
+        .chars()
+        // What fits on the pane's first line of the passage.
+        .take(40)
+        .collect::<String>();
+    assert!(
+        first_line.starts_with("Usage: asn1Parser [OPTION]"),
+        "{first_line}"
+    );
+
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call(
+            "rag_search",
+            json!({"query": "Usage: asn1Parser [OPTION] FILE"}),
+        ),
+        Reply::tool_call("rag_cite", json!({"chunk_ids": [cited.id.clone()]})),
+        Reply::text("asn1Parser reads an ASN.1 definitions file and writes it as a C array [1]."),
+        Reply::text("It was written by Fabio Fiorina in 2001."),
+        Reply::tool_call("rag_cite", json!({"chunk_ids": []})),
+        Reply::text(
+            "The manual does not say who wrote the tool; my earlier answer is not supported.",
+        ),
+    ])
+    .await;
+    let session = home.path().join("manual-session.json");
+    let tmux = Tmux::new("libtasn1");
+    let env = format!(
+        "env -u GROUNDWORK_MODEL_URL -u GROUNDWORK_MODEL -u HAIKU_RAG_DB HOME={home} \
+         XDG_DATA_HOME={home}/data XDG_CONFIG_HOME={home}/config GROUNDWORK_DISCOVER=off \
+         GROUNDWORK_EMBED_URL={embed}",
+        home = home.path().display(),
+        embed = embed.url,
+    );
+    tmux.start(
+        &format!(
+            "{env} {bin} --db {db} --session {session} --model-url {url} --model scripted-model; {EXIT_SUFFIX}",
+            session = session.display(),
+            url = server.base_url(),
+        ),
+        160,
+        48,
+    );
+    tmux.wait_for("the first frame", 60, |s| s.contains("Ask a question"))
+        .await;
+    tmux.send(&["What does asn1Parser do, and which options does it take?"]);
+    tmux.send(&["Enter"]);
+    let screen = tmux
+        .wait_for("the cited passage under the answer", 60, |s| {
+            s.contains("writes it as a C array [1].") && s.contains(&format!("│ {first_line}"))
+        })
+        .await;
+    // The marker [1] and the source [1] are the same chunk: the one source listed.
+    assert!(screen.contains("Sources (1)"), "{screen}");
+    assert!(screen.contains("▶ [1] Libtasn1 (p."), "{screen}");
+    // Its reference: the page and section the chunk itself is on.
+    assert!(
+        screen.contains(&format!("Libtasn1, p. {}, §", stored.page_numbers[0])),
+        "{screen}"
+    );
+    tmux.send(&["Who wrote asn1Parser?"]);
+    tmux.send(&["Enter"]);
+    let screen = tmux
+        .wait_for("the redirect trail", 60, |s| {
+            s.contains("The manual does not say who wrote the tool")
+                && s.contains("Assistant, first (caught by the citation policy):")
+                && s.contains("It was written by Fabio Fiorina in 2001.")
+                && s.contains("↳ redirected: this answer cited nothing")
+        })
+        .await;
+    assert!(screen.contains("ungrounded · redirected"), "{screen}");
+    // The conversation as a reviewer reads it (the pane's 80 columns of the 160).
+    let conversation: String = screen
+        .lines()
+        .take_while(|l| !l.contains("Ask a question"))
+        .map(|l| l.chars().take(80).collect::<String>())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let settings = crate::support::workbench::redactions();
+    settings.bind(|| insta::assert_snapshot!("libtasn1_conversation_160x48", conversation));
+
+    // Visual grounding of the first question's source: a page of the chunk, matched.
+    tmux.send(&["F2"]);
+    tmux.send(&["Right"]);
+    tmux.send(&["V"]);
+    let screen = tmux
+        .wait_for("the grounding page", 90, |s| {
+            s.contains("Visual Grounding") && s.contains("matched (orange")
+        })
+        .await;
+    let status = screen
+        .lines()
+        .find(|l| l.contains("matched (orange"))
+        .unwrap();
+    let page: i64 = status
+        .split(" · page ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a page number in {status:?}"));
+    assert!(
+        stored.page_numbers.contains(&page),
+        "page {page} is one of the chunk's pages {:?}: {status}",
+        stored.page_numbers
+    );
+    assert!(!status.contains(" 0 matched"), "{status}");
+    tmux.send(&["Escape"]);
+    tmux.send(&["C-q"]);
+    let screen = tmux.wait_exit().await;
+    assert_restored(&screen, "Ask a question about the knowledge base");
+
+    // Opened again without --db: the manual's database, and the same passage.
+    let tmux = Tmux::new("libtasn1-reopen");
+    tmux.start(
+        &format!(
+            "{env} {bin} open {session}; {EXIT_SUFFIX}",
+            session = session.display()
+        ),
+        160,
+        48,
+    );
+    let screen = tmux
+        .wait_for("the session over the manual", 60, |s| {
+            s.contains("manual.lancedb") && s.contains(&format!("│ {first_line}"))
+        })
+        .await;
+    assert!(!screen.contains("haiku.rag.lancedb"), "{screen}");
+    tmux.send(&["C-q"]);
+    tmux.wait_exit().await;
+}
