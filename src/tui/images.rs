@@ -11,7 +11,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::host::grounding::ground_chunk;
 use crate::store::Store;
 
-use super::app::{GroundingPage, GroundingPages, ImageMeta, ImageTarget, Msg};
+use super::app::{GroundingPage, GroundingPages, ImageMeta, ImageTarget, Msg, Zoom, zoom_window};
 
 /// A picture to show: stored bytes to decode, or a page already outlined.
 enum Source {
@@ -35,6 +35,26 @@ fn encode(
         .map_err(|e| e.to_string())
 }
 
+/// Draws page `image` at `zoom`, `step` quarter views down, for `size` cells.
+pub(super) fn encode_zoomed(
+    picker: &Picker,
+    image: &image::RgbaImage,
+    size: (u16, u16),
+    zoom: Zoom,
+    step: u32,
+) -> Result<(Box<ratatui_image::protocol::Protocol>, bool), String> {
+    let font = picker.font_size();
+    let ((x, y, w, h), at_end) = zoom_window(
+        image.dimensions(),
+        size,
+        (font.width, font.height),
+        zoom,
+        step,
+    );
+    let part = image::imageops::crop_imm(image, x, y, w, h).to_image();
+    Ok((encode(picker, part.into(), size)?, at_end))
+}
+
 /// The visual grounding view's pages: the chunk's items and their expansion context
 /// outlined, each page encoded off the UI task.
 pub(super) async fn load_grounding(
@@ -55,11 +75,13 @@ pub(super) async fn load_grounding(
                     .pages
                     .into_iter()
                     .map(|p| {
+                        let image = Arc::new(p.image);
                         Ok(GroundingPage {
                             page_no: p.page_no,
                             matched: p.matched,
                             context: p.context,
-                            protocol: encode(&picker, p.image.into(), size)?,
+                            protocol: encode(&picker, image.as_ref().clone().into(), size)?,
+                            image,
                         })
                     })
                     .collect::<Result<Vec<_>, String>>()?;

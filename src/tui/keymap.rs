@@ -107,7 +107,7 @@ actions! {
     ViolationsOnly, Pane, "ledger: show only questions with a violation", ["v"];
     Grow, Pane, "widen the conversation column", ["+", ">"];
     Shrink, Pane, "narrow the conversation column", ["-", "<"];
-    Zoom, Pane, "show the focused pane alone (toggle)", ["z"];
+    Zoom, Pane, "zoom: the focused pane alone; grounding: page, width, 100 %", ["z"];
 }
 
 /// A key with its modifiers, as written in the config (`ctrl-p`, `shift-tab`, `G`, `]`).

@@ -370,6 +370,25 @@ fn execute(
             }
             Clipboard::Kept(kept) => kept.lock().unwrap_or_else(|e| e.into_inner()).push(text),
         },
+        Effect::ZoomGrounding {
+            generation,
+            page,
+            zoom,
+            step,
+            image,
+            size,
+        } => {
+            let tx = msg_tx.clone();
+            let picker = services.picker.clone();
+            tokio::task::spawn_blocking(move || {
+                let result = super::images::encode_zoomed(&picker, &image, size, zoom, step);
+                let _ = tx.send(Msg::GroundingZoomed {
+                    generation,
+                    at: (page, zoom, step),
+                    result,
+                });
+            });
+        }
         Effect::LoadChunk(chunk_id) => {
             let tx = msg_tx.clone();
             let stores = services.stores();

@@ -659,4 +659,37 @@ async fn grounding_opens_on_the_page_of_the_matched_item() {
     assert!(rt.until(&mut app, Duration::from_secs(60), ready).await);
     let shown = screen(&mut app, 160, 48);
     assert!(shown.contains("context (yellow, x hides)"), "{shown}");
+    assert!(shown.contains("z fit page"), "{shown}");
+    // `z`: the page's width across the view, drawn off the UI task; ↓ scrolls a quarter
+    // view; `z` twice more is the whole page again.
+    use groundwork::tui::app::Zoom;
+    let drawn = |a: &App, step: u32| {
+        let v = a.grounding.view.as_ref().unwrap();
+        v.zoomed
+            .as_ref()
+            .is_some_and(|(at, ..)| *at == (v.page, Zoom::Width, step))
+    };
+    press(&rt, &mut app, KeyCode::Char('z'));
+    assert_eq!(app.notice.as_deref(), Some("zoom: fit width"));
+    assert!(
+        rt.until(&mut app, Duration::from_secs(30), |a| drawn(a, 0))
+            .await
+    );
+    let shown = screen(&mut app, 160, 48);
+    assert!(shown.contains("z fit width, ↑/↓ scroll"), "{shown}");
+    press(&rt, &mut app, KeyCode::Down);
+    assert_eq!(app.grounding.view.as_ref().unwrap().step, 1);
+    assert!(
+        rt.until(&mut app, Duration::from_secs(30), |a| drawn(a, 1))
+            .await
+    );
+    assert_eq!(
+        app.grounding.view.as_ref().unwrap().page,
+        first,
+        "↓ scrolls, not pages"
+    );
+    press(&rt, &mut app, KeyCode::Char('z'));
+    press(&rt, &mut app, KeyCode::Char('z'));
+    let v = app.grounding.view.as_ref().unwrap();
+    assert_eq!((v.zoom, v.step), (Zoom::Page, 0));
 }

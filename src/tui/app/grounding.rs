@@ -13,6 +13,63 @@ use crate::tui::keymap::Action;
 
 use super::{App, Effect, Pane};
 
+/// How a grounding page is fitted to the view (`z` cycles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Zoom {
+    /// The whole page in the view.
+    #[default]
+    Page,
+    /// The page's width across the view, scrolled down by quarter views.
+    Width,
+    /// One raster pixel per screen pixel, from the page's top left, scrolled likewise.
+    Actual,
+}
+
+impl Zoom {
+    pub fn next(self) -> Zoom {
+        match self {
+            Zoom::Page => Zoom::Width,
+            Zoom::Width => Zoom::Actual,
+            Zoom::Actual => Zoom::Page,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Zoom::Page => "fit page",
+            Zoom::Width => "fit width",
+            Zoom::Actual => "100 %",
+        }
+    }
+}
+
+/// The part of an `img` (width, height) raster shown at `zoom` in a view of `cells`
+/// whose cells are `font` pixels, `step` quarter views down: `(x, y, w, h)` in raster
+/// pixels, and whether it reaches the raster's bottom.
+pub fn zoom_window(
+    img: (u32, u32),
+    cells: (u16, u16),
+    font: (u16, u16),
+    zoom: Zoom,
+    step: u32,
+) -> ((u32, u32, u32, u32), bool) {
+    let (iw, ih) = (img.0.max(1), img.1.max(1));
+    let view = (
+        (cells.0 as u32 * font.0.max(1) as u32).max(1),
+        (cells.1 as u32 * font.1.max(1) as u32).max(1),
+    );
+    let (w, h) = match zoom {
+        Zoom::Page => return ((0, 0, iw, ih), true),
+        Zoom::Width => (
+            iw,
+            ((view.1 as u64 * iw as u64 / view.0 as u64) as u32).clamp(1, ih),
+        ),
+        Zoom::Actual => (view.0.min(iw), view.1.min(ih)),
+    };
+    let y = (step * (h / 4).max(1)).min(ih - h);
+    ((0, y, w, h), y + h >= ih)
+}
+
 /// The evidence the view shows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroundingTarget {
@@ -23,12 +80,14 @@ pub struct GroundingTarget {
     pub collection: Option<String>,
 }
 
-/// One outlined page, encoded for the terminal.
+/// One outlined page, encoded for the terminal (whole, fitted to the view), with its
+/// outlined raster for the other zooms.
 pub struct GroundingPage {
     pub page_no: i64,
     pub matched: usize,
     pub context: usize,
     pub protocol: Box<Protocol>,
+    pub image: std::sync::Arc<image::RgbaImage>,
 }
 
 /// The pages of the evidence (and the document's URI), as `Msg::GroundingReady` brings them.
@@ -55,6 +114,12 @@ pub struct GroundingView {
     pub context: bool,
     /// When the pages were asked for (the loading line counts from it).
     pub started: std::time::Instant,
+    /// How the page is fitted (`z` cycles), and how many quarter views it is scrolled.
+    pub zoom: Zoom,
+    pub step: u32,
+    /// The page drawn at the zoom: (page index, zoom, step), the drawing, and whether it
+    /// reaches the page's bottom.
+    pub zoomed: Option<((usize, Zoom, u32), Box<Protocol>, bool)>,
 }
 
 /// The view when open, and what it needs to (re)load.
@@ -90,6 +155,9 @@ impl App {
             size: (0, 0),
             context: true,
             started: std::time::Instant::now(),
+            zoom: Zoom::Page,
+            step: 0,
+            zoomed: None,
         });
         self.refresh_grounding()
     }
@@ -106,6 +174,7 @@ impl App {
         view.size = size;
         view.state = GroundingState::Loading;
         view.started = std::time::Instant::now();
+        view.zoomed = None;
         self.grounding.generation += 1;
         vec![Effect::LoadGrounding {
             generation: self.grounding.generation,
@@ -213,12 +282,40 @@ impl App {
         let Some(view) = self.grounding.view.as_mut() else {
             return Vec::new();
         };
+        let zoomed = view.zoom != Zoom::Page;
+        let at_end = view
+            .zoomed
+            .as_ref()
+            .is_some_and(|(at, _, end)| *at == (view.page, view.zoom, view.step) && *end);
         match action {
+            // Zoomed in, up and down scroll the page by a quarter of the view.
+            Some(Action::Up) if zoomed => {
+                view.step = view.step.saturating_sub(1);
+                return self.zoom_effect();
+            }
+            Some(Action::Down) if zoomed => {
+                if at_end {
+                    self.notice = Some("the bottom of the page".into());
+                } else {
+                    view.step += 1;
+                    return self.zoom_effect();
+                }
+            }
+            Some(Action::Zoom) => {
+                view.zoom = view.zoom.next();
+                view.step = 0;
+                self.notice = Some(format!("zoom: {}", view.zoom.label()));
+                return self.zoom_effect();
+            }
             Some(Action::Left | Action::Up | Action::PageUp) => {
-                view.page = view.page.saturating_sub(1)
+                view.page = view.page.saturating_sub(1);
+                view.step = 0;
+                return self.zoom_effect();
             }
             Some(Action::Right | Action::Down | Action::PageDown) if view.page + 1 < n => {
-                view.page += 1
+                view.page += 1;
+                view.step = 0;
+                return self.zoom_effect();
             }
             Some(Action::NextMatch) => match matched.iter().find(|&&i| i > view.page) {
                 Some(&i) => view.page = i,
@@ -248,6 +345,54 @@ impl App {
             _ => self.dirty = false,
         }
         Vec::new()
+    }
+
+    /// Asks for the page shown to be drawn at the view's zoom, unless it is fitted whole
+    /// (drawn with the pages) or already drawn so.
+    pub(super) fn zoom_effect(&mut self) -> Vec<Effect> {
+        let generation = self.grounding.generation;
+        let Some(view) = self.grounding.view.as_mut() else {
+            return Vec::new();
+        };
+        let GroundingState::Ready(p) = &view.state else {
+            return Vec::new();
+        };
+        let at = (view.page, view.zoom, view.step);
+        if view.zoom == Zoom::Page || view.zoomed.as_ref().is_some_and(|(a, ..)| *a == at) {
+            return Vec::new();
+        }
+        let Some(page) = p.pages.get(view.page) else {
+            return Vec::new();
+        };
+        vec![Effect::ZoomGrounding {
+            generation,
+            page: view.page,
+            zoom: view.zoom,
+            step: view.step,
+            image: page.image.clone(),
+            size: view.size,
+        }]
+    }
+
+    pub(super) fn grounding_zoomed(
+        &mut self,
+        generation: u64,
+        at: (usize, Zoom, u32),
+        result: Result<(Box<Protocol>, bool), String>,
+    ) {
+        if generation != self.grounding.generation {
+            return;
+        }
+        let Some(view) = self.grounding.view.as_mut() else {
+            return;
+        };
+        if at != (view.page, view.zoom, view.step) {
+            return;
+        }
+        match result {
+            Ok((drawn, at_end)) => view.zoomed = Some((at, drawn, at_end)),
+            Err(e) => self.error = Some(format!("cannot draw the page at {}: {e}", at.1.label())),
+        }
     }
 
     pub(super) fn grounding_ready(
@@ -281,5 +426,45 @@ impl App {
                 Err(e) => GroundingState::Failed(e),
             };
         }
+    }
+}
+
+#[cfg(test)]
+mod zoom_tests {
+    use super::*;
+
+    #[test]
+    fn zoom_windows_fit_width_or_pixels_and_scroll_by_quarters() {
+        // A 600×800 raster in 100×40 cells of 8×16 pixels: an 800×640 pixel view.
+        let img = (600, 800);
+        let (cells, font) = ((100, 40), (8, 16));
+        assert_eq!(
+            zoom_window(img, cells, font, Zoom::Page, 3),
+            ((0, 0, 600, 800), true)
+        );
+        // Fit width: 600 raster pixels across 800, so 480 raster rows fill the 640.
+        assert_eq!(
+            zoom_window(img, cells, font, Zoom::Width, 0),
+            ((0, 0, 600, 480), false)
+        );
+        assert_eq!(
+            zoom_window(img, cells, font, Zoom::Width, 1),
+            ((0, 120, 600, 480), false)
+        );
+        // Past the bottom: held at it, and said.
+        assert_eq!(
+            zoom_window(img, cells, font, Zoom::Width, 9),
+            ((0, 320, 600, 480), true)
+        );
+        // 100 %: the raster's own pixels, as many as the view holds.
+        assert_eq!(
+            zoom_window(img, cells, font, Zoom::Actual, 0),
+            ((0, 0, 600, 640), false)
+        );
+        assert_eq!(
+            zoom_window(img, cells, font, Zoom::Actual, 2),
+            ((0, 160, 600, 640), true)
+        );
+        assert_eq!(Zoom::Page.next().next().next(), Zoom::Page);
     }
 }

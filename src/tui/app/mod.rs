@@ -45,7 +45,7 @@ use super::theme::{Theme, ThemeName};
 pub use explorer::{ExploreRequest, Explored, Explorer, ExplorerView, LOAD_AHEAD, SearchView};
 pub use grounding::{
     GroundingPage, GroundingPages, GroundingSlot, GroundingState, GroundingTarget, GroundingView,
-    grounding_cells,
+    Zoom, grounding_cells, zoom_window,
 };
 pub use input::build_prompt;
 use input::new_input;
@@ -563,6 +563,14 @@ impl App {
             }
             Msg::GroundingReady { generation, result } => {
                 self.grounding_ready(generation, result);
+                self.zoom_effect()
+            }
+            Msg::GroundingZoomed {
+                generation,
+                at,
+                result,
+            } => {
+                self.grounding_zoomed(generation, at, result);
                 Vec::new()
             }
             Msg::Passages(read) => {

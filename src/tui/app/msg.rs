@@ -41,6 +41,13 @@ pub enum Msg {
         generation: u64,
         result: Result<super::GroundingPages, String>,
     },
+    /// A grounding page drawn at a zoom: `at` is (page index, zoom, step); with whether
+    /// the view reaches the page's bottom.
+    GroundingZoomed {
+        generation: u64,
+        at: (usize, super::Zoom, u32),
+        result: Result<(Box<ratatui_image::protocol::Protocol>, bool), String>,
+    },
     /// Cited chunks' own passages, or why one could not be read.
     Passages(Vec<(String, Result<crate::host::transcript::Passage, String>)>),
     /// A chunk's full text for the ledger detail.
@@ -120,6 +127,16 @@ pub enum Effect {
         context: bool,
         /// The collection the chunk came from, when known.
         collection: Option<String>,
+    },
+    /// Draw grounding page `page` (its outlined raster `image`) at `zoom`, `step` quarter
+    /// views down, for `size` cells.
+    ZoomGrounding {
+        generation: u64,
+        page: usize,
+        zoom: super::Zoom,
+        step: u32,
+        image: std::sync::Arc<image::RgbaImage>,
+        size: (u16, u16),
     },
     /// Load a chunk's full text.
     LoadChunk(String),

@@ -72,7 +72,7 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
                 Span::styled(
                     truncate(
                         &format!(
-                            " · page {} · {} matched (orange, tinted) · {} · {} next match · Esc closes",
+                            " · page {} · {} matched (orange, tinted) · {} · {} next match · {} {}{} · Esc closes",
                             page.page_no,
                             page.matched,
                             if view.context {
@@ -87,7 +87,14 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
                                     app.keymap.hint(crate::tui::keymap::Action::ToggleContext)
                                 )
                             },
-                            app.keymap.hint(crate::tui::keymap::Action::NextMatch)
+                            app.keymap.hint(crate::tui::keymap::Action::NextMatch),
+                            app.keymap.hint(crate::tui::keymap::Action::Zoom),
+                            view.zoom.label(),
+                            if view.zoom == crate::tui::app::Zoom::Page {
+                                ""
+                            } else {
+                                ", ↑/↓ scroll"
+                            },
                         ),
                         width.saturating_sub(32),
                     ),
@@ -95,8 +102,14 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
                 ),
             ]);
             frame.render_widget(Paragraph::new(status), status_area);
+            // Zoomed in: the page drawn so, once drawn; the whole page until then.
+            let drawn = view
+                .zoomed
+                .as_ref()
+                .filter(|(at, ..)| *at == (i, view.zoom, view.step))
+                .map(|(_, p, _)| p.as_ref());
             frame.render_widget(
-                ratatui_image::Image::new(page.protocol.as_ref()),
+                ratatui_image::Image::new(drawn.unwrap_or(page.protocol.as_ref())),
                 image_area,
             );
         }
