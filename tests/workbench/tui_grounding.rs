@@ -667,7 +667,7 @@ async fn grounding_opens_on_the_page_of_the_matched_item() {
         let v = a.grounding.view.as_ref().unwrap();
         v.zoomed
             .as_ref()
-            .is_some_and(|(at, ..)| *at == (v.page, Zoom::Width, step))
+            .is_some_and(|z| z.at == (v.page, Zoom::Width, step))
     };
     press(&rt, &mut app, KeyCode::Char('z'));
     assert_eq!(app.notice.as_deref(), Some("zoom: fit width"));

@@ -117,9 +117,17 @@ pub struct GroundingView {
     /// How the page is fitted (`z` cycles), and how many quarter views it is scrolled.
     pub zoom: Zoom,
     pub step: u32,
-    /// The page drawn at the zoom: (page index, zoom, step), the drawing, and whether it
-    /// reaches the page's bottom.
-    pub zoomed: Option<((usize, Zoom, u32), Box<Protocol>, bool)>,
+    /// The page drawn at the zoom, once drawn.
+    pub zoomed: Option<ZoomedPage>,
+}
+
+/// A grounding page drawn at a zoom.
+pub struct ZoomedPage {
+    /// (page index, zoom, step).
+    pub at: (usize, Zoom, u32),
+    pub drawn: Box<Protocol>,
+    /// The view reaches the page's bottom.
+    pub at_end: bool,
 }
 
 /// The view when open, and what it needs to (re)load.
@@ -286,7 +294,7 @@ impl App {
         let at_end = view
             .zoomed
             .as_ref()
-            .is_some_and(|(at, _, end)| *at == (view.page, view.zoom, view.step) && *end);
+            .is_some_and(|z| z.at == (view.page, view.zoom, view.step) && z.at_end);
         match action {
             // Zoomed in, up and down scroll the page by a quarter of the view.
             Some(Action::Up) if zoomed => {
@@ -358,7 +366,7 @@ impl App {
             return Vec::new();
         };
         let at = (view.page, view.zoom, view.step);
-        if view.zoom == Zoom::Page || view.zoomed.as_ref().is_some_and(|(a, ..)| *a == at) {
+        if view.zoom == Zoom::Page || view.zoomed.as_ref().is_some_and(|z| z.at == at) {
             return Vec::new();
         }
         let Some(page) = p.pages.get(view.page) else {
@@ -390,7 +398,7 @@ impl App {
             return;
         }
         match result {
-            Ok((drawn, at_end)) => view.zoomed = Some((at, drawn, at_end)),
+            Ok((drawn, at_end)) => view.zoomed = Some(ZoomedPage { at, drawn, at_end }),
             Err(e) => self.error = Some(format!("cannot draw the page at {}: {e}", at.1.label())),
         }
     }

@@ -106,8 +106,8 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
             let drawn = view
                 .zoomed
                 .as_ref()
-                .filter(|(at, ..)| *at == (i, view.zoom, view.step))
-                .map(|(_, p, _)| p.as_ref());
+                .filter(|z| z.at == (i, view.zoom, view.step))
+                .map(|z| z.drawn.as_ref());
             frame.render_widget(
                 ratatui_image::Image::new(drawn.unwrap_or(page.protocol.as_ref())),
                 image_area,
