@@ -63,6 +63,16 @@ pub async fn ground_chunk(
     chunk_id: &str,
     with_context: bool,
 ) -> Result<Grounding, GroundingError> {
+    ground_chunk_sharp(store, chunk_id, with_context, None).await
+}
+
+/// [`ground_chunk`] on rasters made sharper by `sharpen` where the source PDF allows.
+pub async fn ground_chunk_sharp(
+    store: &Store,
+    chunk_id: &str,
+    with_context: bool,
+    sharpen: Option<&Sharpen>,
+) -> Result<Grounding, GroundingError> {
     let chunk = store
         .get_chunk(chunk_id)
         .await
@@ -81,7 +91,66 @@ pub async fn ground_chunk(
     } else {
         Vec::new()
     };
-    ground_refs(store, &document_id, &matched, &context).await
+    ground_refs(store, &document_id, &matched, &context, sharpen).await
+}
+
+/// Page rasters sharper than the stored ones (haiku.rag stores them at 72 dpi): rendered
+/// again from the document's source PDF, when it is a local file that is still there, at
+/// a resolution giving pages at least `min_height` pixels high (at most 300 dpi), and
+/// kept in `cache` per file, page and resolution.
+#[derive(Debug, Clone)]
+pub struct Sharpen {
+    pub min_height: u32,
+    pub cache: std::path::PathBuf,
+}
+
+impl Sharpen {
+    /// The resolution for a page stored `stored_height` pixels high at 72 dpi, in steps
+    /// of 24 dpi so nearby view sizes share a cache entry; `None` when the stored raster
+    /// is already high enough.
+    pub fn dpi_for(&self, stored_height: u32) -> Option<u32> {
+        if stored_height == 0 || stored_height >= self.min_height {
+            return None;
+        }
+        let dpi = (72 * self.min_height).div_ceil(stored_height);
+        Some(dpi.div_ceil(24).saturating_mul(24).clamp(96, 300))
+    }
+
+    /// The source PDF of a document whose URI is `uri`, when it is a local file.
+    fn source(uri: Option<&str>) -> Option<std::path::PathBuf> {
+        let path = std::path::PathBuf::from(uri?.strip_prefix("file://")?);
+        let is_pdf = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("pdf"));
+        (is_pdf && path.is_file()).then_some(path)
+    }
+
+    /// Page `page_no` of `pdf` at `dpi`, from the cache or rendered into it; `None` when
+    /// it cannot be had (the stored raster is shown then).
+    fn page(&self, pdf: &std::path::Path, page_no: i64, dpi: u32) -> Option<Vec<u8>> {
+        use sha2::Digest;
+        let meta = std::fs::metadata(pdf).ok()?;
+        let stamp = format!(
+            "{}|{}|{:?}",
+            pdf.display(),
+            meta.len(),
+            meta.modified().ok()
+        );
+        let key = hex::encode(&sha2::Sha256::digest(stamp.as_bytes())[..8]);
+        let file = self.cache.join(format!("{key}-p{page_no}-{dpi}dpi.png"));
+        if let Ok(bytes) = std::fs::read(&file) {
+            return Some(bytes);
+        }
+        let bytes = crate::ingest::pdf::render_page(pdf, page_no, dpi).ok()?;
+        if std::fs::create_dir_all(&self.cache).is_ok() {
+            // Written whole or not at all: a torn cache file would be read as the page.
+            let tmp = file.with_extension("png.tmp");
+            if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, &file).is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        Some(bytes)
+    }
 }
 
 /// The items `matched` (and `context`, minus the matched ones) of one document outlined
@@ -91,6 +160,7 @@ pub async fn ground_refs(
     document_id: &str,
     matched: &[String],
     context: &[String],
+    sharpen: Option<&Sharpen>,
 ) -> Result<Grounding, GroundingError> {
     let meta = store.get_document(document_id).await.map_err(store_err)?;
     let docling = store
@@ -122,12 +192,33 @@ pub async fn ground_refs(
         return Err(GroundingError::NoBoxes);
     }
     let rasters = store.page_images(document_id).await.map_err(store_err)?;
-    let wanted: BTreeMap<i64, Vec<u8>> = rasters
+    let mut wanted: BTreeMap<i64, Vec<u8>> = rasters
         .into_iter()
         .filter(|(p, _)| boxes.contains_key(p))
         .collect();
     if wanted.is_empty() {
         return Err(GroundingError::NoPageImages);
+    }
+    let source = Sharpen::source(meta.as_ref().and_then(|m| m.uri.as_deref()));
+    if let (Some(sharpen), Some(pdf)) = (sharpen.cloned(), source) {
+        wanted = tokio::task::spawn_blocking(move || {
+            wanted
+                .into_iter()
+                .map(|(page_no, stored)| {
+                    let height = image::ImageReader::new(std::io::Cursor::new(&stored))
+                        .with_guessed_format()
+                        .ok()
+                        .and_then(|r| r.into_dimensions().ok())
+                        .map_or(0, |(_, h)| h);
+                    let sharper = sharpen
+                        .dpi_for(height)
+                        .and_then(|dpi| sharpen.page(&pdf, page_no, dpi));
+                    (page_no, sharper.unwrap_or(stored))
+                })
+                .collect()
+        })
+        .await
+        .map_err(store_err)?;
     }
     let pages = tokio::task::spawn_blocking(move || draw_pages(wanted, &sizes, &boxes))
         .await

@@ -725,9 +725,12 @@ pub fn align(s: &RequestSnapshot) -> Vec<MessageRow> {
 /// stripped. Why a request was sent smaller, or larger, than it was stored.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct CompactionBalance {
-    /// Tokens of the capsule parts sent, and how many capsule entries they carry.
+    /// Tokens of the capsule parts sent, how many capsule entries they carry, and the
+    /// stored tokens of the parts the capsule stands in place of (an earlier result it
+    /// replaced where it was).
     pub capsule: usize,
     pub capsule_entries: usize,
+    pub capsule_replaced: usize,
     /// Results replaced by receipts: how many, their stored tokens, the receipts' tokens.
     pub receipts: usize,
     pub receipts_stored: usize,
@@ -747,7 +750,10 @@ impl CompactionBalance {
         };
         for part in align(s).iter().flat_map(|m| m.parts.iter()) {
             match part.mark {
-                PartMark::Capsule => b.capsule += est(&part.sent),
+                PartMark::Capsule => {
+                    b.capsule += est(&part.sent);
+                    b.capsule_replaced += est(&part.raw);
+                }
                 PartMark::Receipt => {
                     b.receipts += 1;
                     b.receipts_stored += est(&part.raw);
@@ -772,17 +778,25 @@ impl CompactionBalance {
     pub fn explain(&self) -> String {
         let saved_by_receipts = self.receipts_stored.saturating_sub(self.receipts_sent);
         let saved_by_stripping = self.stripped_stored.saturating_sub(self.stripped_sent);
-        let saved = saved_by_receipts + saved_by_stripping;
+        let saved = saved_by_receipts + saved_by_stripping + self.capsule_replaced;
         let mut parts = Vec::new();
         if self.capsule > 0 {
             parts.push(format!(
-                "the capsule adds ≈{} tok ({} entr{})",
+                "the capsule adds ≈{} tok ({} entr{}){}",
                 thousands_plain(self.capsule),
                 self.capsule_entries,
                 if self.capsule_entries == 1 {
                     "y"
                 } else {
                     "ies"
+                },
+                if self.capsule_replaced > 0 {
+                    format!(
+                        " in place of ≈{} tok of an earlier result",
+                        thousands_plain(self.capsule_replaced)
+                    )
+                } else {
+                    String::new()
                 }
             ));
         }
@@ -805,7 +819,9 @@ impl CompactionBalance {
                 thousands_plain(saved_by_stripping)
             ));
         }
-        let verdict = if self.capsule > saved {
+        let verdict = if self.capsule > 0 && saved == 0 {
+            "; nothing earlier was replaced, so the request grows by it".to_string()
+        } else if self.capsule > saved {
             format!(
                 ": the capsule outweighs what was saved by ≈{} tok",
                 thousands_plain(self.capsule - saved)
@@ -886,9 +902,20 @@ mod balance_tests {
             grew.explain(),
             "compaction: the capsule adds ≈5,000 tok (4 entries) · 2 receipts replace ≈1,200 tok of earlier results (−1,100): the capsule outweighs what was saved by ≈3,900 tok"
         );
+        let in_place = CompactionBalance {
+            capsule: 700,
+            capsule_entries: 1,
+            capsule_replaced: 250,
+            ..Default::default()
+        };
+        assert_eq!(
+            in_place.explain(),
+            "compaction: the capsule adds ≈700 tok (1 entry) in place of ≈250 tok of an earlier result: the capsule outweighs what was saved by ≈450 tok"
+        );
         let shrank = CompactionBalance {
             capsule: 300,
             capsule_entries: 1,
+            capsule_replaced: 0,
             receipts: 1,
             receipts_stored: 1200,
             receipts_sent: 100,
@@ -900,6 +927,15 @@ mod balance_tests {
             "compaction: the capsule adds ≈300 tok (1 entry) · 1 receipt replaces ≈1,200 tok of earlier results (−1,100) · stripped pictures save ≈880 tok"
         );
         assert!(CompactionBalance::default().is_empty());
+        let first = CompactionBalance {
+            capsule: 420,
+            capsule_entries: 1,
+            ..Default::default()
+        };
+        assert_eq!(
+            first.explain(),
+            "compaction: the capsule adds ≈420 tok (1 entry); nothing earlier was replaced, so the request grows by it"
+        );
     }
 
     #[test]

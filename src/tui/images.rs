@@ -55,20 +55,43 @@ pub(super) fn encode_zoomed(
     Ok((encode(picker, part.into(), size)?, at_end))
 }
 
+/// What the grounding view asks to be drawn.
+pub(super) struct GroundingLoad {
+    pub generation: u64,
+    pub chunk_id: String,
+    /// Cells a page gets.
+    pub size: (u16, u16),
+    /// Outline the expansion context too.
+    pub context: bool,
+    /// Sharper rasters from the source PDF, where it is at hand.
+    pub sharpen: Option<crate::host::grounding::Sharpen>,
+}
+
 /// The visual grounding view's pages: the chunk's items and their expansion context
 /// outlined, each page encoded off the UI task.
 pub(super) async fn load_grounding(
     store: Option<Arc<Store>>,
     picker: Picker,
-    generation: u64,
-    chunk_id: String,
-    size: (u16, u16),
-    context: bool,
+    load: GroundingLoad,
     tx: UnboundedSender<Msg>,
 ) {
+    let GroundingLoad {
+        generation,
+        chunk_id,
+        size,
+        context,
+        sharpen,
+    } = load;
     let result = match store {
         None => Err("no knowledge base is open".to_string()),
-        Some(store) => match ground_chunk(&store, &chunk_id, context).await {
+        Some(store) => match crate::host::grounding::ground_chunk_sharp(
+            &store,
+            &chunk_id,
+            context,
+            sharpen.as_ref(),
+        )
+        .await
+        {
             Err(e) => Err(e.to_string()),
             Ok(g) => tokio::task::spawn_blocking(move || {
                 let pages = g

@@ -54,6 +54,10 @@ pub struct Services {
     pub replay_changes: Option<ReplayChanges>,
     /// Where copied text goes.
     pub clipboard: Clipboard,
+    /// Where sharper page rasters for visual grounding are kept (none: the stored ones
+    /// are shown; only the real workbench sets it, so tests never write the user's data
+    /// dir).
+    pub page_cache: Option<std::path::PathBuf>,
     /// Saves in the order they were asked for: the number of the last one asked, and per
     /// file the number of the last one written (held while writing, so two saves of one
     /// file never interleave and an older copy never lands over a newer one).
@@ -95,6 +99,7 @@ impl Services {
             counter: None,
             replay_changes: None,
             clipboard: Clipboard::Kept(Default::default()),
+            page_cache: None,
             saves: Default::default(),
         }
     }
@@ -465,10 +470,26 @@ fn execute(
             let tx = msg_tx.clone();
             let stores = services.stores();
             let picker = services.picker.clone();
+            // Pages twice the view's height in pixels, so fit width and 100 % stay sharp.
+            let sharpen =
+                services
+                    .page_cache
+                    .clone()
+                    .map(|cache| crate::host::grounding::Sharpen {
+                        min_height: 2 * size.1 as u32 * picker.font_size().height as u32,
+                        cache,
+                    });
             tokio::spawn(async move {
                 let store =
                     store_holding(&stores, collection.as_deref(), Held::Chunk(&chunk_id)).await;
-                load_grounding(store, picker, generation, chunk_id, size, context, tx).await
+                let load = super::images::GroundingLoad {
+                    generation,
+                    chunk_id,
+                    size,
+                    context,
+                    sharpen,
+                };
+                load_grounding(store, picker, load, tx).await
             });
         }
     }

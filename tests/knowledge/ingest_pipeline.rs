@@ -472,3 +472,81 @@ async fn a_reingest_killed_at_any_step_leaves_a_complete_version_and_a_rerun_con
         assert_eq!(again.count(|o| matches!(o, Outcome::Unchanged { .. })), 2);
     }
 }
+
+/// Visual grounding draws pages sharper than the 72 dpi rasters a database stores when the
+/// document's source PDF is at hand: rendered again at the resolution the view needs,
+/// kept in a cache (so a moved or deleted source still shows the page sharp), and the
+/// stored raster otherwise.
+#[tokio::test]
+async fn grounding_pages_are_rendered_sharper_from_the_source_pdf_and_cached() {
+    use groundwork::host::grounding::{Sharpen, ground_chunk, ground_chunk_sharp};
+    let server = hashembed::start().await;
+    let work = tempfile::tempdir().unwrap();
+    let pdf = work.path().join("sample.pdf");
+    std::fs::copy(fixture("sample.pdf"), &pdf).unwrap();
+    let store = store_at(work.path(), &server.url).await;
+    pipeline::ingest_paths(&store, std::slice::from_ref(&pdf), &())
+        .await
+        .unwrap();
+    let doc = store.list_documents(None).await.unwrap().remove(0);
+    let mut chunk = None;
+    for c in store.chunks_of(&doc.id).await.unwrap() {
+        if ground_chunk(&store, &c.id, false).await.is_ok() {
+            chunk = Some(c.id);
+            break;
+        }
+    }
+    let chunk = chunk.expect("a chunk with boxes");
+    let stored = ground_chunk(&store, &chunk, false).await.unwrap();
+    assert_eq!(
+        stored.pages[0].image.height(),
+        792,
+        "72 dpi, one pixel per point"
+    );
+
+    let cache = work.path().join("cache");
+    let sharpen = Sharpen {
+        min_height: 1500,
+        cache: cache.clone(),
+    };
+    // 72 × 1500 / 792 = 136.4 dpi, in steps of 24: 144 dpi, a 1584-pixel page.
+    assert_eq!(sharpen.dpi_for(792), Some(144));
+    assert_eq!(sharpen.dpi_for(1600), None);
+    let sharp = ground_chunk_sharp(&store, &chunk, false, Some(&sharpen))
+        .await
+        .unwrap();
+    let page = &sharp.pages[0];
+    assert_eq!((page.image.width(), page.image.height()), (1224, 1584));
+    assert_eq!(page.matched, stored.pages[0].matched);
+    let cached: Vec<std::path::PathBuf> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(cached.len(), 1, "one page at one resolution: {cached:?}");
+    let name = cached[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.ends_with(&format!("-p{}-144dpi.png", page.page_no)),
+        "{name}"
+    );
+    // The next view reads the cache, not pdftoppm: what the cache holds is what is shown.
+    let marker = image::RgbaImage::from_pixel(612, 1000, image::Rgba([255, 255, 255, 255]));
+    marker.save(&cached[0]).unwrap();
+    let again = ground_chunk_sharp(&store, &chunk, false, Some(&sharpen))
+        .await
+        .unwrap();
+    assert_eq!(again.pages[0].image.height(), 1000, "read from the cache");
+    // The source gone: the stored raster, as before.
+    std::fs::remove_file(&pdf).unwrap();
+    let finer = Sharpen {
+        min_height: 2400,
+        cache,
+    };
+    let fallback = ground_chunk_sharp(&store, &chunk, false, Some(&finer))
+        .await
+        .unwrap();
+    assert_eq!(fallback.pages[0].image.height(), 792);
+}

@@ -37,6 +37,38 @@ use poppler::{err, extract_images, font_layout, rasterize, run};
 use structure::Element;
 
 /// Parse PDF bytes (written to a temporary file for poppler).
+/// Page `page_no` of the PDF at `path` rendered at `dpi` (`pdftoppm`): the PNG bytes.
+pub fn render_page(path: &Path, page_no: i64, dpi: u32) -> Result<Vec<u8>, IngestError> {
+    let name = path.display().to_string();
+    let dir = tempfile::tempdir().map_err(|source| IngestError::Io {
+        name: name.clone(),
+        source,
+    })?;
+    let prefix = dir.path().join("page");
+    let (page, dpi) = (page_no.to_string(), dpi.to_string());
+    poppler::run(
+        &name,
+        "pdftoppm",
+        &[
+            "-png".as_ref(),
+            "-r".as_ref(),
+            dpi.as_ref(),
+            "-f".as_ref(),
+            page.as_ref(),
+            "-l".as_ref(),
+            page.as_ref(),
+            "-singlefile".as_ref(),
+            path.as_os_str(),
+            prefix.as_os_str(),
+        ],
+    )?;
+    let png = dir.path().join("page.png");
+    std::fs::read(&png).map_err(|source| IngestError::Io {
+        name: png.display().to_string(),
+        source,
+    })
+}
+
 pub fn parse_pdf_bytes(bytes: &[u8], name: &str) -> Result<ParsedDocument, IngestError> {
     let dir = tempfile::tempdir().map_err(|source| IngestError::Io {
         name: name.to_string(),
