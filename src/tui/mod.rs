@@ -113,11 +113,14 @@ pub async fn run(mut app: App, mut services: Services) -> Result<()> {
     }
     services.picker = detect_picker();
     services.clipboard = runtime::Clipboard::Terminal;
-    services.page_cache = Some(
-        crate::paths::data_dir(&crate::paths::process_env())
-            .join("cache")
-            .join("pages"),
-    );
+    // Reviewing an experiment writes nothing, a page cache included.
+    if !app.read_only {
+        services.page_cache = Some(
+            crate::paths::data_dir(&crate::paths::process_env())
+                .join("cache")
+                .join("pages"),
+        );
+    }
     let backend = ratatui::backend::CrosstermBackend::new(std::io::stdout());
     let mut term = Terminal::new(backend)?;
     term.clear()?;

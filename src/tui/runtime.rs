@@ -360,10 +360,12 @@ fn execute(
                 let _ = tx.send(Msg::Passages(read));
             });
         }
+        // What goes to the clipboard passes the redactor like every other output.
         Effect::Copy(text) => match &services.clipboard {
             Clipboard::Terminal => {
                 use std::io::Write;
                 let mut out = std::io::stdout();
+                let text = crate::errors::redact(&text);
                 let sent = crossterm::execute!(
                     out,
                     crossterm::clipboard::CopyToClipboard::to_clipboard_from(text.as_bytes())
@@ -373,7 +375,10 @@ fn execute(
                     let _ = msg_tx.send(Msg::Error(format!("could not copy: {e}")));
                 }
             }
-            Clipboard::Kept(kept) => kept.lock().unwrap_or_else(|e| e.into_inner()).push(text),
+            Clipboard::Kept(kept) => kept
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(crate::errors::redact(&text).into_owned()),
         },
         Effect::ZoomGrounding {
             generation,

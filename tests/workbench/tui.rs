@@ -188,6 +188,18 @@ async fn questions_are_a_key_apart_text_is_found_and_sources_copy_with_their_ref
         "{detail}"
     );
     app.popup = None;
+    // A secret in what is copied does not reach the clipboard.
+    groundwork::errors::register_secret("sk-copied-SECRET-4711");
+    let turn = &mut app.transcript.turns[1];
+    turn.citations[0].passage.as_mut().unwrap().text =
+        "The key is sk-copied-SECRET-4711 here.".into();
+    app.conversation.selected_citation = Some((1, 0));
+    press(&f.rt, app, KeyCode::Char('y'));
+    let copied = f.clip.lock().unwrap().last().cloned().unwrap();
+    assert!(
+        copied.starts_with("The key is <redacted> here."),
+        "{copied}"
+    );
     // Without a selection: the answer in view with its sources.
     app.conversation.selected_citation = None;
     app.conversation.scroll = Some(0);
