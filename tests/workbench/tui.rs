@@ -1386,6 +1386,20 @@ async fn answers_are_marked_in_the_session_shown_and_exported() {
     settle(&mut f.rt, app).await;
     let saved = Session::load(&path).unwrap();
     assert!(!saved.groundwork.extra.contains_key("reviews"));
+    // While a question runs (its commit is due): refused in one line.
+    app.focus = Pane::Input;
+    type_text(&f.rt, app, "One more?");
+    press(&f.rt, app, KeyCode::Enter);
+    assert!(app.running());
+    app.focus = Pane::Ledger;
+    press(&f.rt, app, KeyCode::Char('m'));
+    assert!(app.popup.is_none());
+    assert_eq!(
+        app.notice.as_deref(),
+        Some("a question is running: mark its answers when it ends")
+    );
+    press_mod(&f.rt, app, KeyCode::Char('c'), KeyModifiers::CONTROL);
+    settle(&mut f.rt, app).await;
     // Read-only (an experiment's session): refused in one line.
     app.read_only = true;
     press(&f.rt, app, KeyCode::Char('m'));

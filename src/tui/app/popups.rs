@@ -424,6 +424,11 @@ impl App {
             );
             return Vec::new();
         }
+        if self.running() {
+            // The session is saved whole on a mark: not while a question's commit is due.
+            self.notice = Some("a question is running: mark its answers when it ends".into());
+            return Vec::new();
+        }
         let Some(t) = self.transcript.turns.get(turn) else {
             self.notice = Some("no answered question to mark".into());
             return Vec::new();
