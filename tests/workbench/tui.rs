@@ -108,6 +108,15 @@ async fn questions_are_a_key_apart_text_is_found_and_sources_copy_with_their_ref
     // `/` finds text; `n` and `N` go on and back, round the ends.
     press(&f.rt, app, KeyCode::Char('/'));
     assert!(matches!(app.popup, Some(Popup::Find { .. })));
+    type_text(&f.rt, app, "nea");
+    {
+        let _guard = redactions().bind_to_scope();
+        insta::assert_snapshot!("find_popup_80x24", screen(app, 80, 24));
+        insta::assert_snapshot!("find_popup_160x48", screen(app, 160, 48));
+    }
+    press(&f.rt, app, KeyCode::Backspace);
+    press(&f.rt, app, KeyCode::Backspace);
+    press(&f.rt, app, KeyCode::Backspace);
     assert!(screen(app, 80, 24).contains("Find in the conversation"));
     pane(app, Pane::Conversation, 80, 24);
     app.conversation.scroll = Some(0);
@@ -183,6 +192,11 @@ async fn questions_are_a_key_apart_text_is_found_and_sources_copy_with_their_ref
         "Figure 1: Monthly solar output, January to December 2026."
     );
     let detail = screen(app, 160, 48);
+    {
+        let _guard = redactions().bind_to_scope();
+        insta::assert_snapshot!("chunk_detail_context_160x48", detail.clone());
+        insta::assert_snapshot!("chunk_detail_context_80x24", screen(app, 80, 24));
+    }
     assert!(
         detail.contains("The context the model saw (expanded around the chunk; the chunk's own text highlighted):"),
         "{detail}"
@@ -1325,6 +1339,11 @@ async fn answers_are_marked_in_the_session_shown_and_exported() {
     press(&f.rt, app, KeyCode::Char('m'));
     assert!(matches!(app.popup, Some(Popup::Mark { turn: 2, .. })));
     let popup = screen(app, 160, 48);
+    {
+        let _guard = redactions().bind_to_scope();
+        insta::assert_snapshot!("mark_popup_160x48", popup.clone());
+        insta::assert_snapshot!("mark_popup_80x24", screen(app, 80, 24));
+    }
     assert!(
         popup.contains("Mark the answer") && popup.contains("now: not marked"),
         "{popup}"
