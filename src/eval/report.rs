@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
+use super::paired::{Outcome, SignTest};
 use super::questions::Entry;
 use super::results::{MARKS, ResultRecord, Review};
 
@@ -101,6 +102,80 @@ pub struct Report {
     pub differing: Vec<Difference>,
     /// Reviewed answers in all (`reviews.jsonl`).
     pub reviewed: usize,
+    /// Every pair of arms compared question by question.
+    pub pairs: Vec<PairReport>,
+}
+
+/// Two arms compared over the questions both answered ([`super::paired::METHOD`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PairReport {
+    pub first: String,
+    pub second: String,
+    pub method: &'static str,
+    /// Grounded or not, over every pair.
+    pub grounded: Outcome,
+    /// Grounded or not, over the pairs labelled `answerable`.
+    pub answerable_grounded: Outcome,
+    /// Chunks cited per question.
+    pub cited: SignTest,
+    /// Marked `supported` or not, over the pairs a reviewer marked in both arms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supported: Option<Outcome>,
+}
+
+/// The paired comparisons of every two arms.
+fn pairs(
+    entries: &[Entry],
+    arms: &[(String, String)],
+    results: &HashMap<(String, String), ResultRecord>,
+    reviews: &HashMap<(String, String), Review>,
+) -> Vec<PairReport> {
+    let mut out = Vec::new();
+    for (i, (first, _)) in arms.iter().enumerate() {
+        for (second, _) in &arms[i + 1..] {
+            let both: Vec<(&Entry, &ResultRecord, &ResultRecord)> = entries
+                .iter()
+                .filter_map(|e| {
+                    let a = results.get(&(first.clone(), e.id.clone()))?;
+                    let b = results.get(&(second.clone(), e.id.clone()))?;
+                    (!a.failed() && !b.failed()).then_some((e, a, b))
+                })
+                .collect();
+            let names = (first.as_str(), second.as_str());
+            let grounded = |r: &ResultRecord| r.status == "grounded";
+            let outcome = |keep: &dyn Fn(&Entry) -> bool| {
+                let pairs: Vec<(String, bool, bool)> = both
+                    .iter()
+                    .filter(|(e, ..)| keep(e))
+                    .map(|(e, a, b)| (e.id.clone(), grounded(a), grounded(b)))
+                    .collect();
+                Outcome::of(names, &pairs)
+            };
+            let supported: Vec<(String, bool, bool)> = both
+                .iter()
+                .filter_map(|(e, ..)| {
+                    let a = reviews.get(&(first.clone(), e.id.clone()))?;
+                    let b = reviews.get(&(second.clone(), e.id.clone()))?;
+                    Some((e.id.clone(), a.mark == "supported", b.mark == "supported"))
+                })
+                .collect();
+            out.push(PairReport {
+                first: first.clone(),
+                second: second.clone(),
+                method: super::paired::METHOD,
+                grounded: outcome(&|_| true),
+                answerable_grounded: outcome(&|e| e.label.as_deref() == Some("answerable")),
+                cited: SignTest::of(
+                    &both
+                        .iter()
+                        .map(|(_, a, b)| (a.cited.len(), b.cited.len()))
+                        .collect::<Vec<_>>(),
+                ),
+                supported: (!supported.is_empty()).then(|| Outcome::of(names, &supported)),
+            });
+        }
+    }
+    out
 }
 
 /// The report of `entries` × `arms` (name, flags) over the latest results and reviews.
@@ -203,6 +278,7 @@ pub fn build(
         arms: arm_reports,
         differing,
         reviewed,
+        pairs: pairs(entries, arms, results, reviews),
     }
 }
 
@@ -347,6 +423,69 @@ pub fn to_markdown(r: &Report) -> String {
             out.push('\n');
         }
     }
+    if !r.pairs.is_empty() {
+        out.push_str(&format!(
+            "\n## Paired comparisons\n\nMethod: {}.\n\n",
+            super::paired::METHOD
+        ));
+        out.push_str("| arms | outcome | pairs | first | second | only first / only second | p |\n|---|---|---|---|---|---|---|\n");
+        let rate = |r: &super::paired::Rate| {
+            format!(
+                "{}/{} ({:.0} %, {:.0}–{:.0} %)",
+                r.count,
+                r.of,
+                r.rate * 100.0,
+                r.low * 100.0,
+                r.high * 100.0
+            )
+        };
+        for p in &r.pairs {
+            let arms = format!("{} vs {}", cell(&p.first), cell(&p.second));
+            let mut outcomes = vec![
+                ("grounded", &p.grounded),
+                ("answerable grounded", &p.answerable_grounded),
+            ];
+            if let Some(s) = &p.supported {
+                outcomes.push(("marked supported", s));
+            }
+            for (name, o) in outcomes {
+                out.push_str(&format!(
+                    "| {arms} | {name} | {} | {} | {} | {} / {} | {:.3} |\n",
+                    o.pairs,
+                    rate(&o.first),
+                    rate(&o.second),
+                    o.first_only,
+                    o.second_only,
+                    o.p_value
+                ));
+            }
+            out.push_str(&format!(
+                "| {arms} | more chunks cited (sign test) | {} | {} | {} | ties {} | {:.3} |\n",
+                p.cited.first_more + p.cited.second_more + p.cited.ties,
+                p.cited.first_more,
+                p.cited.second_more,
+                p.cited.ties,
+                p.cited.p_value
+            ));
+        }
+        for p in &r.pairs {
+            if p.grounded.discordant.is_empty() {
+                continue;
+            }
+            let list: Vec<String> = p
+                .grounded
+                .discordant
+                .iter()
+                .map(|(id, arm)| format!("{} (grounded in {})", cell(id), cell(arm)))
+                .collect();
+            out.push_str(&format!(
+                "\nDiscordant questions, {} vs {}: {}.\n",
+                cell(&p.first),
+                cell(&p.second),
+                list.join(", ")
+            ));
+        }
+    }
     out
 }
 
@@ -439,5 +578,88 @@ mod tests {
             }
         );
         assert_eq!(Stats::of(&[]), Stats::default());
+    }
+}
+
+#[cfg(test)]
+mod paired_tests {
+    use super::*;
+    use crate::eval::results::tests::record;
+
+    #[test]
+    fn two_arms_are_compared_pair_by_pair() {
+        let label = |i: usize| if i < 6 { "answerable" } else { "unanswerable" };
+        let entries: Vec<Entry> = (0..10)
+            .map(|i| Entry {
+                id: format!("q{i}"),
+                label: Some(label(i).into()),
+                expect: None,
+                turns: vec![format!("q{i}?")],
+            })
+            .collect();
+        let arms = vec![
+            ("base".to_string(), "--no-policy".to_string()),
+            ("policy".to_string(), String::new()),
+        ];
+        let mut results = HashMap::new();
+        for i in 0..10 {
+            let id = format!("q{i}");
+            // base: grounded on q0..q2; policy: grounded on q0..q7; q9 failed in base.
+            let mut a = record("base", &id, if i < 3 { "grounded" } else { "missing" });
+            if i == 9 {
+                a = record("base", &id, "failed");
+            }
+            let mut b = record("policy", &id, if i < 8 { "grounded" } else { "ungrounded" });
+            b.cited = vec!["c".into(); if i < 8 { 2 } else { 0 }];
+            a.cited = vec!["c".into(); if i < 3 { 1 } else { 0 }];
+            results.insert(("base".into(), id.clone()), a);
+            results.insert(("policy".into(), id), b);
+        }
+        let mut reviews = HashMap::new();
+        for (arm, mark) in [("base", "invented"), ("policy", "supported")] {
+            reviews.insert(
+                (arm.to_string(), "q5".to_string()),
+                Review {
+                    arm: arm.into(),
+                    id: "q5".into(),
+                    mark: mark.into(),
+                    note: None,
+                },
+            );
+        }
+        let r = build(&entries, &arms, &results, &reviews);
+        assert_eq!(r.pairs.len(), 1);
+        let p = &r.pairs[0];
+        // q9 failed in base: 9 pairs; policy alone grounded q3..q7.
+        assert_eq!(p.grounded.pairs, 9);
+        assert_eq!((p.grounded.first_only, p.grounded.second_only), (0, 5));
+        assert!(
+            (p.grounded.p_value - 0.0625).abs() < 1e-9,
+            "{}",
+            p.grounded.p_value
+        );
+        assert_eq!(p.grounded.first.count, 3);
+        assert_eq!(p.grounded.second.count, 8);
+        assert_eq!(p.answerable_grounded.pairs, 6);
+        assert_eq!(p.answerable_grounded.second_only, 3);
+        assert_eq!(
+            (p.cited.first_more, p.cited.second_more, p.cited.ties),
+            (0, 8, 1)
+        );
+        assert!((p.cited.p_value - 2.0 / 256.0).abs() < 1e-9);
+        let s = p.supported.as_ref().unwrap();
+        assert_eq!((s.pairs, s.second_only), (1, 1));
+        let md = to_markdown(&r);
+        assert!(md.contains("## Paired comparisons"), "{md}");
+        assert!(
+            md.contains("| base vs policy | grounded | 9 | 3/9 (33 %, 12–65 %) | 8/9 (89 %, 57–98 %) | 0 / 5 | 0.062 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("Discordant questions, base vs policy: q3 (grounded in policy), q4 (grounded in policy)"),
+            "{md}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["pairs"][0]["grounded"]["second_only"], 5);
     }
 }

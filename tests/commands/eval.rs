@@ -146,6 +146,23 @@ async fn the_policy_arm_turns_uncited_answers_into_declarations_and_the_report_c
         md.contains("| u1 | unanswerable | Who painted the towers? | missing | ungrounded |"),
         "{md}"
     );
+    // The two arms paired question by question: both grounded the same three, so no
+    // discordant pair and nothing to conclude (p = 1); the policy's two declarations are
+    // "ungrounded", not grounded.
+    let pair = &report["pairs"][0];
+    assert_eq!(
+        (pair["first"].as_str(), pair["second"].as_str()),
+        (Some("base"), Some("policy"))
+    );
+    assert_eq!(pair["grounded"]["pairs"], 5);
+    assert_eq!(pair["grounded"]["first_only"], 0);
+    assert_eq!(pair["grounded"]["second_only"], 0);
+    assert_eq!(pair["grounded"]["p_value"], 1.0);
+    assert!(md.contains("## Paired comparisons"), "{md}");
+    assert!(
+        md.contains("| base vs policy | grounded | 5 | 3/5 (60 %, 23–88 %) | 3/5 (60 %, 23–88 %) | 0 / 0 | 1.000 |\n| base vs policy | answerable grounded | 2 | 2/2 (100 %, 34–100 %) | 2/2 (100 %, 34–100 %) | 0 / 0 | 1.000 |\n| base vs policy | more chunks cited (sign test) | 5 | 0 | 0 | ties 5 | 1.000 |\n"),
+        "{md}"
+    );
     assert!(String::from_utf8_lossy(&o.stdout).contains("# Experiment report"));
 
     // One line per question and arm, with the ledger's view of each.
