@@ -178,6 +178,7 @@ async fn questions_are_a_key_apart_text_is_found_and_sources_copy_with_their_ref
             .starts_with("copied source [1] (")
     );
     // Enter on it: the chunk whole, then the context the model saw with the chunk marked.
+    screen(app, 80, 24);
     press(&f.rt, app, KeyCode::Enter);
     settle(&mut f.rt, app).await;
     let Some(Popup::ChunkDetail {
@@ -191,15 +192,29 @@ async fn questions_are_a_key_apart_text_is_found_and_sources_copy_with_their_ref
         &context[span.clone()],
         "Figure 1: Monthly solar output, January to December 2026."
     );
+    // Where the chunk sits further down that context than the popup reaches, it opens
+    // there, not at the context's first line.
+    let Some(Popup::ChunkDetail { scroll, .. }) = &app.popup else {
+        unreachable!()
+    };
+    assert!(
+        *scroll > 0,
+        "at 80×24 the caption is below the popup's last row"
+    );
     let detail = screen(app, 160, 48);
     {
         let _guard = redactions().bind_to_scope();
         insta::assert_snapshot!("chunk_detail_context_160x48", detail.clone());
         insta::assert_snapshot!("chunk_detail_context_80x24", screen(app, 80, 24));
     }
+    // From the top: the chunk, then the heading of the context.
+    if let Some(Popup::ChunkDetail { scroll, .. }) = &mut app.popup {
+        *scroll = 0;
+    }
+    let top = screen(app, 160, 48);
     assert!(
-        detail.contains("The context the model saw (expanded around the chunk; the chunk's own text highlighted):"),
-        "{detail}"
+        top.contains("The context the model saw (expanded around the chunk; the chunk's own text highlighted):"),
+        "{top}"
     );
     app.popup = None;
     // A secret in what is copied does not reach the clipboard.

@@ -56,7 +56,7 @@ pub use navigation::{
     LedgerView, image_cells,
 };
 pub use paths::attach_image;
-pub use popups::{PathPurpose, Popup};
+pub use popups::{CONTEXT_HEADING_MARKED, CONTEXT_HEADING_UNMARKED, PathPurpose, Popup};
 pub use replay::{REPLAY_TOGGLES, ReplayState, toggle_flag};
 pub use review::{MARK_KEYS, ReviewState};
 

@@ -63,6 +63,12 @@ pub enum PathPurpose {
     AttachImage,
 }
 
+/// The heading above the context the model saw when the cited chunk is found in it.
+pub const CONTEXT_HEADING_MARKED: &str =
+    "The context the model saw (expanded around the chunk; the chunk's own text highlighted):";
+/// The heading when the chunk's text is not in it word for word.
+pub const CONTEXT_HEADING_UNMARKED: &str = "The context the model saw (expanded around the chunk; the chunk's text is not in it word for word):";
+
 impl App {
     /// Opens the path prompt; its completions are listed by the Runtime.
     pub(super) fn open_path_prompt(&mut self, purpose: PathPurpose) -> Vec<Effect> {
@@ -552,14 +558,43 @@ impl App {
 
     /// A chunk's text for the chunk detail popup, if it still shows that chunk.
     pub(super) fn chunk_text(&mut self, chunk_id: String, text: Result<String, String>) {
+        // The popup's text width (it spans the frame but 8 columns, inside its border).
+        let width = self.grounding.screen.width.saturating_sub(10).max(10);
+        let height = self.grounding.screen.height;
         if let Some(Popup::ChunkDetail {
             chunk_id: shown,
             text: slot,
-            ..
+            scroll,
+            context,
         }) = &mut self.popup
             && *shown == chunk_id
         {
-            *slot = Some(text.unwrap_or_else(|e| format!("(cannot load the chunk: {e})")));
+            let body = text.unwrap_or_else(|e| format!("(cannot load the chunk: {e})"));
+            // With the context the model saw, it opens where the cited chunk sits in it
+            // (two rows above), not at the context's first line.
+            if let Some((ctx, Some(span))) = context.as_ref()
+                && let Some(before) = ctx.get(..span.start)
+            {
+                let rows = |l: &str| {
+                    crate::tui::wrap::wrap_line(&ratatui::text::Line::raw(l.to_string()), width)
+                        .len()
+                        .max(1)
+                };
+                let mut at: usize = body.lines().map(rows).sum();
+                // The blank line and the context's heading.
+                at += 1 + rows(CONTEXT_HEADING_MARKED);
+                let full_lines: Vec<&str> = before.split('\n').collect();
+                at += full_lines[..full_lines.len() - 1]
+                    .iter()
+                    .map(|l| rows(l))
+                    .sum::<usize>();
+                // Only when the chunk would be below the popup's last row.
+                let height = height.saturating_sub(6) as usize;
+                if at + 1 >= height {
+                    *scroll = at.saturating_sub(2).min(u16::MAX as usize) as u16;
+                }
+            }
+            *slot = Some(body);
         }
     }
 

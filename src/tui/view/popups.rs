@@ -350,8 +350,8 @@ pub fn render(app: &App, frame: &mut Frame) {
                 lines.push(Line::raw(""));
                 lines.push(Line::styled(
                     match span {
-                        Some(_) => "The context the model saw (expanded around the chunk; the chunk's own text highlighted):",
-                        None => "The context the model saw (expanded around the chunk; the chunk's text is not in it word for word):",
+                        Some(_) => crate::tui::app::CONTEXT_HEADING_MARKED,
+                        None => crate::tui::app::CONTEXT_HEADING_UNMARKED,
                     },
                     t.title,
                 ));
