@@ -233,6 +233,26 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
     assert!(app.popup.is_none());
     // A mark inside the session replaces the table's (the note is kept).
     mark(&mut rt, &mut app, KeyCode::Char('w')).await;
+    // With the visual grounding open, the keys are its own: `x` hides the context there
+    // and the mark stays; Esc closes the grounding, not the session.
+    let effects = app.open_grounding(groundwork::tui::app::GroundingTarget {
+        chunk_id: "no-such-chunk".into(),
+        document: "Lighthouse Guide".into(),
+        collection: None,
+    });
+    rt.carry_out(&mut app, effects);
+    press(&rt, &mut app, KeyCode::Char('x'));
+    assert!(!app.grounding.view.as_ref().unwrap().context);
+    assert_eq!(
+        app.review.as_ref().unwrap().table.rows[2].cells[0]
+            .mark
+            .as_deref(),
+        Some("wrong")
+    );
+    press(&rt, &mut app, KeyCode::Esc);
+    assert!(app.grounding.view.is_none());
+    assert!(!app.review.as_ref().unwrap().showing_table);
+    settle(&mut rt, &mut app).await;
     press(&rt, &mut app, KeyCode::Esc);
     assert!(app.review.as_ref().unwrap().showing_table);
     let back = shown(&mut app, 80, 24);

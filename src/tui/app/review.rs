@@ -147,7 +147,9 @@ impl App {
                 if review.showing_table {
                     return Ok(self.on_table_key(key));
                 }
-                if self.popup.is_some() {
+                // A popup or the visual grounding view takes its own keys (`x` there
+                // hides the context, it does not clear a mark).
+                if self.popup.is_some() || self.grounding.view.is_some() {
                     return Err(msg);
                 }
                 if key.code == KeyCode::Esc {
