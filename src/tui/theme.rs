@@ -55,6 +55,16 @@ pub struct Theme {
 }
 
 impl Theme {
+    /// The style a citation status is shown in.
+    pub fn status(&self, s: crate::host::transcript::CitationStatus) -> Style {
+        use crate::host::transcript::CitationStatus;
+        match s {
+            CitationStatus::Grounded => self.grounded,
+            CitationStatus::Ungrounded => self.ungrounded,
+            CitationStatus::Missing => self.missing,
+        }
+    }
+
     /// The theme `name` painting its own background (`auto` is dark here).
     pub fn by_name(name: ThemeName) -> Self {
         match name {

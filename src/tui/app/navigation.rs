@@ -160,13 +160,7 @@ impl App {
                     Some((t, _)) => Some(t),
                     None => self.turn_in_view(top, page),
                 };
-                return match turn {
-                    Some(t) => self.open_mark(t),
-                    None => {
-                        self.notice = Some("no answered question to mark".into());
-                        Vec::new()
-                    }
-                };
+                return self.open_mark(turn);
             }
             // Enter on a selected source: the cited chunk whole, every field.
             Action::Select if self.conversation.selected_citation.is_some() => {
@@ -488,13 +482,7 @@ impl App {
     fn nav_ledger(&mut self, action: Action) -> Vec<Effect> {
         if action == Action::MarkAnswer {
             let row = self.visible_ledger().get(self.ledger.selected).copied();
-            return match row {
-                Some(t) => self.open_mark(t),
-                None => {
-                    self.notice = Some("no answered question to mark".into());
-                    Vec::new()
-                }
-            };
+            return self.open_mark(row);
         }
         let rows = self.visible_ledger().len();
         let chunks = self.ledger_chunks().len();

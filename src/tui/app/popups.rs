@@ -421,8 +421,8 @@ impl App {
         effects
     }
 
-    /// Opens the mark popup for the answer of transcript turn `turn`.
-    pub(super) fn open_mark(&mut self, turn: usize) -> Vec<Effect> {
+    /// Opens the mark popup for the answer of transcript turn `turn` (none: said so).
+    pub(super) fn open_mark(&mut self, turn: Option<usize>) -> Vec<Effect> {
         if self.read_only {
             self.notice = Some(
                 "read-only: an experiment's answers are marked with s u i w (they go to its reviews.jsonl)"
@@ -435,7 +435,7 @@ impl App {
             self.notice = Some("a question is running: mark its answers when it ends".into());
             return Vec::new();
         }
-        let Some(t) = self.transcript.turns.get(turn) else {
+        let Some((turn, t)) = turn.and_then(|k| Some((k, self.transcript.turns.get(k)?))) else {
             self.notice = Some("no answered question to mark".into());
             return Vec::new();
         };

@@ -64,12 +64,11 @@ fn caught_lines(t: &Theme, caught: &str, out: &mut Vec<Line<'static>>) {
 }
 
 fn status_span(t: &Theme, row: &LedgerRow) -> Span<'static> {
-    let (label, style) = match row.status {
-        CitationStatus::Grounded => ("grounded", t.grounded),
-        CitationStatus::Ungrounded => ("ungrounded", t.ungrounded),
-        CitationStatus::Missing => ("citations missing", t.missing),
+    let label = match row.status {
+        CitationStatus::Missing => "citations missing",
+        other => other.as_str(),
     };
-    Span::styled(label, style)
+    Span::styled(label, t.status(row.status))
 }
 
 fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>) {

@@ -14,28 +14,10 @@ use crate::tui::wrap::{truncate, wrap_line};
 
 fn status_cell(app: &App, s: CitationStatus, marks: &str) -> Cell<'static> {
     let t = &app.theme;
-    let style = status_style(app, s);
     Cell::from(Line::from(vec![
-        Span::styled(status_word(s), style),
+        Span::styled(s.as_str(), t.status(s)),
         Span::styled(marks.to_string(), t.missing),
     ]))
-}
-
-fn status_word(s: CitationStatus) -> &'static str {
-    match s {
-        CitationStatus::Grounded => "grounded",
-        CitationStatus::Ungrounded => "ungrounded",
-        CitationStatus::Missing => "missing",
-    }
-}
-
-fn status_style(app: &App, s: CitationStatus) -> ratatui::style::Style {
-    let t = &app.theme;
-    match s {
-        CitationStatus::Grounded => t.grounded,
-        CitationStatus::Ungrounded => t.ungrounded,
-        CitationStatus::Missing => t.missing,
-    }
 }
 
 /// The selected question whole, then its figures spelled out: status, redirect,
@@ -58,10 +40,7 @@ fn detail_lines(app: &App, i: usize, width: u16) -> Vec<Line<'static>> {
             t.title,
         );
     }
-    let mut facts = vec![Span::styled(
-        status_word(r.status),
-        status_style(app, r.status),
-    )];
+    let mut facts = vec![Span::styled(r.status.as_str(), t.status(r.status))];
     let mut more = Vec::new();
     if r.redirected {
         more.push("↻ redirected".to_string());
