@@ -142,13 +142,9 @@ impl Sharpen {
             return Some(bytes);
         }
         let bytes = crate::ingest::pdf::render_page(pdf, page_no, dpi).ok()?;
-        if std::fs::create_dir_all(&self.cache).is_ok() {
-            // Written whole or not at all: a torn cache file would be read as the page.
-            let tmp = file.with_extension("png.tmp");
-            if std::fs::write(&tmp, &bytes).is_ok() && std::fs::rename(&tmp, &file).is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
-        }
+        // Written whole or not at all (a torn cache file would be read as the page); a
+        // cache that cannot be written only costs the next view a render.
+        let _ = crate::session::write_atomic(&file, &bytes);
         Some(bytes)
     }
 }
