@@ -743,12 +743,18 @@ pub struct CompactionBalance {
 impl CompactionBalance {
     /// Reads the balance off a request's aligned parts.
     pub fn of(s: &RequestSnapshot) -> Self {
+        Self::from_rows(&align(s), capsule_entries(s).len())
+    }
+
+    /// Reads the balance off parts already aligned ([`align`]), the request carrying
+    /// `capsule_entries` capsule entries.
+    pub fn from_rows(rows: &[MessageRow], capsule_entries: usize) -> Self {
         let est = |t: &Option<String>| t.as_deref().map_or(0, crate::engine::chat::estimate_tokens);
         let mut b = CompactionBalance {
-            capsule_entries: capsule_entries(s).len(),
+            capsule_entries,
             ..Default::default()
         };
-        for part in align(s).iter().flat_map(|m| m.parts.iter()) {
+        for part in rows.iter().flat_map(|m| m.parts.iter()) {
             match part.mark {
                 PartMark::Capsule => {
                     b.capsule += est(&part.sent);

@@ -107,6 +107,7 @@ fn header(
     n: usize,
     recorded: bool,
     s: &RequestSnapshot,
+    balance: &crate::host::inspect::CompactionBalance,
     width: u16,
 ) -> Vec<Line<'static>> {
     let t = &app.theme;
@@ -153,7 +154,6 @@ fn header(
                 )
             },
         ]));
-        let balance = crate::host::inspect::CompactionBalance::of(s);
         if !balance.is_empty() {
             let style = if saved < 0 { t.ungrounded } else { t.dim };
             for l in crate::tui::wrap::wrap_line(&Line::styled(balance.explain(), style), width) {
@@ -241,7 +241,11 @@ fn header(
     lines
 }
 
-fn side_by_side(app: &App, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>> {
+fn side_by_side(
+    app: &App,
+    rows: Vec<crate::host::inspect::MessageRow>,
+    width: u16,
+) -> Vec<Line<'static>> {
     let t = &app.theme;
     let selected = app.selected_capsule_entry().map(|e| e.chunk_id);
     let col = (width.saturating_sub(3) / 2).max(8);
@@ -253,7 +257,7 @@ fn side_by_side(app: &App, s: &RequestSnapshot, width: u16) -> Vec<Line<'static>
         Span::styled(" │ ", t.border),
         Span::styled("sent to the model", t.title),
     ])];
-    for row in align(s) {
+    for row in rows {
         let head = |tok: Option<usize>| match tok {
             Some(n) => format!("#{} {} · {n} tok", row.index, row.role),
             None => format!("#{} —", row.index),
@@ -393,12 +397,16 @@ pub fn lines(app: &App, width: u16) -> Vec<Line<'static>> {
     let Some((recorded, s)) = app.request_at(i) else {
         return Vec::new();
     };
-    let mut out = header(app, i, n, recorded, s, width);
+    // Aligned once: the header's compaction balance and the side-by-side view read it.
+    let rows = align(s);
+    let balance =
+        crate::host::inspect::CompactionBalance::from_rows(&rows, app.capsule_entries().len());
+    let mut out = header(app, i, n, recorded, s, &balance, width);
     out.push(Line::raw(""));
     if app.inspector.diff {
         out.extend(diff_lines(app, s, width));
     } else {
-        out.extend(side_by_side(app, s, width));
+        out.extend(side_by_side(app, rows, width));
     }
     out
 }
