@@ -1,4 +1,4 @@
-//! `groundwork ask --session S.json` wall time, the real binary against the scripted
+//! `groundwork ask --session S.sqlite` wall time, the real binary against the scripted
 //! OpenAI-compatible server (tests/support), on a session of one question and on one of
 //! 500 (`GROUNDWORK_BENCH_QUESTIONS`). Each question is search → cite → answer over a
 //! small knowledge base (tests/fixtures/ingest/sample.md, embedded over HTTP by the
@@ -6,17 +6,16 @@
 //! session is built by asking its questions one by one through the same binary and is
 //! kept under the target directory for later runs (a question short: the bench copies
 //! it and asks its last question there, unmeasured, as the `ask` before a user's next
-//! one leaves a session: with its journal and, when it is long, its resume file, which
-//! names those very files). Each measured `ask` starts from that saved session (the file
-//! and its journal written back over themselves with their modification times, synced to
-//! disk, and the resume file put back). The two sessions are asked alternately, so that the machine's
-//! drift falls on both alike; the bench prints the mean and median wall time of each,
-//! their ratios and the difference, and the floor any `ask` that reads the history from
-//! its JSON pays: reading the long session and checking it as JSON without building
-//! anything. Where the time goes, phase by phase: each `ask`
-//! logs it with `GROUNDWORK_LOG=warn,groundwork::timing=debug` (see `src/timing.rs`),
-//! into the log of the bench's temporary home: to keep it, run the bench with its binary
-//! replaced by a script that sets `XDG_DATA_HOME` and starts the real one.
+//! one leaves a session: with its resume row for that very commit). Each measured `ask`
+//! starts from that saved session (the file written back over itself, synced to disk).
+//! The two sessions are asked alternately, so that the machine's drift falls on both
+//! alike; the bench prints the mean and median wall time of each, their ratios and the
+//! difference, and the floor any `ask` that reads the whole history pays: reading every
+//! message row of the long session without building anything. Where the time goes,
+//! phase by phase: each `ask` logs it with
+//! `GROUNDWORK_LOG=warn,groundwork::timing=debug` (see `src/timing.rs`), into the log of
+//! the bench's temporary home: to keep it, run the bench with its binary replaced by a
+//! script that sets `XDG_DATA_HOME` and starts the real one.
 //!
 //! `cargo bench --bench ask`
 
@@ -113,16 +112,15 @@ impl Bench {
 /// the same session format: a kept session of an older one would be rewritten whole by
 /// every measured `ask`).
 fn session_of(b: &Bench, dir: &Path, n: usize) -> PathBuf {
-    let path = dir.join(format!("session-{n}.json"));
+    let path = dir.join(format!("session-{n}.sqlite"));
     let done = dir.join(format!(
-        "session-{n}.done-v{}",
+        "session-{n}.done-v{}-sqlite",
         groundwork::session::SESSION_FORMAT_VERSION
     ));
     if done.exists() && path.exists() {
         return path;
     }
     let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(groundwork::session::journal_path(&path));
     let start = Instant::now();
     for q in 0..n {
         b.ask(&path, q);
@@ -134,15 +132,13 @@ fn session_of(b: &Bench, dir: &Path, n: usize) -> PathBuf {
     path
 }
 
-/// Writes `bytes` over `path` (the same file when it exists), gives it the
-/// modification time `time` and waits until it is on disk, outside the measured time: a
-/// user's session is on disk before the next `ask`, since the `ask` that wrote it synced
-/// it. Left unsynced, the measured `ask`'s own sync of the journal it appends to wrote
-/// the whole copy first (7.5 MB for the long session, several ms).
-fn write_synced(path: &Path, bytes: &[u8], time: std::time::SystemTime) {
+/// Writes `bytes` over `path` and waits until it is on disk, outside the measured time:
+/// a user's session is on disk before the next `ask`, since the `ask` that wrote it
+/// synced it. Left unsynced, the measured `ask`'s own commit would write the whole copy
+/// first.
+fn write_synced(path: &Path, bytes: &[u8]) {
     std::fs::write(path, bytes).unwrap();
     let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    f.set_modified(time).unwrap();
     f.sync_all().unwrap();
 }
 
@@ -192,7 +188,7 @@ fn ask(c: &mut Criterion) {
     // both alike: measured one after the other, the ratio moved more with the machine
     // than with the code.
     let pair = [(1usize, &short), (n, &long)].map(|(q, from)| {
-        let scratch = home.path().join(format!("s-{q}.json"));
+        let scratch = home.path().join(format!("s-{q}.sqlite"));
         Pair::primed(&b, q, from, scratch)
     });
     let pair = std::cell::RefCell::new(pair);
@@ -212,7 +208,6 @@ fn ask(c: &mut Criterion) {
                         let t = Instant::now();
                         b.ask(&p.scratch, p.q);
                         p.walls.push(t.elapsed());
-                        p.keep_primed(&b);
                     }
                 },
                 BatchSize::PerIteration,
@@ -234,107 +229,43 @@ fn ask(c: &mut Criterion) {
         many.median / one.median,
         many.median - one.median,
     );
-    let (read, skim) = json_floor(&long);
+    let (read, skim) = history_floor(&long);
     println!(
-        "the floor of reading the {n}-question session as JSON (file and journal, nothing \
-         built; best of 30): read {read:?}, checked {skim:?}"
+        "the floor of reading the {n}-question session's whole history (every message \
+         row, nothing built; best of 30): read {read:?}, checked as JSON {skim:?}"
     );
 }
 
 /// One session the bench asks, as saved, and the wall times of the asks on it.
 struct Pair {
     q: usize,
-    /// The kept session it is made from (a question fewer).
-    from: PathBuf,
-    /// The file, its journal and its resume file as the question before left them,
-    /// with the file's and the journal's modification times.
-    pristine: (Vec<u8>, std::time::SystemTime),
-    journal: Option<(Vec<u8>, std::time::SystemTime)>,
-    resume: Option<Vec<u8>>,
-    /// The file's and the journal's (device, inode).
-    inodes: (Option<DevIno>, Option<DevIno>),
+    /// The file as the question before left it.
+    pristine: Vec<u8>,
     scratch: PathBuf,
     walls: Vec<Duration>,
-}
-
-/// A file's (device, inode).
-type DevIno = (u64, u64);
-
-/// A file's (device, inode), if it exists.
-fn inode(path: &Path) -> Option<DevIno> {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 impl Pair {
     /// The scratch session made from the kept one `from` and asked its last question
     /// there (unmeasured), as a user's session is left by the `ask` before: with its
-    /// journal and, for a long one, its resume file, which names these very files
-    /// (their inodes and modification times, kept by [`Pair::restore`]).
+    /// resume row for that commit.
     fn primed(b: &Bench, q: usize, from: &Path, scratch: PathBuf) -> Pair {
-        let journal = |p: &Path| groundwork::session::journal_path(p);
-        let resume = |p: &Path| groundwork::session::resume::resume_path(p);
-        for p in [scratch.clone(), journal(&scratch), resume(&scratch)] {
-            let _ = std::fs::remove_file(p);
-        }
+        let _ = std::fs::remove_file(&scratch);
         if from.exists() {
             std::fs::copy(from, &scratch).unwrap();
         }
-        if journal(from).exists() {
-            std::fs::copy(journal(from), journal(&scratch)).unwrap();
-        }
         b.ask(&scratch, q.saturating_sub(1));
-        let with_time = |p: &Path| {
-            let bytes = std::fs::read(p).ok()?;
-            let time = std::fs::metadata(p).ok()?.modified().ok()?;
-            Some((bytes, time))
-        };
         Pair {
             q,
-            from: from.to_path_buf(),
-            pristine: with_time(&scratch).expect("the primed session"),
-            journal: with_time(&journal(&scratch)),
-            resume: std::fs::read(resume(&scratch)).ok(),
-            inodes: (inode(&scratch), inode(&journal(&scratch))),
+            pristine: std::fs::read(&scratch).expect("the primed session"),
             scratch,
             walls: Vec::new(),
         }
     }
 
-    /// The scratch session (its journal and its resume file) put back as the saved one,
-    /// each written over the same file so the resume file still names it.
+    /// The scratch session put back as the saved one.
     fn restore(&self) {
-        let (bytes, time) = &self.pristine;
-        write_synced(&self.scratch, bytes, *time);
-        let scratch_journal = groundwork::session::journal_path(&self.scratch);
-        match &self.journal {
-            Some((bytes, time)) => write_synced(&scratch_journal, bytes, *time),
-            None => {
-                let _ = std::fs::remove_file(&scratch_journal);
-            }
-        }
-        let resume = groundwork::session::resume::resume_path(&self.scratch);
-        match &self.resume {
-            Some(bytes) => std::fs::write(resume, bytes).unwrap(),
-            None => {
-                let _ = std::fs::remove_file(resume);
-            }
-        }
-    }
-
-    /// After an `ask` that wrote a new file (it folded the journal) or removed the
-    /// journal, the files the resume file names are gone: primes the session anew.
-    fn keep_primed(&mut self, b: &Bench) {
-        if self.resume.is_none() {
-            return;
-        }
-        let journal = groundwork::session::journal_path(&self.scratch);
-        let gone = inode(&self.scratch) != self.inodes.0 || inode(&journal) != self.inodes.1;
-        if gone {
-            let walls = std::mem::take(&mut self.walls);
-            *self = Pair::primed(b, self.q, &self.from.clone(), self.scratch.clone());
-            self.walls = walls;
-        }
+        write_synced(&self.scratch, &self.pristine);
     }
 }
 
@@ -358,20 +289,29 @@ impl Stats {
     }
 }
 
-/// The least any `ask` that reads the history from its JSON pays: reading the session
-/// file and its journal, and checking them as JSON without building anything.
-fn json_floor(session: &Path) -> (Duration, Duration) {
-    let journal = groundwork::session::journal_path(session);
+/// The least any `ask` that reads the whole history pays: reading every message row
+/// of the session, and checking them as JSON without building anything.
+fn history_floor(session: &Path) -> (Duration, Duration) {
     let (mut read, mut skim) = (Duration::MAX, Duration::MAX);
     for _ in 0..30 {
         let t = Instant::now();
-        let file = std::fs::read_to_string(session).unwrap();
-        let lines = std::fs::read_to_string(&journal).unwrap_or_default();
+        let conn = rusqlite::Connection::open_with_flags(
+            session,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        let mut stmt = conn
+            .prepare("SELECT body FROM messages ORDER BY seq")
+            .unwrap();
+        let rows: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
         read = read.min(t.elapsed());
         let t = Instant::now();
-        let _: serde::de::IgnoredAny = serde_json::from_str(&file).unwrap();
-        for line in lines.lines().filter(|l| !l.trim().is_empty()) {
-            let _: serde::de::IgnoredAny = serde_json::from_str(line).unwrap();
+        for row in &rows {
+            let _: serde::de::IgnoredAny = serde_json::from_str(row).unwrap();
         }
         skim = skim.min(t.elapsed());
     }

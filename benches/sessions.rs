@@ -4,10 +4,10 @@
 //! evidence riding on the question with a fresh part every request). Figures:
 //!
 //! - the session file's size against its `messages` + `state` alone (printed);
-//! - committing and saving question 500 into a session loaded from its file, as `ask`
-//!   does: the save appends the question to the journal beside the file (fsync
-//!   included); the save alone; and the same save when it folds the journal (the whole
-//!   atomic rewrite);
+//! - committing and saving question 500 into a session loaded from its SQLite file, as
+//!   `ask` does over a session read whole: the save is one transaction adding what the
+//!   question added (synced); the save alone; and writing the whole session into a new
+//!   file (what continuing a JSON session does once);
 //! - opening it: load, then the workbench's model (`App::new`: transcript, ledger,
 //!   request index), up to the first frame's data;
 //! - `inspect --request N`: load, rebuild request N, render it;
@@ -282,7 +282,7 @@ fn host() -> HostInfo {
 
 fn sessions(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("long.json");
+    let path = dir.path().join("long.sqlite");
     let questions = questions();
     let (before, settled_msgs) = build(questions - 1);
     let mut full = before.clone();
@@ -302,26 +302,24 @@ fn sessions(c: &mut Criterion) {
 
     let mut g = c.benchmark_group(format!("long session ({questions} questions)"));
     g.sample_size(10);
-    let saved = dir.path().join("save.json");
+    let saved = dir.path().join("save.sqlite");
     before.save(&saved).unwrap();
     let pristine = std::fs::read(&saved).unwrap();
     let reload = || {
         std::fs::write(&saved, &pristine).unwrap();
-        let _ = std::fs::remove_file(groundwork::session::journal_path(&saved));
         Session::load(&saved).unwrap()
     };
-    g.bench_function("commit and save the last question (journal append)", |b| {
+    g.bench_function("commit and save the last question (one transaction)", |b| {
         b.iter_batched(
             || (reload(), m.clone(), st.clone(), snaps.clone()),
             |(mut s, m, st, snaps)| {
                 commit(&mut s, m, st, snaps);
                 s.save(&saved).unwrap();
-                assert!(groundwork::session::journal_path(&saved).exists());
             },
             BatchSize::LargeInput,
         )
     });
-    g.bench_function("save the last question, committed (journal append)", |b| {
+    g.bench_function("save the last question, committed (one transaction)", |b| {
         b.iter_batched(
             || {
                 let mut s = reload();
@@ -332,19 +330,20 @@ fn sessions(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
-    g.bench_function(
-        "commit and save the last question (folding: whole rewrite)",
-        |b| {
-            b.iter_batched(
-                || (reload(), m.clone(), st.clone(), snaps.clone()),
-                |(mut s, m, st, snaps)| {
-                    commit(&mut s, m, st, snaps);
-                    s.fold(&saved).unwrap();
-                },
-                BatchSize::LargeInput,
-            )
-        },
-    );
+    let fresh = dir.path().join("fresh.sqlite");
+    g.bench_function("write the whole session into a new file", |b| {
+        b.iter_batched(
+            || {
+                let _ = std::fs::remove_file(&fresh);
+                let s = Session::load(&path).unwrap();
+                // A session read from JSON: nothing of it is in the new file yet.
+                Session::from_json(&String::from_utf8(s.to_json().unwrap()).unwrap(), &fresh)
+                    .unwrap()
+            },
+            |s| s.save(&fresh).unwrap(),
+            BatchSize::LargeInput,
+        )
+    });
     g.bench_function("open: load and the workbench's model", |b| {
         b.iter(|| {
             let s = Session::load(&path).unwrap();

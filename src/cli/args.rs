@@ -35,6 +35,7 @@ impl Cli {
                     | Command::Delete(_)
                     | Command::List(_)
                     | Command::Inspect(_)
+                    | Command::Export(_)
                     | Command::Replay(_)
             )
         )
@@ -112,6 +113,9 @@ pub enum Command {
     List(ListArgs),
     /// Show the model requests of a saved session, the stored history beside what was sent.
     Inspect(InspectArgs),
+    /// Write a saved session as JSON (`messages` + `state`, with Groundwork's section:
+    /// what pydantic-ai and haiku.rag read) or as Markdown; the session is only read.
+    Export(ExportArgs),
     /// Ask one question and print the answer (the session is saved after a successful run).
     Ask(AskArgs),
     /// Run a question set through arms (ask's flags) headless and report them side by side.
@@ -283,6 +287,19 @@ pub struct InspectArgs {
     /// Print the requests (raw and compacted messages, tools, instructions, tokens) as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A session file (Groundwork's, or one recorded by a haiku.rag host).
+    pub session: PathBuf,
+    /// `json` (the session: pydantic-ai's messages, the state, Groundwork's section) or
+    /// `md` (the conversation with its sources, as the workbench exports it).
+    #[arg(long, default_value = "json", value_parser = ["json", "md"])]
+    pub format: String,
+    /// Write to this file (atomically) instead of standard output.
+    #[arg(long, short)]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

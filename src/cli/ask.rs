@@ -228,6 +228,12 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
                 .as_ref()
                 .map(|n| format!("; the answer was {n}"))
                 .unwrap_or_default();
+            if let Held::Whole(c) = &held
+                && let Some(note) = c.continued_note()
+                && saved.is_ok()
+            {
+                crate::errors::say!("{note}");
+            }
             if matches!(&saved, Ok(s) if s.note.is_none()) {
                 crate::errors::say!(
                     "({}{cut}; session saved to {})",

@@ -6,10 +6,47 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 
-use super::args::InspectArgs;
+use super::args::{ExportArgs, InspectArgs};
+
+/// `groundwork export`: the session as JSON (the file format pydantic-ai and haiku.rag
+/// read) or Markdown, to standard output or a file; the session itself is only read.
+pub(super) fn export(a: ExportArgs) -> Result<ExitCode> {
+    let session = crate::session::load_named(&a.session)?;
+    let text = match a.format.as_str() {
+        "md" => {
+            let title = a
+                .session
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "session".into());
+            crate::host::conversation::Conversation::new(session, a.session.clone())
+                .export(crate::host::conversation::ExportFormat::Markdown, &title)
+                .into_bytes()
+        }
+        _ => session.to_json()?,
+    };
+    match &a.out {
+        Some(out) => {
+            if out.exists() && crate::session::same_file(out, &a.session) {
+                bail!(
+                    "{} is the session itself: export to another file",
+                    out.display()
+                );
+            }
+            crate::session::write_atomic(out, &text)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+        }
+        None => {
+            let mut stdout = crate::errors::stdout();
+            stdout.write_all(&text)?;
+            stdout.flush()?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
 
 pub(super) fn inspect(a: InspectArgs) -> Result<ExitCode> {
-    let session = crate::session::Session::load(&a.session)?;
+    let session = crate::session::load_named(&a.session)?;
     let shown = show(&a, &session);
     // The process ends here: freeing a long session's every string and JSON value one by
     // one would cost more than reading it did.

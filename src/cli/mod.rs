@@ -23,8 +23,8 @@ use anyhow::{Result, bail};
 use crate::paths::Env;
 
 pub use args::{
-    ArmFlags, AskArgs, AskFlags, Cli, Command, DeleteArgs, EvalArgs, GlobalArgs, InfoArgs,
-    IngestArgs, InspectArgs, ListArgs, OpenArgs, ReplayArgs, SearchArgs, WorkbenchArgs,
+    ArmFlags, AskArgs, AskFlags, Cli, Command, DeleteArgs, EvalArgs, ExportArgs, GlobalArgs,
+    InfoArgs, IngestArgs, InspectArgs, ListArgs, OpenArgs, ReplayArgs, SearchArgs, WorkbenchArgs,
 };
 pub use context::{CmdContext, choose_model, prepare_embedder};
 pub use ingest::ensure_demo_db;
@@ -107,6 +107,7 @@ pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
         Some(Command::Delete(a)) => db::delete(&ctx, a).await,
         Some(Command::List(a)) => db::list(&ctx, a).await,
         Some(Command::Inspect(a)) => inspect::inspect(a),
+        Some(Command::Export(a)) => inspect::export(a),
         Some(Command::Ask(a)) => ask::ask(&ctx, &cli.global, a).await,
         Some(Command::Eval(a)) => eval::eval(&ctx, &cli.global, a).await,
         Some(Command::Replay(a)) => replay::replay(&ctx, &cli.global, a).await,
@@ -147,6 +148,7 @@ fn command_name(c: &Command) -> &'static str {
         Command::Delete(_) => "delete",
         Command::List(_) => "list",
         Command::Inspect(_) => "inspect",
+        Command::Export(_) => "export",
         Command::Ask(_) => "ask",
         Command::Eval(_) => "eval",
         Command::Replay(_) => "replay",

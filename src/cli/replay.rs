@@ -24,7 +24,7 @@ pub(super) async fn replay(
 ) -> Result<ExitCode> {
     let settings = parse_flags("replay", &a.arm).map_err(anyhow::Error::msg)?;
     let options = settings.options().map_err(|e| anyhow!("replay: {e}"))?;
-    let session = crate::session::Session::load(&a.session)?;
+    let session = crate::session::load_named(&a.session)?;
     // Refused before any model is asked when the question cannot be replayed.
     let prepared = replay::prepare(&session, a.question)
         .map_err(|e| anyhow!("{}: {e}", a.session.display()))?;

@@ -50,9 +50,13 @@ pub(super) async fn workbench(
     } else {
         Some(std::path::PathBuf::from(&open.session))
     };
-    let mut preloaded = match &explicit {
-        Some(p) if p.exists() => Some(Session::load(p)?),
-        Some(p) if !open.session.is_empty() => {
+    // A JSON session is read as it is and continued in the SQLite file beside it.
+    let continued = explicit.as_deref().map(crate::session::continue_at);
+    let mut preloaded = match (&explicit, &continued) {
+        (Some(_), Some(at)) if at.read.is_some() => Some(Session::load(
+            at.read.as_deref().unwrap_or(at.write.as_path()),
+        )?),
+        (Some(p), _) if !open.session.is_empty() => {
             bail!("session file {} does not exist", p.display())
         }
         _ => None,
@@ -130,7 +134,7 @@ pub(super) async fn workbench(
             None => (Session::new(model_name(&choice)), Some(new_path())),
         }
     } else {
-        match (explicit, preloaded.take()) {
+        match (continued.clone().map(|at| at.write), preloaded.take()) {
             (Some(p), Some(s)) => (s, Some(p)),
             (Some(p), None) => (Session::new(model_name(&choice)), Some(p)),
             (None, _) => (Session::new(model_name(&choice)), Some(new_path())),
@@ -155,9 +159,12 @@ pub(super) async fn workbench(
         max_searches: ctx.config.app.qa.max_searches,
         max_executions: ctx.config.app.analysis.max_executions,
     };
-    let app = tui::app::App::new(session, path, host)
+    let mut app = tui::app::App::new(session, path, host)
         .with_keymap(keymap)
         .with_theme(theme);
+    if let Some(note) = continued.and_then(|at| at.note) {
+        app.notice = Some(note);
+    }
     let mut services = tui::Services::new(
         store,
         model,

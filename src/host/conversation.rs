@@ -19,7 +19,8 @@ use crate::engine::agent::{Agent, RunError, RunInput, RunResult};
 use crate::engine::cancel::CancelToken;
 use crate::engine::events::{CoreEvent, EventSink, RequestSnapshot};
 use crate::engine::messages::{ModelMessage, UserContentValue};
-use crate::session::{RunTiming, Saved, Session, SessionError, SessionLock};
+use crate::session::store::Lease;
+use crate::session::{Continued, RunTiming, Saved, Session, SessionError};
 
 use super::ask::{AskError, AskOutcome};
 use super::transcript::{self, Transcript};
@@ -114,8 +115,8 @@ pub fn commit_finished(
     });
 }
 
-/// Saves `session` to `path` for a writer that holds no lock between saves (the
-/// workbench): the lock is taken while saving, and when another writer holds it or
+/// Saves `session` to `path` for a writer that holds no lease between saves (the
+/// workbench): the lease is taken while saving, and when another writer holds it or
 /// changed the file, the session is kept beside it ([`Saved::note`] says where).
 pub fn save_shared(session: &Session, path: &Path) -> Result<Saved, SessionError> {
     session.save_or_keep(path, true)
@@ -152,43 +153,52 @@ pub enum ExportFormat {
 pub struct Conversation {
     session: Session,
     path: PathBuf,
-    /// Held from opening to the last save when this is the session's only writer.
-    lock: Option<SessionLock>,
+    /// Whether this is the session's one writer from opening to the last save (then
+    /// its lease, when the file existed, is held here).
+    writer: bool,
+    lease: Option<Lease>,
+    /// Why the session is saved somewhere else than the file opened.
+    note: Option<String>,
 }
 
 impl Conversation {
-    /// `session`, saved to `path` by a writer that takes the lock only while saving.
+    /// `session`, saved to `path` by a writer that takes the lease only while saving.
     pub fn new(session: Session, path: PathBuf) -> Self {
         Conversation {
             session,
             path,
-            lock: None,
+            writer: false,
+            lease: None,
+            note: None,
         }
     }
 
-    /// Opens `path` as its one writer, from loading to the last save (a second writer
-    /// is refused with [`SessionError::Busy`]): the saved session, or a new one for
-    /// `model` when there is no file yet.
+    /// Opens the session at `path` as its one writer, from loading to the last save (a
+    /// second writer is refused with [`SessionError::Busy`]): the saved session, or a
+    /// new one for `model` when there is no file yet. A JSON session is read and its
+    /// questions saved beside it ([`crate::session::continue_at`]).
     pub fn open_locked(path: PathBuf, model: impl Into<String>) -> Result<Self, SessionError> {
-        let lock = SessionLock::acquire(&path)?;
-        Self::open_with_lock(path, model, lock)
+        let at = crate::session::continue_at(&path);
+        let lease = Lease::acquire(&at.write)?;
+        Self::open_at(at, model, lease)
     }
 
-    /// [`Conversation::open_locked`] with the session's lock already taken.
-    pub fn open_with_lock(
-        path: PathBuf,
+    /// [`Conversation::open_locked`] with the session's lease already taken.
+    pub fn open_at(
+        at: Continued,
         model: impl Into<String>,
-        lock: SessionLock,
+        lease: Option<Lease>,
     ) -> Result<Self, SessionError> {
-        let session = if path.exists() {
-            Session::load(&path)?
-        } else {
-            Session::new(model)
+        let session = match &at.read {
+            Some(p) => Session::load(p)?,
+            None => Session::new(model),
         };
         Ok(Conversation {
             session,
-            path,
-            lock: Some(lock),
+            path: at.write,
+            writer: true,
+            lease,
+            note: at.note,
         })
     }
 
@@ -209,8 +219,8 @@ impl Conversation {
     /// session is left to the exit rather than freed one string and JSON value at a time
     /// (for a long session that costs more than reading it did).
     pub fn close_for_exit(self) {
-        let Conversation { session, lock, .. } = self;
-        drop(lock);
+        let Conversation { session, lease, .. } = self;
+        drop(lease);
         std::mem::forget(session);
     }
 
@@ -260,8 +270,14 @@ impl Conversation {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        // The holder of the lock does not take it again.
-        Ok(self.session.save_or_keep(&self.path, self.lock.is_none())?)
+        // The one writer holds the lease already; a file it created is its own.
+        Ok(self.session.save_or_keep(&self.path, !self.writer)?)
+    }
+
+    /// Why the session is saved somewhere else than the file opened (a JSON session
+    /// continues in the SQLite file beside it), one line.
+    pub fn continued_note(&self) -> Option<&str> {
+        self.note.as_deref()
     }
 
     /// Restricts later questions to the documents `labels` names (none: all).
@@ -376,13 +392,9 @@ mod tests {
     #[tokio::test]
     async fn ask_commits_and_saves_as_the_one_writer() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sub").join("s.json");
+        let path = dir.path().join("sub").join("s.sqlite");
         let model = Arc::new(Echo::default());
         let mut c = Conversation::open_locked(path.clone(), "echo").unwrap();
-        assert!(matches!(
-            Conversation::open_locked(path.clone(), "echo"),
-            Err(SessionError::Busy { .. })
-        ));
         let out = c
             .ask(&agent(&model), "q?", None, CancelToken::new())
             .await
@@ -396,7 +408,14 @@ mod tests {
         assert_eq!((saved.path.as_path(), saved.note), (path.as_path(), None));
         let session = c.into_session();
         assert_eq!(Session::load(&path).unwrap(), session);
-        // The lock went with the conversation.
+        // Once the file is there, its one writer holds its lease.
+        let held = Conversation::open_locked(path.clone(), "echo").unwrap();
+        assert!(matches!(
+            Conversation::open_locked(path.clone(), "echo"),
+            Err(SessionError::Busy { .. })
+        ));
+        drop(held);
+        // The lease went with the conversation.
         let again = Conversation::open_locked(path.clone(), "echo").unwrap();
         assert_eq!(again.session(), &session);
     }

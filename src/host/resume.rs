@@ -1,11 +1,10 @@
-//! A question of a long session asked over its resume file
-//! ([`crate::session::resume`]): the run is given the messages from the last question's
-//! compaction carrier on ([`crate::engine::agent::Earlier`] stands for the ones before),
-//! its save appends one journal record built from that window, and the resume file is
-//! written anew with the window moved forward. Whatever the window form cannot do (the
-//! journal is due to be folded into a new file, an estimate it cannot record, the files
-//! changed meanwhile) reads the session whole and commits the run there
-//! ([`rebase`]), as a question over the whole session would have been.
+//! A question of a session asked over its resume row ([`crate::session::resume`]): the
+//! run is given the messages from the last question's compaction carrier on
+//! ([`crate::engine::agent::Earlier`] stands for the ones before), its save commits
+//! what it added (built from that window), and the resume row is written anew with the
+//! window moved forward. Whatever the window form cannot do (an estimate it cannot
+//! record, another writer committed meanwhile) reads the session whole and commits the
+//! run there ([`rebase`]), as a question over the whole session would have been.
 
 use std::path::{Path, PathBuf};
 
@@ -19,8 +18,9 @@ use crate::engine::agent::{Agent, Earlier, RunInput, RunResult};
 use crate::engine::cancel::CancelToken;
 use crate::engine::chat::estimate_message_tokens;
 use crate::engine::messages::{ModelMessage, ModelRequestPart};
-use crate::session::resume::{EarlierMessages, Pending, Resume, resume_path};
-use crate::session::{Policy, Saved, Session, SessionError, SessionLock};
+use crate::session::resume::{EarlierMessages, Pending, Resume};
+use crate::session::store::Lease;
+use crate::session::{Saved, Session, SessionError};
 
 use super::ask::{AskError, AskOutcome};
 
@@ -61,10 +61,10 @@ fn next_window_start(messages: &[ModelMessage], question: usize, owned: &[String
     find_carrier(messages, question, owned).map_or(0, |(at, _)| at)
 }
 
-/// Writes the resume file of `session`, just saved to `path` after a question that
+/// Writes the resume row of `session`, just saved to `path` after a question that
 /// began at message `question` and was compacted for `owned` (nothing when it was not
-/// compacted, the agent cannot take a window, or the session is too short to be
-/// journaled; an old resume file is then removed).
+/// compacted, the agent cannot take a window, or the session is not a database; an old
+/// row then names an older commit and is not used).
 pub fn write_after_whole_save(
     agent: &Agent,
     session: &Session,
@@ -72,9 +72,9 @@ pub fn write_after_whole_save(
     question: usize,
     owned: Option<&[String]>,
 ) {
-    let journaled = session.journals_at(path);
+    let database = !crate::session::is_json_path(path);
     let resume = owned
-        .filter(|_| journaled && agent.takes_earlier())
+        .filter(|_| database && agent.takes_earlier())
         .and_then(|owned| {
             let w = next_window_start(&session.messages, question, owned);
             let (mut earlier, wire) = extend_earlier(
@@ -87,15 +87,10 @@ pub fn write_after_whole_save(
             earlier.loaded = agent.loaded_from_history(&session.messages);
             Resume::of_session(session, path, earlier, wire)
         });
-    match resume {
-        Some(r) => {
-            if let Err(e) = r.write() {
-                tracing::warn!("cannot write {}: {e}", resume_path(path).display());
-            }
-        }
-        None => {
-            let _ = std::fs::remove_file(resume_path(path));
-        }
+    if let Some(mut r) = resume
+        && let Err(e) = r.write()
+    {
+        tracing::warn!("cannot write the resume row of {}: {e}", path.display());
     }
 }
 
@@ -132,11 +127,11 @@ pub fn rebase(mut result: RunResult, committed: &[ModelMessage], owned: &[String
     result
 }
 
-/// A long session opened through its resume file, as its one writer.
+/// A session opened through its resume row, as its one writer.
 pub struct Resumed {
     resume: Resume,
     owned: Vec<String>,
-    _lock: SessionLock,
+    lease: Option<Lease>,
     /// The question asked and committed, waiting for the save.
     asked: Option<Asked>,
 }
@@ -148,18 +143,22 @@ struct Asked {
 }
 
 impl Resumed {
-    /// The session at `path` through its resume file, when the file continues the
-    /// session on disk and was written for questions compacted for `owned`; `lock` is the
+    /// The session at `path` through its resume row, when the row continues the file's
+    /// last commit and was written for questions compacted for `owned`; `lease` is the
     /// session's, held until this is dropped.
-    pub fn open(path: &Path, owned: &[String], lock: SessionLock) -> Result<Self, SessionLock> {
+    pub fn open(
+        path: &Path,
+        owned: &[String],
+        lease: Option<Lease>,
+    ) -> Result<Self, Option<Lease>> {
         match Resume::read(path).filter(|r| r.earlier.compacted_for == owned) {
             Some(resume) => Ok(Resumed {
                 resume,
                 owned: owned.to_vec(),
-                _lock: lock,
+                lease,
                 asked: None,
             }),
-            None => Err(lock),
+            None => Err(lease),
         }
     }
 
@@ -197,7 +196,7 @@ impl Resumed {
         tracing::debug!(
             earlier = r.earlier.len,
             window = r.window.len(),
-            "question asked over the resume file"
+            "question asked over the resume row"
         );
         crate::timing::mark("run: started");
         let result = agent
@@ -228,7 +227,7 @@ impl Resumed {
         }
     }
 
-    /// Saves the question asked: one journal record, then the resume file moved on; or,
+    /// Saves the question asked: one commit, then the resume row moved on; or,
     /// when the window form cannot, the session read whole with the question committed
     /// and saved as [`super::conversation::Conversation::save`] saves it.
     pub fn save(&mut self, agent: &Agent) -> anyhow::Result<Saved> {
@@ -241,8 +240,8 @@ impl Resumed {
         let question = self.resume.messages_len();
         let mut changed = false;
         let appended = match asked.pending {
-            Ok(pending) => match self.resume.append(pending, Policy::default()) {
-                Ok(done) => done,
+            Ok(pending) => match self.resume.append(pending) {
+                Ok(()) => true,
                 Err(SessionError::Changed { .. }) => {
                     changed = true;
                     false
@@ -254,7 +253,7 @@ impl Resumed {
                 false
             }
         };
-        crate::timing::mark("save: appended");
+        crate::timing::mark("save: committed");
         if appended {
             self.move_window(agent, question);
             return Ok(Saved {
@@ -279,13 +278,16 @@ impl Resumed {
             Some((earlier, wire)) => self
                 .resume
                 .advance(earlier, wire)
-                .map_err(std::io::Error::other)
-                .and_then(|()| self.resume.write()),
-            None => Err(std::io::Error::other("the model cannot write wire text")),
+                .map_err(|e| e.to_string())
+                .and_then(|()| self.resume.write().map_err(|e| e.to_string())),
+            None => Err("the model cannot write wire text".to_string()),
         };
         if let Err(e) = written {
-            tracing::warn!("cannot write {}: {e}", resume_path(self.path()).display());
-            let _ = std::fs::remove_file(resume_path(self.path()));
+            tracing::warn!(
+                "cannot write the resume row of {}: {e}",
+                self.path().display()
+            );
+            crate::session::store::drop_resume(self.path());
         }
         crate::timing::mark("save: resume written");
     }
@@ -303,7 +305,6 @@ impl Resumed {
         changed: bool,
     ) -> anyhow::Result<Saved> {
         let path = self.path().to_path_buf();
-        let _ = std::fs::remove_file(resume_path(&path));
         let mut session = Session::load(&path)?;
         let w = self.resume.earlier.len;
         let holds = session.messages.len() >= question
@@ -352,33 +353,36 @@ pub enum Opened {
     Whole(Box<super::conversation::Conversation>),
 }
 
-/// Opens `path` for a question of `model` as its one writer: through its resume file
+/// Opens the session at `path` for a question of `model` as its one writer (where it is
+/// read from and saved to: [`crate::session::continue_at`]): through its resume row
 /// when `owned` (the evidence tools the question's compaction rewrites for) is given and
-/// the file continues the session on disk, else read whole (or new).
+/// the row continues the file's last commit, else read whole (or new).
 pub fn open_for_question(
     path: PathBuf,
     model: &str,
     owned: Option<&[String]>,
 ) -> Result<Opened, SessionError> {
-    let mut lock = SessionLock::acquire(&path)?;
-    if let Some(owned) = owned {
-        match Resumed::open(&path, owned, lock) {
+    let at = crate::session::continue_at(&path);
+    let mut lease = Lease::acquire(&at.write)?;
+    if let Some(owned) = owned
+        && at.read.as_ref() == Some(&at.write)
+    {
+        match Resumed::open(&at.write, owned, lease) {
             Ok(r) => return Ok(Opened::Resumed(Box::new(r))),
-            Err(l) => lock = l,
+            Err(l) => lease = l,
         }
     }
-    super::conversation::Conversation::open_with_lock(path, model, lock)
-        .map(|c| Opened::Whole(Box::new(c)))
+    super::conversation::Conversation::open_at(at, model, lease).map(|c| Opened::Whole(Box::new(c)))
 }
 
 impl Resumed {
     /// The session read whole, for a question that cannot run over the window (the
-    /// lock kept).
+    /// lease kept).
     pub fn into_whole(
         self,
         model: &str,
     ) -> Result<super::conversation::Conversation, SessionError> {
-        let path = self.resume.path().to_path_buf();
-        super::conversation::Conversation::open_with_lock(path, model, self._lock)
+        let at = crate::session::continue_at(self.resume.path());
+        super::conversation::Conversation::open_at(at, model, self.lease)
     }
 }

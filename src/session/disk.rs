@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 /// removed once they are this old.
 const UNNAMED_TEMP_AGE: Duration = Duration::from_secs(3600);
 
-fn dir_of(path: &Path) -> &Path {
+pub(crate) fn dir_of(path: &Path) -> &Path {
     path.parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
@@ -26,7 +26,7 @@ fn file_name(path: &Path) -> String {
 }
 
 /// `.NAME.PID.RANDOM.tmp` beside `path`.
-fn temp_path(path: &Path) -> PathBuf {
+pub(crate) fn temp_path(path: &Path) -> PathBuf {
     let random = uuid::Uuid::new_v4().simple().to_string();
     dir_of(path).join(format!(
         ".{}.{}.{}.tmp",
@@ -78,10 +78,10 @@ pub fn remove_stale_temps(path: &Path) -> usize {
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(middle) = name
-            .strip_prefix(&prefix)
-            .and_then(|rest| rest.strip_suffix(".tmp"))
-        else {
+        let Some(middle) = name.strip_prefix(&prefix).and_then(|rest| {
+            rest.strip_suffix(".tmp")
+                .or_else(|| rest.strip_suffix(".tmp-journal"))
+        }) else {
             continue;
         };
         let stale = match middle.split_once('.') {
@@ -145,35 +145,13 @@ pub(crate) fn write_atomic_stamped(path: &Path, bytes: &[u8]) -> std::io::Result
     written
 }
 
-/// Replaces `path` with `bytes` through a temporary file renamed over it, without
-/// syncing: for a file that only saves work and is checked before use (a resume file),
-/// which a crash may leave old, empty or missing but never half written under its name.
-pub(crate) fn replace_unsynced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    remove_stale_temps(path);
-    let tmp = temp_path(path);
-    crate::exit::register(&tmp);
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        std::fs::rename(&tmp, path)
-    };
-    let written = write().inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    });
-    crate::exit::forget(&tmp);
-    written
-}
-
 /// A new session file name in `dir` that no other session has: local time to the
-/// second, then a random suffix (`20261201-081918-3f9a1c07.json`).
+/// second, then a random suffix (`20261201-081918-3f9a1c07.sqlite`).
 pub fn new_session_path(dir: &Path) -> PathBuf {
     loop {
         let random = uuid::Uuid::new_v4().simple().to_string();
         let p = dir.join(format!(
-            "{}-{}.json",
+            "{}-{}.sqlite",
             chrono::Local::now().format("%Y%m%d-%H%M%S"),
             &random[..8]
         ));
@@ -184,16 +162,20 @@ pub fn new_session_path(dir: &Path) -> PathBuf {
 }
 
 /// A file name beside `path` for a conversation that could not be saved to `path`:
-/// `NAME-kept-TIME-RANDOM.json`.
+/// `NAME-kept-TIME-RANDOM.EXT` (the extension `path` has, `sqlite` when none).
 pub fn kept_path(path: &Path) -> PathBuf {
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "session".into());
+    let ext = path
+        .extension()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "sqlite".into());
     loop {
         let random = uuid::Uuid::new_v4().simple().to_string();
         let p = dir_of(path).join(format!(
-            "{stem}-kept-{}-{}.json",
+            "{stem}-kept-{}-{}.{ext}",
             chrono::Local::now().format("%Y%m%d-%H%M%S"),
             &random[..8]
         ));
@@ -201,18 +183,6 @@ pub fn kept_path(path: &Path) -> PathBuf {
             return p;
         }
     }
-}
-
-/// `NAME.WHAT` beside `path`, a name nothing else has (`-N` added when taken).
-pub(crate) fn beside(path: &Path, what: &str) -> PathBuf {
-    let base = format!("{}.{what}", file_name(path));
-    let mut p = dir_of(path).join(&base);
-    let mut n = 1;
-    while p.exists() {
-        n += 1;
-        p = dir_of(path).join(format!("{base}-{n}"));
-    }
-    p
 }
 
 /// What identifies one version of a file: which file it is, its size and modification
@@ -247,8 +217,6 @@ impl Stamp {
 #[derive(Default)]
 struct Known {
     stamps: HashMap<PathBuf, Stamp>,
-    /// The journal beside each session file, as this process last wrote or read it.
-    journals: HashMap<PathBuf, Option<Stamp>>,
     moved: HashMap<PathBuf, PathBuf>,
 }
 
@@ -281,23 +249,6 @@ pub(crate) fn unchanged(path: &Path) -> bool {
         return true;
     };
     known().stamps.get(&key(path)).is_none_or(|s| *s == now)
-}
-
-/// Remembers the version of the journal beside session `path` (`None`: no journal).
-pub(crate) fn remember_journal(path: &Path, stamp: Option<Stamp>) {
-    known().journals.insert(key(path), stamp);
-}
-
-/// Whether the journal beside session `path` is still the version this process last
-/// read or wrote (also true when the process never saw it, or there is none).
-pub(crate) fn journal_unchanged(path: &Path) -> bool {
-    let Some(now) = Stamp::of_path(&super::journal::journal_path(path)) else {
-        return true;
-    };
-    known()
-        .journals
-        .get(&key(path))
-        .is_none_or(|s| s.as_ref() == Some(&now))
 }
 
 /// Where saves of `path` go since they could not go to `path` itself.

@@ -2,41 +2,58 @@
 //! version-1 requests), the snapshot form with its identities, and the record of what
 //! the file held when this session last read or saved it.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::linear::{self, LinearRequest, StoredRequest, Tables};
-use super::{GroundworkMeta, RunTiming, SESSION_FORMAT_VERSION, Session, journal};
+use super::{GroundworkMeta, RunTiming, SESSION_FORMAT_VERSION, Session, store};
 use crate::engine::messages::ModelMessage;
 use chrono::{DateTime, Utc};
 
-/// The [`journal::Image`] of a session; never part of comparisons, copied with the
-/// session.
-#[derive(Default)]
-pub(super) struct SavedImage(std::sync::Mutex<Option<journal::Image>>);
+/// The [`store::Image`]s of a session, one per file it was read from or saved to;
+/// never part of comparisons, and shared by the session's copies (the workbench saves a
+/// copy on another thread: the session it keeps then knows what the file holds).
+#[derive(Default, Clone)]
+pub(super) struct SavedImage(std::sync::Arc<std::sync::Mutex<Vec<store::Image>>>);
 
 impl SavedImage {
-    /// Runs `f` on the image in place (it holds a copy of the state: not cloned).
-    pub(super) fn with<R>(&self, f: impl FnOnce(Option<&journal::Image>) -> R) -> R {
-        f(self.0.lock().unwrap_or_else(|e| e.into_inner()).as_ref())
+    fn images(&self) -> std::sync::MutexGuard<'_, Vec<store::Image>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(super) fn set(&self, image: Option<journal::Image>) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = image;
+    /// The image of the file at `path`.
+    pub(super) fn get(&self, path: &std::path::Path) -> Option<store::Image> {
+        self.images()
+            .iter()
+            .find(|i| super::disk::same_file(&i.path, path))
+            .cloned()
+    }
+
+    /// Runs `f` on the image of the file at `path` in place.
+    pub(super) fn with<R>(
+        &self,
+        path: &std::path::Path,
+        f: impl FnOnce(Option<&store::Image>) -> R,
+    ) -> R {
+        f(self
+            .images()
+            .iter()
+            .find(|i| super::disk::same_file(&i.path, path)))
+    }
+
+    /// Replaces the image of its file.
+    pub(super) fn put(&self, image: store::Image) {
+        let mut all = self.images();
+        all.retain(|i| !super::disk::same_file(&i.path, &image.path));
+        all.push(image);
     }
 
     /// Only the first `messages` messages (and `requests` requests) are still as saved.
     pub(super) fn lower(&self, messages: usize, requests: usize) {
-        if let Some(i) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        for i in self.images().iter_mut() {
             i.messages_clean = i.messages_clean.min(messages);
             i.requests_clean = i.requests_clean.min(requests);
         }
-    }
-}
-
-impl Clone for SavedImage {
-    fn clone(&self) -> Self {
-        SavedImage(std::sync::Mutex::new(self.with(|i| i.cloned())))
     }
 }
 
@@ -50,26 +67,6 @@ impl std::fmt::Debug for SavedImage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("SavedImage")
     }
-}
-
-/// A session as written whole: the session with the snapshot's identity (and the one it
-/// folded) in `groundwork`.
-#[derive(Serialize)]
-pub(super) struct SnapshotOut<'a> {
-    pub(super) messages: &'a [ModelMessage],
-    pub(super) state: &'a Map<String, Value>,
-    pub(super) groundwork: MetaOut<'a>,
-    #[serde(flatten)]
-    pub(super) extra: &'a Map<String, Value>,
-}
-
-#[derive(Serialize)]
-pub(super) struct MetaOut<'a> {
-    #[serde(flatten)]
-    pub(super) meta: &'a GroundworkMeta,
-    pub(super) snapshot: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) previous_snapshot: Option<&'a str>,
 }
 
 /// A session file as read, before version-1 requests are converted. Read key by key

@@ -1,8 +1,9 @@
-//! One writer per session file: an advisory lock (`flock`-style, through std's
-//! `File::try_lock`) on the sidecar `S.json.lock`, which holds the holder's pid. `ask`
-//! holds it from loading the session to committing the question, the workbench while it
-//! saves. The sidecar is removed when the lock is released, and when a signal ends the
-//! process ([`crate::exit`]).
+//! One writer per file that is not a session database (an experiment's folder:
+//! `eval` locks its `results.jsonl`): an advisory lock (`flock`-style, through std's
+//! `File::try_lock`) on the sidecar `NAME.lock`, which holds the holder's pid. The
+//! sidecar is removed when the lock is released, and when a signal ends the process
+//! ([`crate::exit`]). Sessions have their lease in their own file
+//! ([`super::store::Lease`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read as _, Seek as _, Write as _};

@@ -1,4 +1,4 @@
-//! Session files: `{"messages": [...], "state": {...}, "groundwork": {...}}`.
+//! Sessions: `{"messages": [...], "state": {...}, "groundwork": {...}}`.
 //!
 //! `messages` is pydantic-ai's message JSON and `state` the host state dict, so a
 //! haiku.rag host can read our sessions and we can read theirs (a file without
@@ -6,19 +6,13 @@
 //! needs: request snapshots (raw vs. compacted), timings and labels. Nothing here
 //! holds an API key.
 //!
-//! Saving is atomic ([`disk::write_atomic`]): a temporary file named after the writer's
-//! pid is written, synced and renamed over the target; temporaries of killed writers are
-//! removed on the next save or load. Once a session file is long, a save appends only what
-//! the question added to a journal beside it and rewrites the file now and then
-//! ([`journal`]), so saving costs what the question added. One writer at a time: `ask`
-//! holds the session's lock ([`lock::SessionLock`]) from loading to committing, the
-//! workbench while saving, and a save refuses to overwrite a file that another writer
-//! changed since this process read or wrote it ([`Session::save_or_keep`] then keeps the
-//! conversation beside it).
-//!
-//! This file is a little over 600 lines because `Session`'s commit, load and save
-//! methods and their one error type read best together; the file format, the journal,
-//! the linear requests and the disk side are in their own files.
+//! A session Groundwork continues lives in an SQLite file of its own ([`store`]): a
+//! save is one transaction adding what the question added, a kill leaves the previous
+//! commit or the new one, a damaged file is refused in one line and left as it is, and
+//! one writer at a time holds its lease ([`store::Lease`]). JSON sessions (Groundwork's
+//! older files, with their journals, and haiku.rag's) are read and never modified;
+//! continuing one writes the SQLite file beside it ([`continue_at`]). A path named
+//! `.json` is written whole as JSON (exports, an experiment's sessions).
 
 mod disk;
 mod file;
@@ -30,6 +24,7 @@ pub mod marks;
 pub mod resume;
 mod starts;
 pub mod state_diff;
+pub mod store;
 
 use std::borrow::Cow;
 use std::io::Read as _;
@@ -44,19 +39,27 @@ use crate::engine::events::{EstimateMemo, RequestSnapshot};
 use crate::engine::messages::ModelMessage;
 
 pub use disk::{kept_path, new_session_path, remove_stale_temps, write_atomic};
-pub use journal::{Policy, journal_path};
+
+/// Whether two paths name the same file.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => disk::same_file(a, b),
+    }
+}
+pub use journal::journal_path;
 pub use linear::{LinearRequest, RequestTotals, Tables};
 pub use lock::{SessionLock, lock_path};
 pub use starts::RunStart;
 
-use file::{MetaOut, SavedImage, SessionFile, SnapshotOut};
+use file::{SavedImage, SessionFile};
 
 /// Current `groundwork.version`: 4 keeps requests in linear form ([`linear`]), each text
 /// of the text table as a change to an earlier one ([`linear::Texts`]), and long list
 /// contents (the capsule's pictures) in that table too; version 3 changed each text from
 /// the one just before and kept lists in every request, version 2 kept texts whole,
-/// version 1 full copies of every request's history. All are read; a file of an older
-/// version is written whole in this one by its next save.
+/// version 1 full copies of every request's history. All are read, and a session is
+/// saved in this one.
 pub const SESSION_FORMAT_VERSION: u32 = 4;
 
 /// A conversation with its state and Groundwork's metadata.
@@ -208,6 +211,14 @@ pub enum SessionError {
         path: PathBuf,
         /// What is wrong, naming the file.
         message: String,
+    },
+    /// A session database that cannot be read as a whole session.
+    #[error("{} is damaged ({problem}): it is not opened, and is left as it was", path.display())]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
     },
     /// The file changed on disk since this process read or wrote it.
     #[error("{} changed on disk since this process read it (another program wrote it)", path.display())]
@@ -396,9 +407,17 @@ impl Session {
         serde_json::from_str(text).map_err(|e| SessionError::unreadable(e, path))
     }
 
-    /// Loads a session file (and removes temporaries killed writers left beside it),
-    /// with the journal beside it applied ([`journal`]).
+    /// Loads a session: an SQLite session file ([`store::load`]), or a JSON one with the
+    /// journal an earlier Groundwork kept beside it applied ([`journal`]). Nothing on
+    /// disk changes.
     pub fn load(path: &Path) -> Result<Self, SessionError> {
+        if store::is_database(path) {
+            let (session, image) = store::load(path)?;
+            session.saved.put(image);
+            crate::timing::mark("session: parsed");
+            crate::timing::mark("session: journal replayed");
+            return Ok(session);
+        }
         let io = |source| SessionError::Io {
             action: "read",
             path: path.to_path_buf(),
@@ -422,47 +441,23 @@ impl Session {
             (Session::parse(&text, path), None)
         };
         crate::timing::mark("session: parsed");
-        let (mut session, ids, older) = parsed?;
+        let (mut session, ids) = parsed?;
         disk::remember(path, stamp);
-        disk::remove_stale_temps(path);
         let bytes = text.len() as u64;
         drop(text);
         let journal = journal.unwrap_or_else(|| journal::read(path));
-        let replay =
-            journal::replay(path, &mut session, &ids, bytes, journal).map_err(|message| {
-                SessionError::Journal {
-                    path: journal_path(path),
-                    message,
-                }
-            })?;
+        journal::replay(path, &mut session, &ids, bytes, journal).map_err(|message| {
+            SessionError::Journal {
+                path: journal_path(path),
+                message,
+            }
+        })?;
         crate::timing::mark("session: journal replayed");
-        let image = match replay {
-            journal::Replay::Applied(image) => {
-                disk::remember_journal(path, image.journal_stamp.clone());
-                Some(*image)
-            }
-            other => {
-                if let journal::Replay::Orphaned(aside) = other {
-                    tracing::warn!(
-                        "{}: its journal continues an earlier version of the file (another \
-                         program rewrote it); the journal is kept in {}",
-                        path.display(),
-                        aside.display()
-                    );
-                }
-                disk::remember_journal(path, None);
-                ids.snapshot
-                    .map(|id| journal::Image::snapshot(path, id, bytes, &session))
-            }
-        };
-        // A file of an older format is written whole (in this one) by the next save.
-        session.saved.set(image.filter(|_| !older));
         Ok(session)
     }
 
-    /// Parses a session file, with the snapshot identities it carries and whether it is
-    /// of an older format.
-    fn parse(text: &str, path: &Path) -> Result<(Self, journal::SnapshotIds, bool), SessionError> {
+    /// Parses a session file, with the snapshot identities it carries.
+    fn parse(text: &str, path: &Path) -> Result<(Self, journal::SnapshotIds), SessionError> {
         let file = SessionFile::parse(text).map_err(|e| SessionError::unreadable(e, path))?;
         let id = |key: &str| {
             file.groundwork
@@ -475,13 +470,11 @@ impl Session {
             snapshot: id("snapshot"),
             previous: id("previous_snapshot"),
         };
-        let older = file.groundwork.as_ref().is_some_and(|g| {
-            g.extra
-                .get("version")
-                .and_then(Value::as_u64)
-                .is_some_and(|v| v < u64::from(SESSION_FORMAT_VERSION))
-        });
-        Ok((Session::from(file), ids, older))
+        let mut session = Session::from(file);
+        // The identities of an older file's journal are not part of the session.
+        session.groundwork.extra.remove("snapshot");
+        session.groundwork.extra.remove("previous_snapshot");
+        Ok((session, ids))
     }
 
     /// The file's JSON (compact: long sessions are read and written often).
@@ -491,146 +484,56 @@ impl Session {
         Ok(json)
     }
 
-    /// Saves atomically (temp file in the same directory, fsync, rename), or, for a long
-    /// session this process read or saved at `path`, by appending what changed to the
-    /// journal beside it ([`journal`], [`Policy::default`]). Refuses with
-    /// [`SessionError::Changed`] when another writer replaced the file or its journal
-    /// since this process last read or wrote them.
+    /// Saves to `path`: a path named `.json` is written whole as JSON, atomically; any
+    /// other is the session's SQLite file, created whole the first time and then
+    /// given what changed since this process read or saved it, in one transaction.
+    /// Refuses with [`SessionError::Changed`] when another writer changed the file since
+    /// (or made it, when this session never read it).
     pub fn save(&self, path: &Path) -> Result<(), SessionError> {
-        self.save_with(path, Policy::default())
+        if is_json_path(path) {
+            return self.save_json(path);
+        }
+        let next = match self.saved.get(path) {
+            Some(image) => store::apply(self, &image)?,
+            None if !path.exists() => store::create(path, self)?,
+            None => {
+                return Err(SessionError::Changed {
+                    path: path.to_path_buf(),
+                });
+            }
+        };
+        crate::timing::mark("save: committed");
+        self.saved.put(next);
+        Ok(())
     }
 
-    /// [`Session::save`] under `policy`.
-    pub fn save_with(&self, path: &Path, policy: Policy) -> Result<(), SessionError> {
+    /// Writes the whole session to `path` as JSON (atomically), unless another program
+    /// changed the file since this process read or wrote it.
+    fn save_json(&self, path: &Path) -> Result<(), SessionError> {
         if !disk::unchanged(path) {
             return Err(SessionError::Changed {
                 path: path.to_path_buf(),
             });
         }
-        if !disk::journal_unchanged(path) {
-            return Err(SessionError::Changed {
-                path: journal_path(path),
-            });
-        }
-        // Append only when this session is the one that last wrote (or read) the files.
-        let appended = self.saved.with(|image| -> Result<_, SessionError> {
-            let Some(image) = image.filter(|i| {
-                disk::same_file(&i.path, path)
-                    && i.snapshot_bytes >= policy.journal_from
-                    && journal::current(i)
-            }) else {
-                return Ok(None);
-            };
-            let line = journal::record_line(self, image)?;
-            let journal = image.journal_bytes.max(128) + line.len() as u64;
-            if journal > image.snapshot_bytes / policy.fold_ratio.max(1) {
-                return Ok(None);
-            }
-            let stamp = journal::append(image, &line).map_err(|source| SessionError::Io {
-                action: "write",
-                path: journal_path(path),
-                source,
-            })?;
-            disk::remember_journal(path, Some(stamp.clone()));
-            Ok(Some(journal::after_append(
-                self,
-                image,
-                line.len() as u64,
-                stamp,
-            )))
-        })?;
-        if let Some(next) = appended {
-            self.saved.set(Some(next));
-            return Ok(());
-        }
-        self.save_whole(path)
-    }
-
-    /// Writes the whole session to `path` as a new snapshot, folding (removing) the
-    /// journal beside it.
-    fn save_whole(&self, path: &Path) -> Result<(), SessionError> {
-        let previous = self.saved.with(|i| {
-            i.filter(|i| disk::same_file(&i.path, path))
-                .map(|i| i.snapshot.clone())
-        });
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        let mut json = serde_json::to_vec(&SnapshotOut {
-            messages: &self.messages,
-            state: &self.state,
-            groundwork: MetaOut {
-                meta: &self.groundwork,
-                snapshot: &id,
-                previous_snapshot: previous.as_deref(),
-            },
-            extra: &self.extra,
-        })?;
-        json.push(b'\n');
+        let json = self.to_json()?;
         let stamp = disk::write_atomic_stamped(path, &json).map_err(|source| SessionError::Io {
             action: "write",
             path: path.to_path_buf(),
             source,
         })?;
         disk::remember(path, stamp);
-        // The journal is folded into the new snapshot. If this removal is cut short, the
-        // journal names the previous snapshot and is removed when next read.
-        match std::fs::remove_file(journal_path(path)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                tracing::warn!("cannot remove {}: {e}", journal_path(path).display())
-            }
-            _ => {}
-        }
-        disk::remember_journal(path, None);
-        self.saved.set(Some(journal::Image::snapshot(
-            path,
-            id,
-            json.len() as u64,
-            self,
-        )));
         Ok(())
     }
 
-    /// When a journal is beside the file this session saves to (`path`, or where its saves
-    /// went instead), folds it in ([`Session::fold`]) under the session's lock, so that the
-    /// file alone holds everything. Nothing happens when there is no journal, another
-    /// process holds the lock, or another writer changed the file. Returns whether it
-    /// folded.
-    pub fn fold_journal(&self, path: &Path) -> Result<bool, SessionError> {
-        let target = disk::moved(path).unwrap_or_else(|| path.to_path_buf());
-        if !journal_path(&target).exists() {
-            return Ok(false);
-        }
-        let _lock = match SessionLock::acquire(&target) {
-            Ok(l) => l,
-            Err(SessionError::Busy { .. }) => return Ok(false),
-            Err(e) => return Err(e),
-        };
-        if !disk::unchanged(&target) || !disk::journal_unchanged(&target) {
-            return Ok(false);
-        }
-        self.save_whole(&target)?;
-        Ok(true)
-    }
-
-    /// Folds the journal beside `path` into the file, so that other programs (haiku.rag,
-    /// pydantic-ai) read everything: the whole session is written.
-    pub fn fold(&self, path: &Path) -> Result<(), SessionError> {
-        if !disk::unchanged(path) {
-            return Err(SessionError::Changed {
-                path: path.to_path_buf(),
-            });
-        }
-        self.save_whole(path)
-    }
-
     /// Saves to `path`, never over another writer's work: when another Groundwork process
-    /// holds its lock (only checked with `take_lock`; `ask` holds the lock itself) or the
-    /// file changed since this process read it, the session is saved to a new file beside
-    /// it ([`kept_path`]) and later saves of `path` in this process go there too.
+    /// holds its lease (only checked with `take_lock`; `ask` holds the lease itself) or
+    /// the file changed since this process read it, the session is saved to a new file
+    /// beside it ([`kept_path`]) and later saves of `path` in this process go there too.
     pub fn save_or_keep(&self, path: &Path, take_lock: bool) -> Result<Saved, SessionError> {
         let target = disk::moved(path).unwrap_or_else(|| path.to_path_buf());
-        let lock = if take_lock {
-            match SessionLock::acquire(&target) {
-                Ok(l) => Some(l),
+        let lease = if take_lock && !is_json_path(&target) {
+            match store::Lease::acquire(&target) {
+                Ok(l) => l,
                 Err(e @ SessionError::Busy { .. }) => return self.keep_beside(path, &e),
                 Err(e) => return Err(e),
             }
@@ -638,7 +541,7 @@ impl Session {
             None
         };
         let saved = self.save(&target);
-        drop(lock);
+        drop(lease);
         match saved {
             // After a move the note was given once; the path says where it went.
             Ok(()) => Ok(Saved {
@@ -662,16 +565,6 @@ impl Session {
         )
     }
 
-    /// Whether this session's saves at `path` append to a journal (it was read or saved
-    /// there, and its file is long enough: [`Policy::journal_from`]).
-    pub fn journals_at(&self, path: &Path) -> bool {
-        self.saved.with(|i| {
-            i.is_some_and(|i| {
-                disk::same_file(&i.path, path) && i.snapshot_bytes >= Policy::default().journal_from
-            })
-        })
-    }
-
     fn keep_beside(&self, path: &Path, why: &SessionError) -> Result<Saved, SessionError> {
         let kept = kept_path(path);
         self.save(&kept)?;
@@ -690,6 +583,82 @@ impl Session {
     }
 }
 
+/// Whether `path` is named as a JSON file (written whole as JSON, never as a database).
+pub fn is_json_path(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+}
+
+/// Loads the session a user named `path` for reading: the file itself, or, when the
+/// conversation continues in the SQLite file beside a JSON session (or a `.json` name
+/// that was never written), that file, saying so on standard error.
+pub fn load_named(path: &Path) -> Result<Session, SessionError> {
+    let at = continue_at(path);
+    match at.read {
+        Some(read) if read != path => {
+            crate::errors::say!(
+                "reading {}, where the session {} continues",
+                read.display(),
+                path.display()
+            );
+            Session::load(&read)
+        }
+        _ => Session::load(path),
+    }
+}
+
+/// Where a conversation opened at `path` is read from and saved to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Continued {
+    /// The file read (none: a new session).
+    pub read: Option<PathBuf>,
+    /// The SQLite file its questions are saved to.
+    pub write: PathBuf,
+    /// Why `write` is not `path` (one line), when it is not.
+    pub note: Option<String>,
+}
+
+/// Where questions asked over the session at `path` go. A session database is
+/// continued in place. A JSON session (or a `.json` name) is never modified: its
+/// questions go to the SQLite file beside it (`NAME.sqlite`), which continues it from
+/// then on, and the note says so.
+pub fn continue_at(path: &Path) -> Continued {
+    let json = is_json_path(path) || (path.exists() && !store::is_database(path));
+    if !json {
+        return Continued {
+            read: path.exists().then(|| path.to_path_buf()),
+            write: path.to_path_buf(),
+            note: None,
+        };
+    }
+    let beside = path.with_extension("sqlite");
+    if store::is_database(&beside) {
+        return Continued {
+            note: Some(format!(
+                "continuing {} (where questions asked over {} are saved)",
+                beside.display(),
+                path.display()
+            )),
+            read: Some(beside.clone()),
+            write: beside,
+        };
+    }
+    let note = if path.exists() {
+        format!(
+            "{} is kept as it was; the session continues in {}",
+            path.display(),
+            beside.display()
+        )
+    } else {
+        format!("the session is saved to {}", beside.display())
+    };
+    Continued {
+        read: path.exists().then(|| path.to_path_buf()),
+        write: beside,
+        note: Some(note),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -697,14 +666,19 @@ mod tests {
     #[test]
     fn a_save_while_another_process_writes_is_kept_beside_and_later_saves_follow_it() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.json");
+        let path = dir.path().join("s.sqlite");
         let mut s = Session::new("m");
         s.save_or_keep(&path, true).unwrap();
-        // Another writer holds the lock (an `ask` running on the file).
-        let held = SessionLock::acquire(&path).unwrap();
+        // Another writer holds the lease (an `ask` running on the file).
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        store::tests_support::hold_lease(&path, other.id());
         s.state.insert("q".into(), Value::from(1));
         let saved = s.save_or_keep(&path, true).unwrap();
         assert_ne!(saved.path, path);
+        assert_eq!(saved.path.extension().unwrap(), "sqlite");
         assert_eq!(
             saved.note.as_deref(),
             Some(
@@ -712,14 +686,15 @@ mod tests {
                     "session {} is being written by another groundwork process (pid {}); \
                      your answer is kept in {}",
                     path.display(),
-                    std::process::id(),
+                    other.id(),
                     saved.path.display()
                 )
                 .as_str()
             )
         );
         assert_eq!(Session::load(&saved.path).unwrap().state["q"], 1);
-        drop(held);
+        other.kill().unwrap();
+        other.wait().unwrap();
         // Later saves go to the kept file, not over the other writer's.
         s.state.insert("q".into(), Value::from(2));
         let again = s.save_or_keep(&path, true).unwrap();
@@ -727,6 +702,7 @@ mod tests {
             (again.path.as_path(), again.note),
             (saved.path.as_path(), None)
         );
+        assert_eq!(Session::load(&saved.path).unwrap().state["q"], 2);
         assert!(Session::load(&path).unwrap().state.get("q").is_none());
     }
 

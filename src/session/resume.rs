@@ -1,59 +1,46 @@
-//! The resume file beside a long session (`NAME.resume`): what the next question needs
-//! to continue the conversation without reading it, so that asking question 500 costs
-//! about what asking question 1 does.
+//! The resume row of a long session: what the next question needs to continue the
+//! conversation without reading it, so that asking question 500 costs about what asking
+//! question 1 does.
 //!
 //! A question sends every earlier message again, and every request of every question to
 //! come rewrites the messages before the newest evidence return of the last question
-//! (compaction's carrier) the same way. The file keeps those messages as what is sent
+//! (compaction's carrier) the same way. The row keeps those messages as what is sent
 //! for them (their wire text, their estimates, the few facts a run reads from them:
 //! [`crate::engine::agent::Earlier`]), the messages from there on as they are (the
-//! window), the committed state, the state the last question started from, where the
-//! session's files stand (the snapshot's identity, the journal's length, both files'
-//! stamps) and the ends of its tables. A question then runs over the window
-//! ([`crate::engine::agent::RunInput::earlier`]) and its save appends one journal
-//! record ([`super::journal`]) built from the window alone
+//! window), the committed state, the state the last question started from, the commit
+//! it was written for and the ends of the session's tables. A question then runs over
+//! the window ([`crate::engine::agent::RunInput::earlier`]) and its save commits only
+//! what it added ([`super::store::append`]), built from the window alone
 //! ([`super::linear::WindowEncoder`]).
 //!
-//! The file is a cache, never the record: it is written after a save (a JSON line, then
-//! the wire text), replaced by renaming a temporary over it without syncing, and used
-//! only when the session file and its journal are exactly as it says (same stamps) and
-//! the question is composed as the one that wrote it (same evidence tools compacted).
-//! Anything else (another writer, haiku.rag rewriting the file, a journal folded, a torn
-//! or stale resume file) reads the session whole, as before, and writes the file anew.
+//! The row is a cache, never the record: it is written right after a commit, names that
+//! commit, and is used only while the file's last commit is that one and the question is
+//! composed as the one that wrote it (same evidence tools compacted). Anything else
+//! (another writer committed, a row that does not read) reads the session whole, as
+//! before, and writes the row anew.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::disk;
-use super::journal::{self, Added, Image, Policy, Standing};
 use super::linear::{
     LinearRequest, StoredText, TableEnd, Tables, Texts, WindowEncoder, WindowTables, fingerprint,
     tools_fingerprint,
 };
 use super::starts::RunStart;
 use super::state_diff::diff_state;
-use super::{RunTiming, Session, SessionError, journal_path};
+use super::store::{self, Added, Image, Lens};
+use super::{RunTiming, Session, SessionError};
 use crate::engine::agent::RunResult;
 use crate::engine::capability::ToolDef;
 use crate::engine::messages::ModelMessage;
 
-/// Resume file format version (its first line's `groundwork_resume`).
-const RESUME_VERSION: u32 = 2;
+/// Resume row format version (its head's `groundwork_resume`).
+const RESUME_VERSION: u32 = 3;
 
 /// How many texts back the newest text of each kind is looked for.
 const TEXTS_BACK: usize = 64;
-
-/// `NAME.resume` beside the session file `NAME`.
-pub fn resume_path(session: &Path) -> PathBuf {
-    let mut name = session
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_else(|| "session.json".into());
-    name.push(".resume");
-    session.with_file_name(name)
-}
 
 /// The messages before the window, as the resume file describes them (the engine's
 /// [`crate::engine::agent::Earlier`] without its wire text).
@@ -73,11 +60,12 @@ pub struct EarlierMessages {
     pub loaded: std::collections::BTreeSet<String>,
 }
 
-/// The resume file's first line.
+/// The resume row's head.
 #[derive(Serialize, Deserialize)]
 struct Head {
     groundwork_resume: u32,
-    standing: Standing,
+    generation: u64,
+    lens: Lens,
     state: Map<String, Value>,
     start: Map<String, Value>,
     meta: Value,
@@ -87,11 +75,6 @@ struct Head {
     instructions: TableEnd<String>,
     tool_sets: TableEnd<Vec<ToolDef>>,
     texts: Vec<(usize, String)>,
-    /// The wire text's length in bytes (it follows the line).
-    wire_len: usize,
-    /// Its CRC-32: the file is replaced without syncing, so a crash may leave the head
-    /// whole and the text after it not.
-    wire_crc: u32,
 }
 
 /// A long session as its resume file holds it.
@@ -106,6 +89,8 @@ pub struct Resume {
     pub earlier: EarlierMessages,
     /// Their wire text.
     pub wire: String,
+    /// How much of `wire` the file holds already.
+    wire_stored: usize,
     /// The committed messages from `earlier.len` on.
     pub window: Vec<ModelMessage>,
     instructions: TableEnd<String>,
@@ -130,31 +115,27 @@ pub struct Pending {
 }
 
 impl Resume {
-    /// The resume file of the session at `path`, when it continues the files on disk
-    /// exactly; `None` otherwise (no file, another version, torn, or stale). A resume
-    /// used is remembered as what this process read, so a later save checks the files
-    /// against it as against a session it loaded.
+    /// The resume row of the session at `path`, when it continues the file's last
+    /// commit exactly; `None` otherwise (no row, another version, or stale).
     pub fn read(path: &Path) -> Option<Resume> {
-        let bytes = std::fs::read(resume_path(path)).ok()?;
-        let end = bytes.iter().position(|&b| b == b'\n')?;
-        let head: Head = serde_json::from_slice(&bytes[..end]).ok()?;
-        let wire = &bytes[end + 1..];
-        if head.groundwork_resume != RESUME_VERSION
-            || wire.len() != head.wire_len
-            || crc32fast::hash(wire) != head.wire_crc
-        {
+        let (generation, head, wire) = store::read_resume(path)?;
+        crate::timing::mark("session: resume row read");
+        let head: Head = serde_json::from_str(&head).ok()?;
+        if head.groundwork_resume != RESUME_VERSION || head.generation != generation {
             return None;
         }
-        let image = Image::standing_at(path, head.standing, head.state);
-        if !journal::current(&image) {
+        if head.window.len() + head.earlier.len != head.lens.messages {
             return None;
         }
-        if head.window.len() + head.earlier.len != image_messages(&image) {
-            return None;
-        }
-        let wire = String::from_utf8(wire.to_vec()).ok()?;
-        disk::remember(path, image.file_stamp.clone()?);
-        disk::remember_journal(path, image.journal_stamp.clone());
+        let image = store::image_at(
+            path,
+            generation,
+            head.lens,
+            head.state,
+            head.meta.clone(),
+            head.extra.clone(),
+            head.window.last(),
+        );
         Some(Resume {
             path: path.to_path_buf(),
             image,
@@ -162,6 +143,7 @@ impl Resume {
             meta: head.meta,
             extra: head.extra,
             earlier: head.earlier,
+            wire_stored: wire.len(),
             wire,
             window: head.window,
             instructions: head.instructions,
@@ -170,31 +152,30 @@ impl Resume {
         })
     }
 
-    /// The resume of `session`, just saved to `path` (everything on disk), whose last
-    /// question started from `start` (as recorded), with the messages before `earlier.len`
-    /// described by `earlier` and `wire`. `None` when the session is not all on disk as
-    /// saved there.
+    /// The resume of `session`, just saved to `path` (everything in the file), whose
+    /// last question started from `start` (as recorded), with the messages before
+    /// `earlier.len` described by `earlier` and `wire`. `None` when the session is not
+    /// all in the file as saved there.
     pub fn of_session(
         session: &Session,
         path: &Path,
         earlier: EarlierMessages,
         wire: String,
     ) -> Option<Resume> {
-        let image = session.saved.with(|i| {
-            let i = i.filter(|i| disk::same_file(&i.path, path))?;
-            let standing = i.standing()?;
-            Some(Image::standing_at(path, standing, i.state().clone()))
-        })?;
+        let image = session
+            .saved
+            .with(path, |i| i.filter(|i| i.whole()).cloned())?;
         let tables = &session.groundwork.tables;
         Some(Resume {
             path: path.to_path_buf(),
             image,
             start: session.latest_start().unwrap_or_default(),
-            meta: journal::meta_of(session),
+            meta: store::meta_of(session),
             extra: session.extra.clone(),
             window: session.messages.get(earlier.len..)?.to_vec(),
             earlier,
             wire,
+            wire_stored: 0,
             instructions: TableEnd::of(&tables.instructions, |t| fingerprint(t.as_bytes())),
             tool_sets: TableEnd::of(&tables.tool_sets, |t| tools_fingerprint(t)),
             texts: tables.texts.newest_by_head(TEXTS_BACK),
@@ -216,15 +197,13 @@ impl Resume {
         self.earlier.len + self.window.len()
     }
 
-    /// Writes the resume file (see the module's notes: a cache, replaced unsynced).
-    pub fn write(&self) -> std::io::Result<()> {
-        let standing = self
-            .image
-            .standing()
-            .ok_or_else(|| std::io::Error::other("the session is not all on disk"))?;
+    /// Writes the resume row for the commit this resume continues (see the module's
+    /// notes: a cache, naming its commit).
+    pub fn write(&mut self) -> Result<(), SessionError> {
         let head = Head {
             groundwork_resume: RESUME_VERSION,
-            standing,
+            generation: self.image.generation,
+            lens: self.image.lens,
             state: self.image.state().clone(),
             start: self.start.clone(),
             meta: self.meta.clone(),
@@ -234,13 +213,17 @@ impl Resume {
             instructions: self.instructions.clone(),
             tool_sets: self.tool_sets.clone(),
             texts: self.texts.clone(),
-            wire_len: self.wire.len(),
-            wire_crc: crc32fast::hash(self.wire.as_bytes()),
         };
-        let mut bytes = serde_json::to_vec(&head).map_err(std::io::Error::other)?;
-        bytes.push(b'\n');
-        bytes.extend_from_slice(self.wire.as_bytes());
-        disk::replace_unsynced(&resume_path(&self.path), &bytes)
+        let head = serde_json::to_string(&head)?;
+        store::write_resume(
+            &self.path,
+            self.image.generation,
+            &head,
+            &self.wire,
+            self.wire_stored,
+        )?;
+        self.wire_stored = self.wire.len();
+        Ok(())
     }
 
     /// Encodes `result`, a successful run over the window (given the earlier messages
@@ -255,9 +238,7 @@ impl Resume {
         {
             return Err("the run was not over this session's window".into());
         }
-        let Some(lens) = self.image.standing().map(|s| s.lens) else {
-            return Err("the session is not all on disk".into());
-        };
+        let lens = self.image.lens;
         let mut instructions = self.instructions.clone();
         let mut tool_sets = self.tool_sets.clone();
         let texts_len = lens.texts;
@@ -303,10 +284,6 @@ impl Resume {
         })
     }
 
-    /// Appends `pending` to the session's journal (synced), when the files are as this
-    /// resume says and the policy appends (rather than folding the journal into a new
-    /// file). `Ok(false)`: nothing was written, the session must be saved whole.
-    /// [`SessionError::Changed`] when another writer changed the files.
     /// The session's `groundwork` extra keys, as this resume will write them.
     pub fn extra(&self) -> Option<&Map<String, Value>> {
         self.meta.get("extra").and_then(Value::as_object)
@@ -317,16 +294,9 @@ impl Resume {
         self.meta.get_mut("extra").and_then(Value::as_object_mut)
     }
 
-    pub fn append(&mut self, pending: Pending, policy: Policy) -> Result<bool, SessionError> {
-        let path = self.path.clone();
-        if !disk::unchanged(&path) {
-            return Err(SessionError::Changed { path });
-        }
-        if !disk::journal_unchanged(&path) || !journal::current(&self.image) {
-            return Err(SessionError::Changed {
-                path: journal_path(&path),
-            });
-        }
+    /// Commits `pending` to the session's file in one transaction, when the file's last
+    /// commit is the one this resume continues ([`SessionError::Changed`] otherwise).
+    pub fn append(&mut self, pending: Pending) -> Result<(), SessionError> {
         let added = Added {
             messages: &pending.messages,
             requests: &pending.requests,
@@ -338,25 +308,13 @@ impl Resume {
             meta: &self.meta,
             extra: &self.extra,
         };
-        let line = journal::added_line(&self.image, &added)?;
-        let bytes = self.image.snapshot_bytes;
-        let journal = self.image.journal_bytes.max(128) + line.len() as u64;
-        if bytes < policy.journal_from || journal > bytes / policy.fold_ratio.max(1) {
-            return Ok(false);
-        }
-        let stamp = journal::append(&self.image, &line).map_err(|source| SessionError::Io {
-            action: "write",
-            path: journal_path(&path),
-            source,
-        })?;
-        disk::remember_journal(&path, Some(stamp.clone()));
-        self.image = journal::after_added(&self.image, &added, line.len() as u64, stamp);
+        self.image = store::append(&self.image, &added)?;
         self.instructions = pending.instructions_end;
         self.tool_sets = pending.tool_sets_end;
         self.texts = pending.texts_after;
         self.start = pending.start;
         self.window = pending.window;
-        Ok(true)
+        Ok(())
     }
 
     /// Moves the window's start to `earlier.len` (later, or the same), the messages
@@ -369,12 +327,15 @@ impl Resume {
             .ok_or("the window can only move forward")?;
         self.window.drain(..from);
         self.earlier = earlier;
+        // The text stored stays stored when the new one continues it (it does: the
+        // earlier wire text only grows).
+        if !wire
+            .as_bytes()
+            .starts_with(&self.wire.as_bytes()[..self.wire_stored])
+        {
+            self.wire_stored = 0;
+        }
         self.wire = wire;
         Ok(())
     }
-}
-
-/// The messages the files hold, as `image` says.
-fn image_messages(image: &Image) -> usize {
-    image.standing().map_or(usize::MAX, |s| s.lens.messages)
 }

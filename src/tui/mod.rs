@@ -135,13 +135,6 @@ pub async fn run(mut app: App, mut services: Services) -> Result<()> {
     });
     let result = run_loop(&mut term, &mut app, services, Box::pin(events)).await;
     drop(guard);
-    // A long session's journal is folded into its file on the way out.
-    if let Some(path) = &app.session_path
-        && !app.read_only
-        && let Err(e) = app.session.fold_journal(path)
-    {
-        crate::errors::say!("note: {e}");
-    }
     result
 }
 

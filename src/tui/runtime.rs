@@ -298,12 +298,29 @@ fn execute(
         }
         Effect::OpenSession(path) => {
             let tx = msg_tx.clone();
+            // A session opened for questions: a JSON one is continued in the SQLite file
+            // beside it. One opened to review is read as it is.
+            let continues = !app.read_only && app.review.is_none();
             tokio::task::spawn_blocking(move || {
-                let msg = match Session::load(&path) {
-                    Ok(s) => Msg::SessionOpened(Ok((path, Box::new(s)))),
+                let at = if continues {
+                    crate::session::continue_at(&path)
+                } else {
+                    crate::session::Continued {
+                        read: Some(path.clone()),
+                        write: path.clone(),
+                        note: None,
+                    }
+                };
+                let read = at.read.clone().unwrap_or_else(|| path.clone());
+                let msg = match Session::load(&read) {
+                    Ok(s) => Msg::SessionOpened(Ok((at.write, Box::new(s)))),
                     Err(e) => Msg::SessionOpened(Err(e.to_string())),
                 };
+                let opened = matches!(msg, Msg::SessionOpened(Ok(_)));
                 let _ = tx.send(msg);
+                if let Some(note) = at.note.filter(|_| opened) {
+                    let _ = tx.send(Msg::Notice(note));
+                }
             });
         }
         Effect::LoadDocuments => {

@@ -80,7 +80,7 @@ async fn ask_answers_cites_saves_and_continues() {
         Reply::text("The first towers were fires on hills."),
     ])
     .await;
-    let session = home.0.path().join("s.json");
+    let session = home.0.path().join("s.sqlite");
     let session = session.to_str().unwrap();
     let url = model.base_url();
     let ask = |q: &'static str| {
@@ -118,7 +118,8 @@ async fn ask_answers_cites_saves_and_continues() {
     assert!(system_text(first).contains("# RAG"));
 
     // The session holds the question; the key is nowhere in it.
-    let text = std::fs::read_to_string(session).unwrap();
+    assert!(!String::from_utf8_lossy(&std::fs::read(session).unwrap()).contains("SECRET"));
+    let text = out(&home.run(&["export", session]).await);
     assert!(!text.contains("SECRET"));
     let saved: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(saved["messages"].as_array().unwrap().len(), 6);
@@ -134,7 +135,17 @@ async fn ask_answers_cites_saves_and_continues() {
     );
     let checker =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pydantic_ai/check_session.py");
-    let o = Command::new(py).arg(checker).arg(session).output().unwrap();
+    // Its JSON export, which is what other programs read.
+    let exported = home.0.path().join("exported.json");
+    let o = home
+        .run(&["export", session, "--out", exported.to_str().unwrap()])
+        .await;
+    assert!(o.status.success(), "{}", err(&o));
+    let o = Command::new(py)
+        .arg(checker)
+        .arg(&exported)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", err(&o));
 
     // inspect shows its three requests.
@@ -152,11 +163,11 @@ async fn ask_answers_cites_saves_and_continues() {
     let v: Value = serde_json::from_str(&out(&o)).unwrap();
     assert_eq!(v["question"], 6);
     assert_eq!(v["status"], "ungrounded");
-    let saved: Value = serde_json::from_str(&std::fs::read_to_string(session).unwrap()).unwrap();
+    let saved: Value = serde_json::from_str(&out(&home.run(&["export", session]).await)).unwrap();
     assert_eq!(saved["messages"].as_array().unwrap().len(), 10);
 
     // A failed question (endpoint down) exits non-zero and commits nothing.
-    let before = std::fs::read_to_string(session).unwrap();
+    let before = groundwork::session::Session::load(Path::new(session)).unwrap();
     let o = home
         .run(&[
             "--db",
@@ -177,7 +188,10 @@ async fn ask_answers_cites_saves_and_continues() {
         "{}",
         err(&o)
     );
-    assert_eq!(std::fs::read_to_string(session).unwrap(), before);
+    assert_eq!(
+        groundwork::session::Session::load(Path::new(session)).unwrap(),
+        before
+    );
 }
 
 /// `groundwork ask --capability analysis` over the demo corpus: the scripted model runs a
@@ -245,7 +259,7 @@ async fn ask_analysis_counts_over_the_demo_corpus() {
         Reply::text(answer.clone()),
     ])
     .await;
-    let session = home.0.path().join("s.json");
+    let session = home.0.path().join("s.sqlite");
     let session = session.to_str().unwrap();
     let o = home
         .run(&[
@@ -282,7 +296,7 @@ async fn ask_analysis_counts_over_the_demo_corpus() {
     assert_eq!(printed, json!(format!("{expected}\n")));
 
     // The execution is logged in the saved session state.
-    let saved: Value = serde_json::from_str(&std::fs::read_to_string(session).unwrap()).unwrap();
+    let saved: Value = serde_json::from_str(&out(&home.run(&["export", session]).await)).unwrap();
     let executions = &saved["state"]["analysis"]["executions"];
     assert_eq!(executions.as_array().unwrap().len(), 1);
     assert_eq!(executions[0]["success"], true);

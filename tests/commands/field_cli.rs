@@ -489,7 +489,7 @@ async fn a_full_disk_keeps_the_answer_and_says_the_session_was_not_saved() {
     let url = model.base_url();
     let full = home.path().join("full");
     std::fs::create_dir_all(&full).unwrap();
-    let session = full.join("s.json");
+    let session = full.join("s.sqlite");
     let line = format!(
         "mount -t tmpfs -o size=64k tmpfs '{dir}' && \
          (dd if=/dev/zero of='{dir}/fill' bs=4k 2>/dev/null; true) && \
@@ -655,7 +655,7 @@ async fn an_ask_logs_its_phases_when_timing_is_enabled() {
         Reply::text("The lamp is electric."),
     ])
     .await;
-    let session = home.path().join("timed.json");
+    let session = home.path().join("timed.sqlite");
     let ask = |timed: bool| {
         let mut cmd = home.ask_lamp(&db, &embed, &model.base_url());
         cmd.args(["--session", session.to_str().unwrap()]);
@@ -687,12 +687,8 @@ async fn an_ask_logs_its_phases_when_timing_is_enabled() {
             assert!(phases[w[0]].1 <= phases[w[1]].1, "{phases:?}");
         }
     };
-    // The session is read on a thread of its own while the agent is built.
-    in_order(&[
-        "session: file read",
-        "session: parsed",
-        "session: journal replayed",
-    ]);
+    // The second question continues the first through the session's resume row, read
+    // on a thread of its own while the agent is built; it commits only what it added.
     in_order(&[
         "ask: agent built",
         "ask: session opened",
@@ -703,14 +699,13 @@ async fn an_ask_logs_its_phases_when_timing_is_enabled() {
         "request: body written",
         "request: answered",
         "run: finished",
-        "commit: run start",
-        "commit: messages set",
-        "commit: requests pushed",
         "run: committed",
         "ask: answered and committed",
+        "save: committed",
+        "save: resume written",
         "ask: saved",
     ]);
-    assert!(at("session: journal replayed") < at("ask: session opened"));
+    assert!(at("session: resume row read") < at("ask: session opened"));
     // The search, the uncited answer the policy sends back once, the answer.
     assert_eq!(
         names.iter().filter(|n| **n == "request: answered").count(),
@@ -822,20 +817,21 @@ async fn an_ask_whose_reader_is_gone_keeps_the_question_and_ends_quietly() {
     let home = Home::new();
     let db = home.kb(&embed).await;
     let model = ScriptedServer::start(vec![Reply::text("The lamp is electric.")]).await;
-    let session = home.path().join("kept.json");
+    let session = home.path().join("kept.sqlite");
     let mut cmd = home.ask_lamp(&db, &embed, &model.base_url());
     cmd.args(["--session", session.to_str().unwrap()]);
     let o = run_with_reader_gone(cmd).await;
     assert_eq!(o.status.code(), Some(141), "{}", stderr(&o));
     assert!(!stderr(&o).contains("error"), "{}", stderr(&o));
-    let saved = std::fs::read_to_string(&session).unwrap();
+    let saved = groundwork::session::Session::load(&session).unwrap();
+    let saved = serde_json::to_string(&saved.messages).unwrap();
     assert!(saved.contains("What is the lamp?"), "the question is kept");
     assert!(saved.contains("The lamp is electric."), "and its answer");
 }
 
 /// Issue 46: a question ended by SIGTERM (or SIGHUP, or Ctrl-C outside the workbench)
-/// leaves nothing behind: no `.lock` beside the session, no temporary file; the status is
-/// the signal's, and the session is as it was (nothing half-asked committed).
+/// leaves nothing behind: the session's lease is free again, no temporary file; the
+/// status is the signal's, and the session is as it was (nothing half-asked committed).
 #[tokio::test]
 async fn a_signal_that_ends_a_question_leaves_no_lock_behind() {
     let embed = hashembed::start().await;
@@ -846,19 +842,33 @@ async fn a_signal_that_ends_a_question_leaves_no_lock_behind() {
             Reply::text("Too late.").delay(Duration::from_secs(30)),
         ])
         .await;
-        let session = home.path().join(format!("{signal}.json"));
+        let session = home.path().join(format!("{signal}.sqlite"));
+        let empty = groundwork::session::Session::new("scripted");
+        empty.save(&session).unwrap();
         let mut cmd = home.ask_lamp(&db, &embed, &model.base_url());
         cmd.args(["--session", session.to_str().unwrap()])
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let child = cmd.spawn().unwrap();
-        let lock = home.path().join(format!("{signal}.json.lock"));
         let started = Instant::now();
         while model.requests().is_empty() {
             assert!(started.elapsed() < Duration::from_secs(30), "never asked");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(lock.exists(), "the question holds the session's lock");
+        let holder = || -> Option<i64> {
+            rusqlite::Connection::open_with_flags(
+                &session,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
+            .unwrap()
+            .query_row("SELECT pid FROM writer", [], |r| r.get(0))
+            .ok()
+        };
+        assert_eq!(
+            holder(),
+            Some(i64::from(child.id())),
+            "the question holds the session's lease"
+        );
         let kill = Command::new("kill")
             .args([format!("-{signal}"), child.id().to_string()])
             .status()
@@ -873,13 +883,17 @@ async fn a_signal_that_ends_a_question_leaves_no_lock_behind() {
             "{signal}: {}",
             stderr(&o)
         );
-        assert!(!lock.exists(), "{signal}: the lock is removed");
-        assert!(!session.exists(), "{signal}: nothing was committed");
+        // Its holder gone, the lease is free: the next writer takes it.
+        let lease = groundwork::session::store::Lease::acquire(&session).unwrap();
+        assert!(lease.is_some(), "{signal}: the lease is free");
+        drop(lease);
+        let after = groundwork::session::Session::load(&session).unwrap();
+        assert!(after.messages.is_empty(), "{signal}: nothing was committed");
         let left: Vec<_> = std::fs::read_dir(home.path())
             .unwrap()
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with(signal))
+            .filter(|n| n.contains(signal) && *n != format!("{signal}.sqlite"))
             .collect();
         assert!(left.is_empty(), "{signal}: left behind {left:?}");
     }

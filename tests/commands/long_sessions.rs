@@ -125,7 +125,7 @@ async fn until_requests(server: &ScriptedServer, n: usize) {
 
 /// The user prompts of a session file, in order.
 fn prompts(path: &Path) -> Vec<String> {
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let v = serde_json::to_value(Session::load(path).unwrap()).unwrap();
     v["messages"]
         .as_array()
         .unwrap()
@@ -156,15 +156,15 @@ async fn a_second_ask_on_a_session_being_written_is_refused_and_neither_question
     let home = Home::new().await;
     let sessions = home.dir.path().join("sessions");
     std::fs::create_dir_all(&sessions).unwrap();
-    let session = sessions.join("s.json");
+    let session = sessions.join("s.sqlite");
+    let server = ScriptedServer::start(vec![Reply::text("Answer zero.")]).await;
+    let o = home.ask(&server, Some(&session), "Question zero?").await;
+    assert!(o.status.success(), "{}", err(&o));
     // The first answer takes a while, so the second `ask` starts while the first runs.
-    let server = ScriptedServer::start(vec![
-        Reply::text("Answer one.").delay(Duration::from_secs(10)),
-    ])
-    .await;
+    server.push(Reply::text("Answer one.").delay(Duration::from_secs(10)));
     let first = home.spawn(&home.ask_args(&server, Some(&session), "Question one?"));
     let first_pid = first.id();
-    until_requests(&server, 1).await;
+    until_requests(&server, 2).await;
 
     let o = home.ask(&server, Some(&session), "Question two?").await;
     assert!(!o.status.success(), "the second ask is refused");
@@ -178,20 +178,23 @@ async fn a_second_ask_on_a_session_being_written_is_refused_and_neither_question
     );
     assert_eq!(
         server.requests().len(),
-        1,
+        2,
         "the refused question asked nothing"
     );
 
     let o = wait_child(first).await;
     assert!(o.status.success(), "{}", err(&o));
     assert_eq!(out(&o).trim(), "Answer one.");
-    assert_eq!(prompts(&session), ["Question one?"]);
+    assert_eq!(prompts(&session), ["Question zero?", "Question one?"]);
 
     // Asked again once the first has finished, it continues the same conversation.
     server.push(Reply::text("Answer two."));
     let o = home.ask(&server, Some(&session), "Question two?").await;
     assert!(o.status.success(), "{}", err(&o));
-    assert_eq!(prompts(&session), ["Question one?", "Question two?"]);
+    assert_eq!(
+        prompts(&session),
+        ["Question zero?", "Question one?", "Question two?"]
+    );
     assert_eq!(
         others(&sessions, &[&session]),
         Vec::<String>::new(),
@@ -204,7 +207,7 @@ async fn an_answer_is_kept_beside_a_session_another_program_changed_meanwhile() 
     let home = Home::new().await;
     let sessions = home.dir.path().join("sessions");
     std::fs::create_dir_all(&sessions).unwrap();
-    let session = sessions.join("s.json");
+    let session = sessions.join("s.sqlite");
     let server = ScriptedServer::start(vec![Reply::text("Answer one.")]).await;
     assert!(
         home.ask(&server, Some(&session), "Question one?")
@@ -216,12 +219,12 @@ async fn an_answer_is_kept_beside_a_session_another_program_changed_meanwhile() 
     server.push(Reply::text("Answer two.").delay(Duration::from_secs(3)));
     let asking = home.spawn(&home.ask_args(&server, Some(&session), "Question two?"));
     until_requests(&server, 2).await;
-    // Meanwhile another host (one that takes no lock, a haiku.rag host say) writes the
-    // session: it asked its own question.
-    let mut other: Value =
-        serde_json::from_str(&std::fs::read_to_string(&session).unwrap()).unwrap();
-    other["state"]["written_by"] = json!("another host");
-    std::fs::write(&session, serde_json::to_vec_pretty(&other).unwrap()).unwrap();
+    // Meanwhile another program that takes no lease commits to the session.
+    let mut other = Session::load(&session).unwrap();
+    other
+        .state
+        .insert("written_by".into(), json!("another host"));
+    other.save(&session).unwrap();
 
     let o = wait_child(asking).await;
     assert!(
@@ -246,8 +249,7 @@ async fn an_answer_is_kept_beside_a_session_another_program_changed_meanwhile() 
         )
     );
     // The other writer's file is untouched; the kept file holds the whole conversation.
-    let now: Value = serde_json::from_str(&std::fs::read_to_string(&session).unwrap()).unwrap();
-    assert_eq!(now, other);
+    assert_eq!(Session::load(&session).unwrap(), other);
     assert_eq!(prompts(&kept), ["Question one?", "Question two?"]);
     let kept_session = Session::load(&kept).unwrap();
     assert_eq!(kept_session.messages.len(), 4);
@@ -364,9 +366,13 @@ fn a_save_killed_midway_leaves_a_whole_file_and_no_temp() {
         assert!(s.state["n"].as_u64().is_some());
         if !temps(dir.path()).is_empty() {
             kills_mid_write += 1;
-            // A start (loading the session) removes the dead writer's temporary file.
+            // Reading the session removes nothing; the next save removes the dead
+            // writer's temporary file.
+            let left = temps(dir.path());
             Session::load(&path).unwrap();
-            assert_eq!(temps(dir.path()), Vec::<String>::new(), "removed at start");
+            assert_eq!(temps(dir.path()), left, "reading removed a file");
+            session.save(&path).unwrap();
+            assert_eq!(temps(dir.path()), Vec::<String>::new(), "removed by a save");
         }
     }
     assert!(
@@ -491,6 +497,12 @@ fn the_version_1_demo_session_converts_to_linear_form_with_every_request_unchang
     assert_eq!(v2["state"], v1["state"]);
     let reloaded = Session::load(&path).unwrap();
     assert_same_requests(&reloaded, &full, "written and read back");
+    // The same in the session's database.
+    let db = dir.path().join("s.sqlite");
+    let mut growing = Session::new("m");
+    growing.commit(session.messages.clone(), Map::new(), full.iter().cloned());
+    growing.save(&db).unwrap();
+    assert_same_requests(&Session::load(&db).unwrap(), &full, "in its database");
     let base = serde_json::to_vec(&json!({"messages": v1["messages"], "state": v1["state"]}))
         .unwrap()
         .len();
@@ -633,6 +645,12 @@ fn requests_committed_question_by_question_read_back_exactly_and_the_file_stays_
     session.save(&path).unwrap();
     let reloaded = Session::load(&path).unwrap();
     assert_same_requests(&reloaded, &full, "written and read back");
+    // The same in the session's database.
+    let db = dir.path().join("s.sqlite");
+    let mut growing = Session::new("m");
+    growing.commit(session.messages.clone(), Map::new(), full.iter().cloned());
+    growing.save(&db).unwrap();
+    assert_same_requests(&Session::load(&db).unwrap(), &full, "in its database");
 
     // Linear: the requests of the second 20 questions take about as much room as those
     // of the first 20 (full copies take three times as much), and far less than copies.

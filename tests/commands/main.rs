@@ -19,6 +19,6 @@ mod long_sessions;
 mod replay;
 mod resume;
 mod secrets;
-mod session_journal;
+mod session_store;
 mod session_texts;
 mod sessions;

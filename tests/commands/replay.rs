@@ -23,7 +23,7 @@ fn out(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// Asks `questions` in turn into the session `s.json` of `home`.
+/// Asks `questions` in turn into the session `s.sqlite` of `home`.
 async fn asked_session(home: &Home, url: &str, questions: &[&str]) {
     for q in questions {
         let o = home
@@ -33,7 +33,7 @@ async fn asked_session(home: &Home, url: &str, questions: &[&str]) {
                 "--model",
                 "scripted",
                 "--session",
-                "s.json",
+                "s.sqlite",
                 "ask",
                 q,
             ])
@@ -58,7 +58,7 @@ async fn replay(home: &Home, url: &str, args: &[&str]) -> std::process::Output {
         "--model",
         "scripted",
         "replay",
-        "s.json",
+        "s.sqlite",
     ];
     all.extend_from_slice(args);
     home.run(&all).await
@@ -71,7 +71,7 @@ async fn replaying_a_redirected_question_without_the_policy_changes_its_outcome_
     let model = ScriptedServer::responding(researcher::researcher(researches)).await;
     let url = model.base_url();
     asked_session(&home, &url, &["What did the keeper eat?"]).await;
-    let session = home.path("s.json");
+    let session = home.path("s.sqlite");
     let before = std::fs::read(&session).unwrap();
     let files = listing(home.dir.path());
 
@@ -207,10 +207,12 @@ async fn replaying_the_second_of_three_questions_starts_from_what_the_first_comm
         "Which lenses do lighthouse towers use?",
     ];
     asked_session(&home, &url, &questions).await;
-    let before = std::fs::read(home.path("s.json")).unwrap();
+    let before = std::fs::read(home.path("s.sqlite")).unwrap();
     // What the starts cost the file: the changes to the lasting record, not the earlier
     // questions' search results again.
-    let file: Value = serde_json::from_slice(&before).unwrap();
+    let file =
+        serde_json::to_value(groundwork::session::Session::load(&home.path("s.sqlite")).unwrap())
+            .unwrap();
     let starts: usize = file["groundwork"]["timings"]
         .as_array()
         .unwrap()
@@ -256,7 +258,7 @@ async fn replaying_the_second_of_three_questions_starts_from_what_the_first_comm
     let c: Value = serde_json::from_str(&out(&o)).unwrap();
     assert_eq!(c["original"]["outcome"], "ungrounded");
     assert_eq!(c["replay"]["outcome"], "missing");
-    assert_eq!(std::fs::read(home.path("s.json")).unwrap(), before);
+    assert_eq!(std::fs::read(home.path("s.sqlite")).unwrap(), before);
     // Question 4 does not exist; the refusal names the session and says so.
     let o = replay(&home, &url, &["--question", "4"]).await;
     assert!(!o.status.success());
@@ -273,7 +275,7 @@ async fn an_endpoint_that_is_down_is_a_one_line_error_and_nothing_is_written() {
     let model = ScriptedServer::responding(researcher::researcher(researches)).await;
     let url = model.base_url();
     asked_session(&home, &url, &["What did the keeper eat?"]).await;
-    let before = std::fs::read(home.path("s.json")).unwrap();
+    let before = std::fs::read(home.path("s.sqlite")).unwrap();
     let files = listing(home.dir.path());
     // A port nothing listens on.
     let down = {
@@ -292,7 +294,7 @@ async fn an_endpoint_that_is_down_is_a_one_line_error_and_nothing_is_written() {
     assert_eq!(lines.len(), 1, "{e}");
     assert!(lines[0].contains("the replay failed"), "{e}");
     assert!(!e.contains("SECRET"), "{e}");
-    assert_eq!(std::fs::read(home.path("s.json")).unwrap(), before);
+    assert_eq!(std::fs::read(home.path("s.sqlite")).unwrap(), before);
     assert_eq!(listing(home.dir.path()), files);
     // A flag an arm does not take is refused before anything runs.
     let o = replay(&home, &url, &["--question", "1", "--arm=--no-polcy"]).await;
@@ -340,7 +342,7 @@ mod workbench {
             .into_iter()
             .collect();
         services.replay_changes = Some(groundwork::cli::workbench_changes(env, Default::default()));
-        let path = home.path("s.json");
+        let path = home.path("s.sqlite");
         let session = Session::load(&path).unwrap();
         (
             App::new(session, Some(path), host()),
@@ -386,7 +388,7 @@ mod workbench {
             &["How did lighthouses start?", "What did the keeper eat?"],
         )
         .await;
-        let before = std::fs::read(home.path("s.json")).unwrap();
+        let before = std::fs::read(home.path("s.sqlite")).unwrap();
         let files = listing(home.dir.path());
         let (mut app, mut rt) = open(&home, &url).await;
         let mut settings = redactions();
@@ -467,7 +469,7 @@ mod workbench {
         assert_eq!(saved.messages.len(), app.session.messages.len() - 8 + 4);
         press(&rt, &mut app, KeyCode::Esc);
         assert!(app.replay.is_none());
-        assert_eq!(std::fs::read(home.path("s.json")).unwrap(), before);
+        assert_eq!(std::fs::read(home.path("s.sqlite")).unwrap(), before);
         let mut expected = files.clone();
         expected.push("s.replay-2-no-policy.json".into());
         expected.sort();
@@ -504,7 +506,7 @@ mod workbench {
         tokio::time::sleep(Duration::from_millis(500)).await;
         crate::support::workbench::settle(&mut rt, &mut app).await;
         assert!(app.replay.is_none() && app.error.is_none());
-        assert_eq!(std::fs::read(home.path("s.json")).unwrap(), before);
+        assert_eq!(std::fs::read(home.path("s.sqlite")).unwrap(), before);
         assert_eq!(listing(home.dir.path()), expected);
     }
 
@@ -513,7 +515,7 @@ mod workbench {
         let home = Home::new().await;
         let model = ScriptedServer::responding(researcher::researcher(researches)).await;
         asked_session(&home, &model.base_url(), &["What did the keeper eat?"]).await;
-        let before = std::fs::read(home.path("s.json")).unwrap();
+        let before = std::fs::read(home.path("s.sqlite")).unwrap();
         let down = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             format!("http://{}/v1", l.local_addr().unwrap())
@@ -547,6 +549,6 @@ mod workbench {
         assert_eq!(app.input.lines(), [""]);
         press_mod(&rt, &mut app, KeyCode::Char('q'), KeyModifiers::CONTROL);
         assert!(app.quit && app.replay.is_none());
-        assert_eq!(std::fs::read(home.path("s.json")).unwrap(), before);
+        assert_eq!(std::fs::read(home.path("s.sqlite")).unwrap(), before);
     }
 }

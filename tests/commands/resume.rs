@@ -1,12 +1,12 @@
-//! A long session asked through its resume file (`NAME.resume`, issue 10): the real
-//! binary against the scripted server, search → cite → answer with compaction and the
-//! policy on, as a user asks. The same questions are asked of two sessions, one keeping
-//! its resume file and one whose resume file is removed before every `ask` (so it is read
-//! whole every time, as before resume files): the model must be sent the same bodies, and
-//! both files must read back the same conversation, requests and recorded starts. Also:
-//! a question over the resume file reads no history (the snapshot's bytes are spoiled
-//! under an unchanged stamp and the question still runs), a resume file the session no
-//! longer matches is not used, and a question that cannot run over the window removes it.
+//! A session asked through its resume row (issue 10, on SQLite since issue 42): the
+//! real binary against the scripted server, search → cite → answer with compaction and
+//! the policy on, as a user asks. The same questions are asked of two sessions, one
+//! keeping its resume row and one whose row is removed before every `ask` (so it is read
+//! whole every time): the model must be sent the same bodies, and both files must read
+//! back the same conversation, requests and recorded starts. Also: a question over the
+//! resume row reads no history (a message row is spoiled and the question still runs),
+//! a row the session no longer matches is not used, and a question that cannot run over
+//! the window leaves no row for the commit it made.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -119,7 +119,7 @@ impl Home {
         std::fs::read_to_string(self.dir.path().join("data/groundwork/logs/groundwork.log"))
             .or_else(|_| std::fs::read_to_string(self.log_path()))
             .unwrap_or_default()
-            .matches("asked over the resume file")
+            .matches("asked over the resume row")
             .count()
     }
 
@@ -148,8 +148,26 @@ fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn resume_of(session: &Path) -> PathBuf {
-    groundwork::session::resume::resume_path(session)
+/// Whether the session has a resume row for its last commit.
+fn has_resume(session: &Path) -> bool {
+    let c =
+        rusqlite::Connection::open_with_flags(session, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    c.query_row(
+        "SELECT count(*) FROM resume WHERE generation = (SELECT max(seq) FROM commits)",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .unwrap()
+        > 0
+}
+
+/// Runs `sql` on the session's file, as another program would.
+fn sql(session: &Path, sql: &str) {
+    rusqlite::Connection::open(session)
+        .unwrap()
+        .execute_batch(sql)
+        .unwrap();
 }
 
 /// `v` without what differs between two runs of the same conversation: run ids,
@@ -199,9 +217,8 @@ fn read_back(path: &Path) -> Value {
     }))
 }
 
-/// (question, padding): enough padded questions for the file to be journaled (1 MB),
-/// plain ones asked over the resume file, padded ones again until the journal is folded
-/// into a new file (read whole), and plain ones after it.
+/// (question, padding): padded questions (a pasted document each), plain ones, padded
+/// ones again, and plain ones after them.
 fn plan() -> Vec<(usize, usize)> {
     let mut p: Vec<(usize, usize)> = (0..9).map(|q| (q, 120_000)).collect();
     p.extend((9..13).map(|q| (q, 0)));
@@ -211,10 +228,10 @@ fn plan() -> Vec<(usize, usize)> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_long_session_asked_through_its_resume_file_reads_back_as_asked_whole() {
+async fn a_long_session_asked_through_its_resume_row_reads_back_as_asked_whole() {
     let home = Home::new().await;
-    let resumed = home.dir.path().join("resumed.json");
-    let whole = home.dir.path().join("whole.json");
+    let resumed = home.dir.path().join("resumed.sqlite");
+    let whole = home.dir.path().join("whole.sqlite");
     let (a, b) = (
         ScriptedServer::start(Vec::new()).await,
         ScriptedServer::start(Vec::new()).await,
@@ -226,26 +243,22 @@ async fn a_long_session_asked_through_its_resume_file_reads_back_as_asked_whole(
         assert!(o.status.success(), "question {q}: {}", err(&o));
         let used = home.resumed() > before;
         over_resume += usize::from(used);
-        // The whole arm never has a resume file when it asks.
-        let _ = std::fs::remove_file(resume_of(&whole));
+        // The whole arm never has a resume row when it asks.
+        if whole.exists() {
+            sql(&whole, "DELETE FROM resume");
+        }
+        let before = home.resumed();
         let o = home.ask(&b, &whole, q, pad).await;
         assert!(o.status.success(), "question {q} (whole): {}", err(&o));
-        if q >= 10 && pad == 0 {
-            assert!(used, "question {q} was not asked over the resume file");
-        }
+        assert_eq!(home.resumed(), before, "question {q} (whole) was resumed");
         if q == 0 {
-            assert!(!used, "a short session has no resume file");
-            assert!(!resume_of(&resumed).exists());
+            assert!(!used, "a new session has no resume row");
+        } else {
+            assert!(used, "question {q} was not asked over the resume row");
         }
+        assert!(has_resume(&resumed), "question {q} wrote the resume row");
     }
-    assert!(
-        over_resume >= 5,
-        "{over_resume} questions over the resume file"
-    );
-    assert!(
-        resume_of(&resumed).exists(),
-        "the last save wrote a resume file"
-    );
+    assert_eq!(over_resume, plan().len() - 1);
 
     // The model was sent the same bodies, request by request.
     let (sent_a, sent_b) = (a.requests(), b.requests());
@@ -263,28 +276,18 @@ async fn a_long_session_asked_through_its_resume_file_reads_back_as_asked_whole(
         }
     }
     assert!(x["state"] == y["state"], "the state reads back otherwise");
-    // haiku.rag's part of the file (messages + state) is whole once folded.
     let o = home
         .run(&["inspect", resumed.to_str().unwrap(), "--request", "1"])
         .await;
     assert!(o.status.success(), "{}", err(&o));
 
-    // A question over the resume file reads no history: the snapshot's bytes spoiled
-    // under an unchanged stamp (same length, same modification time), it still runs.
-    let meta = std::fs::metadata(&resumed).unwrap();
-    let mut bytes = std::fs::read(&resumed).unwrap();
-    let at = bytes.len() / 2;
-    bytes[at..at + 16].copy_from_slice(b"\x00\x01spoiled\x00\x01\x02\x03\x04\x05\x06");
-    {
-        use std::io::{Seek, Write};
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&resumed)
-            .unwrap();
-        f.seek(std::io::SeekFrom::Start(at as u64)).unwrap();
-        f.write_all(&bytes[at..at + 16]).unwrap();
-        f.set_modified(meta.modified().unwrap()).unwrap();
-    }
+    // A question over the resume row reads no history: with the first message's row
+    // spoiled (reading the session whole refuses it), it still runs.
+    sql(
+        &resumed,
+        "UPDATE messages SET body = '{\"spoiled\": 1}' WHERE seq = 0",
+    );
+    assert!(Session::load(&resumed).is_err());
     let before = home.resumed();
     let o = home.ask(&a, &resumed, 19, 0).await;
     assert!(o.status.success(), "{}", err(&o));
@@ -292,29 +295,30 @@ async fn a_long_session_asked_through_its_resume_file_reads_back_as_asked_whole(
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_resume_file_the_session_no_longer_matches_is_not_used() {
+async fn a_resume_row_the_session_no_longer_matches_is_not_used() {
     let home = Home::new().await;
-    let session = home.dir.path().join("s.json");
+    let session = home.dir.path().join("s.sqlite");
     let server = ScriptedServer::start(Vec::new()).await;
     for q in 0..10 {
-        let o = home.ask(&server, &session, q, 120_000).await;
+        let o = home.ask(&server, &session, q, 20_000).await;
         assert!(o.status.success(), "{}", err(&o));
     }
-    assert!(resume_of(&session).exists());
-    // Another program (one that takes no lock) rewrites the session: the resume file
-    // no longer matches it, and the next question reads the session whole.
-    let mut other: Value =
-        serde_json::from_str(&std::fs::read_to_string(&session).unwrap()).unwrap();
-    other["state"]["written_by"] = json!("another host");
-    std::fs::write(&session, serde_json::to_vec(&other).unwrap()).unwrap();
-    let _ = std::fs::remove_file(groundwork::session::journal_path(&session));
+    assert!(has_resume(&session));
+    // Another program commits to the session: the resume row no longer matches it, and
+    // the next question reads the session whole.
+    let mut other = Session::load(&session).unwrap();
+    other
+        .state
+        .insert("written_by".into(), json!("another host"));
+    other.save(&session).unwrap();
+    assert!(!has_resume(&session));
     let before = home.resumed();
     let o = home.ask(&server, &session, 10, 0).await;
     assert!(o.status.success(), "{}", err(&o));
-    assert_eq!(home.resumed(), before, "the stale resume file was used");
+    assert_eq!(home.resumed(), before, "the stale resume row was used");
     let s = Session::load(&session).unwrap();
     assert_eq!(s.state["written_by"], json!("another host"));
-    assert!(resume_of(&session).exists(), "written anew after the save");
+    assert!(has_resume(&session), "written anew after the save");
     // Asked over it now, the question keeps the other host's state too.
     let o = home.ask(&server, &session, 11, 0).await;
     assert!(o.status.success(), "{}", err(&o));
@@ -327,27 +331,31 @@ async fn a_resume_file_the_session_no_longer_matches_is_not_used() {
         "every question's six messages are there"
     );
 
-    // A torn resume file is not used either.
-    let text = std::fs::read(resume_of(&session)).unwrap();
-    std::fs::write(resume_of(&session), &text[..text.len() - 10]).unwrap();
+    // A resume row whose wire text is cut short is not used.
+    sql(
+        &session,
+        "UPDATE wire SET body = substr(body, 1, length(body) - 10) \
+         WHERE start = (SELECT max(start) FROM wire)",
+    );
     let o = home.ask(&server, &session, 12, 0).await;
     assert!(o.status.success(), "{}", err(&o));
     assert_eq!(home.resumed(), before + 1);
-    // Nor one whose text a crash left zeroed under a whole head (it is written unsynced).
-    let mut text = std::fs::read(resume_of(&session)).unwrap();
-    let n = text.len();
-    text[n - 10..].fill(0);
-    std::fs::write(resume_of(&session), &text).unwrap();
+    // Nor one whose text does not match its checksum.
+    sql(
+        &session,
+        "UPDATE wire SET body = replace(body, 'e', 'E') WHERE start = 0",
+    );
     let o = home.ask(&server, &session, 13, 0).await;
     assert!(o.status.success(), "{}", err(&o));
-    assert_eq!(home.resumed(), before + 1, "a spoiled resume file was used");
+    assert_eq!(home.resumed(), before + 1, "a spoiled resume row was used");
     let s = Session::load(&session).unwrap();
     assert_eq!(s.messages.len(), 14 * 6);
 
     // A model counted by a real tokenizer (tiktoken knows `gpt-4o` by name) must count every
     // message, so its question reads the session whole, commits it all, and leaves no
-    // resume file behind (what it would hold are estimates, not that tokenizer's counts).
-    assert!(resume_of(&session).exists());
+    // resume row for its commit (what it would hold are estimates, not that tokenizer's
+    // counts).
+    assert!(has_resume(&session));
     let chunk = &home.chunks[0];
     server.push(Reply::tool_call(
         "rag_search",
@@ -364,18 +372,18 @@ async fn a_resume_file_the_session_no_longer_matches_is_not_used() {
         before + 1,
         "a tokenizer's question was resumed"
     );
-    assert!(!resume_of(&session).exists());
+    assert!(!has_resume(&session));
     let s = Session::load(&session).unwrap();
     assert_eq!(s.messages.len(), 15 * 6);
 
-    // The next question reads it whole and writes the resume file again.
+    // The next question reads it whole and writes the resume row again.
     let o = home.ask(&server, &session, 15, 0).await;
     assert!(o.status.success(), "{}", err(&o));
     assert_eq!(home.resumed(), before + 1);
-    assert!(resume_of(&session).exists());
+    assert!(has_resume(&session));
 
-    // A question composed otherwise (no compaction, no policy) reads the session whole and removes
-    // the resume file, which no longer describes what its requests sent.
+    // A question composed otherwise (no compaction, no policy) reads the session whole
+    // and leaves no row for its commit, which would not describe what its requests sent.
     server.push(Reply::text("Plain answer."));
     let o = home
         .ask_as(
@@ -387,6 +395,6 @@ async fn a_resume_file_the_session_no_longer_matches_is_not_used() {
         )
         .await;
     assert!(o.status.success(), "{}", err(&o));
-    assert!(!resume_of(&session).exists());
+    assert!(!has_resume(&session));
     assert_eq!(home.resumed(), before + 1);
 }

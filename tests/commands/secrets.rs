@@ -181,7 +181,7 @@ async fn no_secret_reaches_any_output_or_file() {
             "ask",
             "--no-policy",
             "--session",
-            "s.json",
+            "s.sqlite",
             "What is the lamp?",
         ];
         if json {
@@ -194,7 +194,8 @@ async fn no_secret_reaches_any_output_or_file() {
     let printed: Value = serde_json::from_slice(&o.stdout).expect("ask --json prints JSON");
     assert!(printed.to_string().contains("<redacted>"), "{printed}");
     assert_output_clean("ask --json", &o);
-    let saved = std::fs::read_to_string(home.path("s.json")).unwrap();
+    let saved =
+        String::from_utf8_lossy(&std::fs::read(home.path("s.sqlite")).unwrap()).into_owned();
     assert!(
         saved.contains("<redacted>"),
         "the warning is kept, redacted"
@@ -220,16 +221,16 @@ async fn no_secret_reaches_any_output_or_file() {
     assert_output_clean("ask", &o);
 
     // inspect's text view of the request that carried the search shows the warning.
-    let o = run(&home, &["inspect", "s.json", "--request", "2"]).await;
+    let o = run(&home, &["inspect", "s.sqlite", "--request", "2"]).await;
     assert!(o.status.success(), "{}", err(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("↳ warning: reranker"), "{text}");
 
     // inspect and replay of that session.
     for args in [
-        vec!["inspect", "s.json"],
-        vec!["inspect", "s.json", "--request", "2"],
-        vec!["inspect", "s.json", "--request", "2", "--json"],
+        vec!["inspect", "s.sqlite"],
+        vec!["inspect", "s.sqlite", "--request", "2"],
+        vec!["inspect", "s.sqlite", "--request", "2", "--json"],
     ] {
         let o = run(&home, &args).await;
         assert!(o.status.success(), "{args:?}: {}", err(&o));

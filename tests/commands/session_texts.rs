@@ -176,25 +176,17 @@ fn assert_shows(session: &Session, want: &[String], what: &str) {
 #[test]
 fn every_request_of_a_long_session_shows_as_recorded_and_as_the_older_file_shows_it() {
     let dir = tempfile::tempdir().unwrap();
-    let journaled = dir.path().join("journaled.json");
+    let journaled = dir.path().join("journaled.sqlite");
     let mut session = Session::new("m");
     let mut recorded: Vec<RequestSnapshot> = Vec::new();
-    let mut appended = false;
     for q in 0..QUESTIONS {
         let (messages, snaps) = question(&session.messages, q);
         recorded.extend(snaps.iter().cloned());
         session.commit(messages, state(q), snaps);
-        // Saved after every question, as `ask` does, appending to the journal from the
-        // start (`ask` does once the file passes 1 MiB): the capsules go there too, each
-        // as a change to the one before.
-        let policy = groundwork::session::Policy {
-            journal_from: 0,
-            fold_ratio: 1,
-        };
-        session.save_with(&journaled, policy).unwrap();
-        appended |= groundwork::session::journal_path(&journaled).exists();
+        // Saved after every question, as `ask` does, each save committing what the
+        // question added: the capsules too, each as a change to the one before.
+        session.save(&journaled).unwrap();
     }
-    assert!(appended, "the saves appended to a journal");
     let want: Vec<String> = recorded
         .iter()
         .enumerate()
@@ -211,7 +203,7 @@ fn every_request_of_a_long_session_shows_as_recorded_and_as_the_older_file_shows
     let replayed = Session::load(&journaled).unwrap();
     assert!(
         replayed.requests().eq(recorded.iter().cloned()),
-        "saved question by question (file and journal)"
+        "saved question by question"
     );
 
     // The texts are stored as changes: the whole table takes a few times the last
@@ -303,7 +295,7 @@ fn picture(n: usize) -> [Value; 2] {
 fn the_capsules_pictures_cost_the_file_each_picture_once() {
     const ASKED: usize = 40;
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("pictures.json");
+    let path = dir.path().join("pictures.sqlite");
     let mut session = Session::new("m");
     let mut recorded: Vec<RequestSnapshot> = Vec::new();
     for q in 0..ASKED {
@@ -362,15 +354,7 @@ fn the_capsules_pictures_cost_the_file_each_picture_once() {
             .collect();
         recorded.extend(snaps.iter().cloned());
         session.commit(messages, state(q), snaps);
-        session
-            .save_with(
-                &path,
-                groundwork::session::Policy {
-                    journal_from: 0,
-                    fold_ratio: 1,
-                },
-            )
-            .unwrap();
+        session.save(&path).unwrap();
     }
     for (i, s) in session.requests().enumerate() {
         assert!(s == recorded[i], "request {} as committed", i + 1);

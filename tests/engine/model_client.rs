@@ -208,7 +208,10 @@ async fn the_api_key_is_sent_but_never_shown_or_saved() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.json");
     session.save(&path).unwrap();
-    let saved = std::fs::read_to_string(&path).unwrap();
+    let db = dir.path().join("s.sqlite");
+    session.save(&db).unwrap();
+    let saved = std::fs::read_to_string(&path).unwrap()
+        + &String::from_utf8_lossy(&std::fs::read(&db).unwrap());
     let events_dbg = format!("{:?}", drain(&mut rx));
     for shown in [
         format!("{config:?}"),

@@ -675,7 +675,7 @@ async fn ask_sends_max_tokens_and_reports_a_cut_off_answer() {
     ])
     .await;
     let url = model.base_url();
-    let session = home.0.path().join("s.json");
+    let session = home.0.path().join("s.sqlite");
     let session = session.to_str().unwrap();
     let args = |json: bool| {
         let mut a = vec![

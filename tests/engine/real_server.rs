@@ -136,7 +136,7 @@ async fn ask_stores_the_servers_usage_for_every_request() {
     let server = LlamaServer::start(&LlamaOptions::default());
     let proxy = RecordingProxy::start(format!("http://{}", server.addr())).await;
     let home = tempfile::tempdir().unwrap();
-    let session = home.path().join("s.json");
+    let session = home.path().join("s.sqlite");
     let o = ask(
         home.path(),
         &kb.db,
@@ -146,7 +146,7 @@ async fn ask_stores_the_servers_usage_for_every_request() {
     )
     .await;
     assert!(o.status.success(), "{}", stderr(&o));
-    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&session).unwrap()).unwrap();
+    let saved = crate::support::session_json(&session);
     let responses: Vec<&Value> = saved["messages"]
         .as_array()
         .unwrap()
@@ -331,7 +331,7 @@ async fn ask_right_after_the_server_starts_waits_and_answers() {
     let _turn = TURN.lock().await;
     let kb = crate::support::workbench::demo_kb().await;
     let home = tempfile::tempdir().unwrap();
-    let session = home.path().join("s.json");
+    let session = home.path().join("s.sqlite");
     let server = LlamaServer::spawn(&LlamaOptions::default());
     server.wait_listening();
     let o = ask(
@@ -365,7 +365,7 @@ async fn a_server_killed_mid_answer_leaves_the_session_unchanged() {
     let _turn = TURN.lock().await;
     let kb = crate::support::workbench::demo_kb().await;
     let home = tempfile::tempdir().unwrap();
-    let session = home.path().join("s.json");
+    let session = home.path().join("s.sqlite");
     // A first question, answered and saved.
     {
         let server = LlamaServer::start(&LlamaOptions::default());
@@ -379,7 +379,7 @@ async fn a_server_killed_mid_answer_leaves_the_session_unchanged() {
         .await;
         assert!(o.status.success(), "{}", stderr(&o));
     }
-    let before = std::fs::read(&session).unwrap();
+    let before = Session::load(&session).unwrap();
     // A second one on a server that is killed while it streams a long answer.
     // The sampled model may end a short answer at once: the answer runs to 1500 tokens.
     let server = LlamaServer::start(&LlamaOptions {
@@ -415,7 +415,7 @@ async fn a_server_killed_mid_answer_leaves_the_session_unchanged() {
     assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
     assert!(err.contains("closed mid-answer"), "{err}");
     assert_eq!(
-        std::fs::read(&session).unwrap(),
+        Session::load(&session).unwrap(),
         before,
         "session unchanged"
     );

@@ -448,7 +448,7 @@ async fn ask_with_a_looping_program(
     home: &tempfile::TempDir,
     secret: (&str, &str),
 ) -> (std::process::Child, u32) {
-    let session = home.path().join("s.json");
+    let session = home.path().join("s.sqlite");
     // A compute limit far beyond the test's bound, so only the parent's death ends it.
     let config = home.path().join("config/groundwork/config.toml");
     std::fs::create_dir_all(config.parent().unwrap()).unwrap();

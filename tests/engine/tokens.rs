@@ -155,7 +155,7 @@ async fn ask_and_inspect_show_the_provider_figure_beside_the_counted_one() {
         ),
     )
     .unwrap();
-    let session = home.0.path().join("s.json");
+    let session = home.0.path().join("s.sqlite");
     let v = ask(&home, &db, &session, "smollm2", Some(&config), (4321, 56)).await;
     let reqs = v["requests"].as_array().unwrap();
     assert_eq!(reqs.len(), 1, "{v}");
@@ -314,7 +314,7 @@ async fn a_tokenizer_that_cannot_be_read_is_one_line_and_nothing_is_sent() {
     let config = home.0.path().join("config.toml");
     std::fs::write(&config, "[model]\ntokenizer = \"tokenizer.json\"\n").unwrap();
     let server = ScriptedServer::start(vec![Reply::text("never")]).await;
-    let session = home.0.path().join("s.json");
+    let session = home.0.path().join("s.sqlite");
     let o = home
         .run(
             &[

@@ -255,7 +255,7 @@ async fn ask_offers_sources_compacts_with_collection_lines_and_ledgers_each_coll
         Reply::text("The papers say torque is lost over time."),
     ])
     .await;
-    let session = two.dir.path().join("s.json");
+    let session = two.dir.path().join("s.sqlite");
     let session = session.to_string_lossy().into_owned();
     let ask = |q: &str| {
         let mut a = two.db_flags();
@@ -311,7 +311,7 @@ async fn ask_offers_sources_compacts_with_collection_lines_and_ledgers_each_coll
     assert!(second.contains(&manuals_handbook) && second.contains(&papers_handbook));
 
     // The question's searches in the saved state: results of both collections.
-    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&session).unwrap()).unwrap();
+    let saved = crate::support::session_json(Path::new(&session));
     let both = saved["state"]["rag"]["searches"]["inverter bolt torque"]
         .as_array()
         .expect("the search is recorded")
@@ -327,7 +327,7 @@ async fn ask_offers_sources_compacts_with_collection_lines_and_ledgers_each_coll
     let o = two.run(&ask("Does the torque hold?"), None).await;
     assert!(o.status.success(), "{}", err(&o));
     // `sources: ["papers"]` searched papers alone.
-    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&session).unwrap()).unwrap();
+    let saved = crate::support::session_json(Path::new(&session));
     let searches = &saved["state"]["rag"]["searches"];
     let narrowed = searches["bolt torque loss"]
         .as_array()

@@ -199,7 +199,7 @@ async fn ingest_search_ask_and_the_workbench_on_s3() {
         Reply::text("The first towers were fires on hills."),
     ])
     .await;
-    let session = user.home.path().join("ask-session.json");
+    let session = user.home.path().join("ask-session.sqlite");
     let url = model.base_url();
     let o = user
         .run(
@@ -228,7 +228,7 @@ async fn ingest_search_ask_and_the_workbench_on_s3() {
     // The search result the model read came from the bucket.
     let second = serde_json::to_string(&model.requests()[1]).unwrap();
     assert!(second.contains("fires on hills"), "{second}");
-    // The session (and its lock) is a local file; the bucket holds the database only.
+    // The session is a local file; the bucket holds the database only.
     assert!(session.exists());
     assert!(
         moto.keys(BUCKET)
@@ -252,7 +252,7 @@ async fn workbench_on_s3(bin: &Path, moto: &Moto, user: &User, chunk: &str) {
         Reply::text("Fires on hills came first."),
     ])
     .await;
-    let session = user.home.path().join("tui-session.json");
+    let session = user.home.path().join("tui-session.sqlite");
     let tmux = Tmux::new("s3");
     let vars: Vec<String> = moto.env().iter().map(|(k, v)| format!("{k}={v}")).collect();
     let script = format!(
@@ -290,7 +290,7 @@ async fn workbench_on_s3(bin: &Path, moto: &Moto, user: &User, chunk: &str) {
     tmux.send(&["C-q"]);
     let screen = tmux.wait_exit().await;
     assert_restored(&screen, "Citation ledger");
-    let saved = std::fs::read_to_string(&session).unwrap();
+    let saved = crate::support::session_text(&session);
     assert!(saved.contains("Fires on hills came first."));
     assert_eq!(
         std::fs::read_dir(user.cwd.path()).unwrap().count(),

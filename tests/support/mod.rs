@@ -80,3 +80,16 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// A saved session (an SQLite session file, or JSON) as the JSON Groundwork exports:
+/// `messages`, `state` and Groundwork's section.
+pub fn session_json(path: &std::path::Path) -> serde_json::Value {
+    let s = groundwork::session::Session::load(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::to_value(&s).unwrap()
+}
+
+/// [`session_json`] as text.
+pub fn session_text(path: &std::path::Path) -> String {
+    session_json(path).to_string()
+}

@@ -266,12 +266,19 @@ async fn path_prompt_enter_goes_into_a_folder_and_opens_a_session() {
         .await,
         "the prompt moved into the folder"
     );
-    // Enter on the highlighted session opens it.
+    // Enter on the highlighted session opens it; a JSON session is continued in the
+    // SQLite file beside it, and the notice says so.
     press(&rt, &mut app, KeyCode::Enter);
+    let continued = format!("{older}kept.sqlite");
     assert!(
         rt.until(&mut app, Duration::from_secs(10), |a| a.popup.is_none()
-            && a.session_path.as_deref() == Some(Path::new(&kept)))
-            .await,
+            && a.session_path.as_deref() == Some(Path::new(&continued))
+            && a.notice.as_deref()
+                == Some(
+                    format!("{kept} is kept as it was; the session continues in {continued}")
+                        .as_str()
+                ))
+        .await,
         "the session was opened: {:?}",
         app.error
     );

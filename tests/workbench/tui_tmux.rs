@@ -21,7 +21,7 @@ async fn start_ask_see_answer_and_ledger_quit_and_terminal_is_restored() {
     ])
     .await;
     let home = tempfile::tempdir().unwrap();
-    let session = home.path().join("e2e-session.json");
+    let session = home.path().join("e2e-session.sqlite");
     // tmux takes OSC 52 from the programs in it into its paste buffer.
     let tmux = Tmux::with_config("e2e", "set -g set-clipboard on\n");
     let script = format!(
@@ -68,9 +68,10 @@ async fn start_ask_see_answer_and_ledger_quit_and_terminal_is_restored() {
     assert!(buffer.contains(&format!("(chunk {chunk})")), "{buffer:?}");
     assert!(buffer.contains("— "), "{buffer:?}");
     // The session was saved, without the API key.
-    let saved = std::fs::read_to_string(&session).unwrap();
+    let saved = crate::support::session_text(&session);
     assert!(saved.contains("61 MWh"));
     assert!(!saved.contains("sk-e2e-SECRET"));
+    assert!(!String::from_utf8_lossy(&std::fs::read(&session).unwrap()).contains("sk-e2e-SECRET"));
 
     tmux.send(&["C-q"]);
     let screen = tmux.wait_exit().await;
@@ -279,7 +280,7 @@ async fn a_session_reopens_the_knowledge_base_it_ran_against() {
     ])
     .await;
     let home = tempfile::tempdir().unwrap();
-    let session = home.path().join("s.json");
+    let session = home.path().join("s.sqlite");
     let env = |cmd: &mut std::process::Command| {
         cmd.env("HOME", home.path())
             .env("XDG_DATA_HOME", home.path().join("data"))
@@ -306,8 +307,7 @@ async fn a_session_reopens_the_knowledge_base_it_ran_against() {
         .await
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let saved: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&session).unwrap()).unwrap();
+    let saved = crate::support::session_json(&session);
     let recorded = &saved["groundwork"]["knowledge_bases"];
     assert_eq!(recorded[0]["location"], kb.db.as_str(), "{recorded}");
     assert_eq!(recorded[0]["questions"], json!([0]));
@@ -351,14 +351,14 @@ async fn a_session_reopens_the_knowledge_base_it_ran_against() {
     let tmux = Tmux::new("reopen-gone");
     tmux.start(&script, 160, 48);
     let screen = tmux.wait_exit().await;
-    // The line as printed (the terminal wrapped it).
-    let joined = screen.replace('\n', "");
+    // The line as printed (the terminal wrapped it, where a space at a line's end is lost).
+    let squeezed = |t: &str| t.split_whitespace().collect::<String>();
     assert!(
-        joined.contains(&format!(
+        squeezed(&screen).contains(&squeezed(&format!(
             "error: {} ran against the knowledge base {}, which is not there any more; give --db PATH to open it where it is now",
             session.display(),
             kb.db
-        )),
+        ))),
         "{screen}"
     );
     assert!(screen.contains("GW_EXIT=1"), "{screen}");
@@ -438,7 +438,7 @@ async fn a_session_over_the_libtasn1_manual_shows_the_evidence_itself() {
         ),
     ])
     .await;
-    let session = home.path().join("manual-session.json");
+    let session = home.path().join("manual-session.sqlite");
     let tmux = Tmux::new("libtasn1");
     let env = format!(
         "env -u GROUNDWORK_MODEL_URL -u GROUNDWORK_MODEL -u HAIKU_RAG_DB HOME={home} \

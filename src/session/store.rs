@@ -1,0 +1,1152 @@
+//! Sessions in SQLite: one database file per session, so a session stays one portable
+//! file a reviewer can receive.
+//!
+//! Every list a session holds (messages as pydantic-ai's JSON, requests in linear form,
+//! the instructions, tool lists and texts they refer to, the runs' timings) is a table
+//! of one row per item, numbered from 0; the state and the small metadata are rows of
+//! `meta`. Every row carries the CRC-32 of its text, so a flipped byte anywhere in what
+//! the session holds is found when it is read. A save is one transaction
+//! ([`apply`]): each list's changed tail replaced, the new rows added, and a row in
+//! `commits` saying how long every list is now; reading checks that every list is
+//! exactly as long as the last commit says and numbered without a gap. The
+//! transaction's rollback journal makes a kill at any moment leave the previous commit
+//! or the new one.
+//!
+//! Rollback journal, not WAL: a reader of a WAL database creates its `-shm` and `-wal`
+//! files, and `open`, `inspect`, `replay` and `export` must never write a file. Readers
+//! open the file read-only after checking its header ([`check_header`]); a journal left
+//! by a killed writer is rolled back in a copy ([`load`]), never in place.
+//!
+//! One writer at a time: a writer takes the session's lease ([`Lease`], a row naming its
+//! pid, taken in a write transaction), and every save checks that the file's last commit
+//! is the one this process read or wrote ([`SessionError::Changed`] otherwise).
+//! `ask`'s cache of the earlier questions' wire text ([`super::resume`]) is a row of its
+//! own, valid only for the commit it names.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension as _, TransactionBehavior, params};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::linear::StoredText;
+use super::{RunTiming, Session, SessionError};
+use crate::engine::capability::ToolDef;
+use crate::engine::messages::ModelMessage;
+
+/// `PRAGMA application_id` of a Groundwork session ("GWS1").
+pub const APPLICATION_ID: i32 = 0x4757_5331;
+
+/// `PRAGMA user_version`: the schema this build writes and the newest it reads.
+const SCHEMA: i32 = 1;
+
+/// How long a writer waits for another's transaction (a commit takes milliseconds).
+const BUSY_MS: u64 = 5_000;
+
+/// The list tables, in the order of [`Lens`].
+const LISTS: [&str; 6] = [
+    "messages",
+    "requests",
+    "instructions",
+    "tool_sets",
+    "texts",
+    "timings",
+];
+
+const SCHEMA_SQL: &str = "
+CREATE TABLE meta (key TEXT PRIMARY KEY, body TEXT NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE messages (seq INTEGER PRIMARY KEY, body TEXT NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE requests (seq INTEGER PRIMARY KEY, body TEXT NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE instructions (seq INTEGER PRIMARY KEY, body TEXT NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE tool_sets (seq INTEGER PRIMARY KEY, body TEXT NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE texts (seq INTEGER PRIMARY KEY, body TEXT NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE timings (seq INTEGER PRIMARY KEY, body TEXT NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE commits (seq INTEGER PRIMARY KEY, at TEXT NOT NULL, body TEXT NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE writer (id INTEGER PRIMARY KEY CHECK (id = 0), pid INTEGER NOT NULL, since TEXT NOT NULL);
+CREATE TABLE resume (id INTEGER PRIMARY KEY CHECK (id = 0), generation INTEGER NOT NULL, head TEXT NOT NULL, wire_len INTEGER NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE wire (start INTEGER PRIMARY KEY, body TEXT NOT NULL, crc INTEGER NOT NULL);
+";
+
+/// How long each list is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Lens {
+    pub(crate) messages: usize,
+    pub(crate) requests: usize,
+    pub(crate) instructions: usize,
+    pub(crate) tool_sets: usize,
+    pub(crate) texts: usize,
+    pub(crate) timings: usize,
+}
+
+impl Lens {
+    fn of(s: &Session) -> Lens {
+        Lens {
+            messages: s.messages.len(),
+            requests: s.groundwork.requests.len(),
+            instructions: s.groundwork.tables.instructions.len(),
+            tool_sets: s.groundwork.tables.tool_sets.len(),
+            texts: s.groundwork.tables.texts.len(),
+            timings: s.groundwork.timings.len(),
+        }
+    }
+
+    fn as_array(self) -> [usize; 6] {
+        [
+            self.messages,
+            self.requests,
+            self.instructions,
+            self.tool_sets,
+            self.texts,
+            self.timings,
+        ]
+    }
+}
+
+/// What a session's file holds, as this session last read or saved it: the commit, the
+/// lengths of its lists, the state. Everything before `messages_clean` /
+/// `requests_clean` is known to be in the file unchanged.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Image {
+    pub(crate) path: PathBuf,
+    /// The file's last commit.
+    pub(crate) generation: u64,
+    pub(crate) messages_clean: usize,
+    pub(crate) requests_clean: usize,
+    pub(crate) lens: Lens,
+    state: Map<String, Value>,
+    meta: Value,
+    extra: Map<String, Value>,
+    /// The file's last message and its index: a session whose message there differs is
+    /// not the one the file continues, and is written from its start.
+    last: Option<(usize, ModelMessage)>,
+}
+
+impl Image {
+    fn of(path: &Path, generation: u64, session: &Session) -> Image {
+        Image {
+            path: path.to_path_buf(),
+            generation,
+            messages_clean: session.messages.len(),
+            requests_clean: session.groundwork.requests.len(),
+            lens: Lens::of(session),
+            state: session.state.clone(),
+            meta: meta_of(session),
+            extra: session.extra.clone(),
+            last: session
+                .messages
+                .last()
+                .map(|m| (session.messages.len() - 1, m.clone())),
+        }
+    }
+
+    /// The committed state as saved.
+    pub(crate) fn state(&self) -> &Map<String, Value> {
+        &self.state
+    }
+
+    /// Whether everything of the session is in the file (nothing newer in memory).
+    pub(crate) fn whole(&self) -> bool {
+        self.messages_clean == self.lens.messages && self.requests_clean == self.lens.requests
+    }
+}
+
+/// The small fields of `groundwork` (everything but its lists).
+pub(crate) fn meta_of(s: &Session) -> Value {
+    let g = &s.groundwork;
+    serde_json::json!({
+        "version": g.version,
+        "model": g.model,
+        "created_at": g.created_at,
+        "scripted_demo": g.scripted_demo,
+        "labels": g.labels,
+        "extra": g.extra,
+    })
+}
+
+pub(crate) fn apply_meta(s: &mut Session, meta: Value) -> Result<(), serde_json::Error> {
+    #[derive(Deserialize)]
+    struct Meta {
+        model: Option<String>,
+        created_at: chrono::DateTime<chrono::Utc>,
+        #[serde(default)]
+        scripted_demo: bool,
+        #[serde(default)]
+        labels: Map<String, Value>,
+        #[serde(default)]
+        extra: Map<String, Value>,
+    }
+    let m: Meta = serde_json::from_value(meta)?;
+    let g = &mut s.groundwork;
+    g.model = m.model;
+    g.created_at = m.created_at;
+    g.scripted_demo = m.scripted_demo;
+    g.labels = m.labels;
+    g.extra = m.extra;
+    Ok(())
+}
+
+fn crc(body: &str) -> i64 {
+    i64::from(crc32fast::hash(body.as_bytes()))
+}
+
+/// Whether the file at `path` is an SQLite database (of any application).
+pub fn is_database(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == b"SQLite format 3\0")
+}
+
+fn damaged(path: &Path, problem: impl Into<String>) -> SessionError {
+    SessionError::Damaged {
+        path: path.to_path_buf(),
+        // One line, whatever SQLite said.
+        problem: problem
+            .into()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+fn sql_error(path: &Path, action: &'static str, e: rusqlite::Error) -> SessionError {
+    use rusqlite::ErrorCode as C;
+    match e.sqlite_error_code() {
+        Some(C::DatabaseBusy | C::DatabaseLocked) => SessionError::Busy {
+            path: path.to_path_buf(),
+            pid: None,
+        },
+        Some(C::DatabaseCorrupt | C::NotADatabase) => damaged(path, e.to_string()),
+        Some(C::DiskFull) => SessionError::Io {
+            action,
+            path: path.to_path_buf(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        },
+        _ => SessionError::Io {
+            action,
+            path: path.to_path_buf(),
+            source: std::io::Error::other(e.to_string()),
+        },
+    }
+}
+
+/// Checks the first 100 bytes of a session database before SQLite opens it: an SQLite
+/// file, in rollback-journal mode (a reader of a WAL file would create files beside
+/// it), whose application is Groundwork's.
+fn check_header(path: &Path) -> Result<(), SessionError> {
+    use std::io::Read as _;
+    let mut head = [0u8; 100];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
+    match read {
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Err(damaged(path, "shorter than a database header"));
+        }
+        Err(source) => {
+            return Err(SessionError::Io {
+                action: "read",
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+        Ok(()) => {}
+    }
+    if &head[..16] != b"SQLite format 3\0" {
+        return Err(damaged(path, "not an SQLite database"));
+    }
+    if head[18] != 1 || head[19] != 1 {
+        return Err(damaged(
+            path,
+            format!(
+                "its header names file format {}/{}, not the rollback journal Groundwork writes",
+                head[18], head[19]
+            ),
+        ));
+    }
+    let app = i32::from_be_bytes([head[68], head[69], head[70], head[71]]);
+    if app != APPLICATION_ID {
+        return Err(damaged(
+            path,
+            format!("an SQLite database of another application (application id {app:#x})"),
+        ));
+    }
+    Ok(())
+}
+
+fn open_read(path: &Path) -> Result<Connection, SessionError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| sql_error(path, "read", e))?;
+    conn.busy_timeout(std::time::Duration::from_millis(BUSY_MS))
+        .map_err(|e| sql_error(path, "read", e))?;
+    Ok(conn)
+}
+
+fn open_write(path: &Path) -> Result<Connection, SessionError> {
+    check_header(path)?;
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| sql_error(path, "write", e))?;
+    conn.busy_timeout(std::time::Duration::from_millis(BUSY_MS))
+        .map_err(|e| sql_error(path, "write", e))?;
+    Ok(conn)
+}
+
+fn generation_in(conn: &Connection, path: &Path) -> Result<u64, SessionError> {
+    let g: Option<i64> = conn
+        .query_row("SELECT max(seq) FROM commits", [], |r| r.get(0))
+        .map_err(|e| sql_error(path, "read", e))?;
+    g.map(|g| g as u64)
+        .ok_or_else(|| damaged(path, "it holds no commit"))
+}
+
+/// Reads the session database at `path` without writing anything: every row checked
+/// against its CRC, every list against the last commit.
+pub(crate) fn load(path: &Path) -> Result<(Session, Image), SessionError> {
+    check_header(path)?;
+    match read_all(&open_read(path)?, path) {
+        // A journal left by a killed writer: a read-only reader may not roll it back,
+        // so it is rolled back in a copy (the files here stay as they are).
+        Err(SessionError::Io { .. }) if hot_journal(path) => load_copy(path),
+        other => other,
+    }
+}
+
+fn hot_journal(path: &Path) -> bool {
+    std::fs::metadata(journal_of(path)).is_ok_and(|m| m.len() > 0)
+}
+
+fn journal_of(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push("-journal");
+    PathBuf::from(name)
+}
+
+fn load_copy(path: &Path) -> Result<(Session, Image), SessionError> {
+    let io = |source| SessionError::Io {
+        action: "read",
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = tempfile::tempdir().map_err(io)?;
+    let copy = dir.path().join("session.sqlite");
+    std::fs::copy(journal_of(path), journal_of(&copy)).map_err(io)?;
+    std::fs::copy(path, &copy).map_err(io)?;
+    let conn = Connection::open(&copy).map_err(|e| sql_error(path, "read", e))?;
+    let (session, mut image) = read_all(&conn, path)?;
+    image.path = path.to_path_buf();
+    Ok((session, image))
+}
+
+fn read_all(conn: &Connection, path: &Path) -> Result<(Session, Image), SessionError> {
+    let err = |e| sql_error(path, "read", e);
+    // One read transaction: every table as of one commit.
+    conn.execute_batch("BEGIN").map_err(err)?;
+    let version: i32 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(err)?;
+    if version > SCHEMA {
+        return Err(SessionError::Newer {
+            path: path.to_path_buf(),
+            version: version as u64,
+        });
+    }
+    let check: String = conn
+        .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
+        .map_err(err)?;
+    if check != "ok" {
+        return Err(damaged(path, check));
+    }
+    let generation = generation_in(conn, path)?;
+    let (body, sum): (String, i64) = conn
+        .query_row(
+            "SELECT body, crc FROM commits WHERE seq = ?1",
+            [generation as i64],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(err)?;
+    if crc(&body) != sum {
+        return Err(damaged(
+            path,
+            format!("commit {generation} does not match its checksum"),
+        ));
+    }
+    let lens: Lens = serde_json::from_str(&body)
+        .map_err(|e| damaged(path, format!("commit {generation}: {e}")))?;
+    let mut session = Session::new("");
+    let mut meta = std::collections::HashMap::new();
+    {
+        let mut stmt = conn
+            .prepare("SELECT key, body, crc FROM meta")
+            .map_err(err)?;
+        let mut rows = stmt.query([]).map_err(err)?;
+        while let Some(row) = rows.next().map_err(err)? {
+            let key: String = row.get(0).map_err(err)?;
+            let body: String = row.get(1).map_err(err)?;
+            if crc(&body) != row.get::<_, i64>(2).map_err(err)? {
+                return Err(damaged(path, format!("{key} does not match its checksum")));
+            }
+            meta.insert(key, body);
+        }
+    }
+    let mut take = |key: &str| -> Result<Value, SessionError> {
+        let body = meta
+            .remove(key)
+            .ok_or_else(|| damaged(path, format!("its {key} is missing")))?;
+        serde_json::from_str(&body).map_err(|e| damaged(path, format!("{key}: {e}")))
+    };
+    let groundwork = take("groundwork")?;
+    let version = groundwork.get("version").and_then(Value::as_u64);
+    apply_meta(&mut session, groundwork).map_err(|e| damaged(path, format!("groundwork: {e}")))?;
+    if let Some(v) = version {
+        session.groundwork.version = v as u32;
+    }
+    session.state = match take("state")? {
+        Value::Object(m) => m,
+        _ => return Err(damaged(path, "its state is not an object")),
+    };
+    session.extra = match take("extra")? {
+        Value::Object(m) => m,
+        _ => return Err(damaged(path, "its extra keys are not an object")),
+    };
+    let want = lens.as_array();
+    session.messages = read_list(conn, path, LISTS[0], want[0])?;
+    let g = &mut session.groundwork;
+    g.requests = read_list(conn, path, LISTS[1], want[1])?;
+    g.tables.instructions = read_list(conn, path, LISTS[2], want[2])?;
+    g.tables.tool_sets = read_list::<Vec<ToolDef>>(conn, path, LISTS[3], want[3])?;
+    let texts: Vec<StoredText> = read_list(conn, path, LISTS[4], want[4])?;
+    g.tables
+        .texts
+        .extend_stored(texts)
+        .map_err(|e| damaged(path, format!("texts: {e}")))?;
+    g.timings = read_list::<RunTiming>(conn, path, LISTS[5], want[5])?;
+    conn.execute_batch("COMMIT").map_err(err)?;
+    let image = Image::of(path, generation, &session);
+    Ok((session, image))
+}
+
+fn read_list<T: serde::de::DeserializeOwned>(
+    conn: &Connection,
+    path: &Path,
+    table: &str,
+    len: usize,
+) -> Result<Vec<T>, SessionError> {
+    let err = |e| sql_error(path, "read", e);
+    let mut stmt = conn
+        .prepare(&format!("SELECT seq, body, crc FROM {table} ORDER BY seq"))
+        .map_err(err)?;
+    let mut rows = stmt.query([]).map_err(err)?;
+    let mut out = Vec::with_capacity(len);
+    while let Some(row) = rows.next().map_err(err)? {
+        let seq: i64 = row.get(0).map_err(err)?;
+        if seq != out.len() as i64 {
+            return Err(damaged(
+                path,
+                format!("{table}: row {seq} where row {} should be", out.len()),
+            ));
+        }
+        let body = row.get_ref(1).map_err(err)?;
+        let body = body
+            .as_str()
+            .map_err(|e| damaged(path, format!("{table} row {seq}: {e}")))?;
+        if crc(body) != row.get::<_, i64>(2).map_err(err)? {
+            return Err(damaged(
+                path,
+                format!("{table} row {seq} does not match its checksum"),
+            ));
+        }
+        out.push(
+            serde_json::from_str(body)
+                .map_err(|e| damaged(path, format!("{table} row {seq}: {e}")))?,
+        );
+    }
+    if out.len() != len {
+        return Err(damaged(
+            path,
+            format!(
+                "{table}: {} rows where the last commit holds {len}",
+                out.len()
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+/// One save's rows: for each list, where its kept prefix ends and the rows after it.
+struct Delta {
+    lists: [(usize, Vec<String>); 6],
+    lens: Lens,
+    meta: String,
+    extra: String,
+    state: Option<String>,
+}
+
+fn bodies<T: Serialize>(items: &[T]) -> Result<Vec<String>, SessionError> {
+    items
+        .iter()
+        .map(|i| serde_json::to_string(i).map_err(SessionError::from))
+        .collect()
+}
+
+/// What `session` changed since `image`.
+fn delta_of(session: &Session, image: &Image) -> Result<Delta, SessionError> {
+    let g = &session.groundwork;
+    let t = &g.tables;
+    let was = image.lens;
+    let now = Lens::of(session);
+    // Tables and timings only grow; one that shrank is written from its start.
+    let grown = |now: usize, was: usize| if now >= was { was } else { 0 };
+    let continues = image
+        .last
+        .as_ref()
+        .is_none_or(|(i, m)| session.messages.get(*i) == Some(m));
+    let (messages_clean, requests_clean) = if continues {
+        (image.messages_clean, image.requests_clean)
+    } else {
+        (0, 0)
+    };
+    let keep_messages = messages_clean.min(was.messages).min(now.messages);
+    let keep_requests = requests_clean.min(was.requests).min(now.requests);
+    let keep_instructions = grown(now.instructions, was.instructions);
+    let keep_tool_sets = grown(now.tool_sets, was.tool_sets);
+    let keep_texts = grown(now.texts, was.texts);
+    let keep_timings = grown(now.timings, was.timings);
+    Ok(Delta {
+        lists: [
+            (keep_messages, bodies(&session.messages[keep_messages..])?),
+            (keep_requests, bodies(&g.requests[keep_requests..])?),
+            (
+                keep_instructions,
+                bodies(&t.instructions[keep_instructions..])?,
+            ),
+            (keep_tool_sets, bodies(&t.tool_sets[keep_tool_sets..])?),
+            (keep_texts, bodies(t.texts.stored_from(keep_texts))?),
+            (keep_timings, bodies(&g.timings[keep_timings..])?),
+        ],
+        lens: now,
+        meta: serde_json::to_string(&meta_of(session))?,
+        extra: serde_json::to_string(&session.extra)?,
+        state: (session.state != image.state)
+            .then(|| serde_json::to_string(&session.state))
+            .transpose()?,
+    })
+}
+
+fn write_delta(
+    tx: &rusqlite::Transaction<'_>,
+    path: &Path,
+    delta: &Delta,
+    generation: u64,
+) -> Result<(), SessionError> {
+    let err = |e| sql_error(path, "write", e);
+    for (table, (keep, rows)) in LISTS.iter().zip(&delta.lists) {
+        tx.execute(
+            &format!("DELETE FROM {table} WHERE seq >= ?1"),
+            [*keep as i64],
+        )
+        .map_err(err)?;
+        let mut insert = tx
+            .prepare(&format!(
+                "INSERT INTO {table} (seq, body, crc) VALUES (?1, ?2, ?3)"
+            ))
+            .map_err(err)?;
+        for (i, body) in rows.iter().enumerate() {
+            insert
+                .execute(params![(keep + i) as i64, body, crc(body)])
+                .map_err(err)?;
+        }
+    }
+    let mut put = tx
+        .prepare("INSERT OR REPLACE INTO meta (key, body, crc) VALUES (?1, ?2, ?3)")
+        .map_err(err)?;
+    put.execute(params!["groundwork", &delta.meta, crc(&delta.meta)])
+        .map_err(err)?;
+    put.execute(params!["extra", &delta.extra, crc(&delta.extra)])
+        .map_err(err)?;
+    if let Some(state) = &delta.state {
+        put.execute(params!["state", state, crc(state)])
+            .map_err(err)?;
+    }
+    let lens = serde_json::to_string(&delta.lens)?;
+    tx.execute(
+        "INSERT INTO commits (seq, at, body, crc) VALUES (?1, ?2, ?3, ?4)",
+        params![
+            generation as i64,
+            chrono::Utc::now().to_rfc3339(),
+            &lens,
+            crc(&lens)
+        ],
+    )
+    .map_err(err)?;
+    Ok(())
+}
+
+/// Creates the session database at `path` holding `session`, which must not exist: it
+/// is written whole beside it under a temporary name and linked into place, so `path`
+/// never holds half a session, and a file another writer made meanwhile is never
+/// replaced ([`SessionError::Changed`]).
+pub(crate) fn create(path: &Path, session: &Session) -> Result<Image, SessionError> {
+    let io = |source| SessionError::Io {
+        action: "write",
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = super::disk::dir_of(path);
+    std::fs::create_dir_all(dir).map_err(io)?;
+    super::disk::remove_stale_temps(path);
+    let tmp = super::disk::temp_path(path);
+    crate::exit::register(&tmp);
+    crate::exit::register(&journal_of(&tmp));
+    let made = (|| -> Result<(), SessionError> {
+        let err = |e| sql_error(path, "write", e);
+        let mut conn = Connection::open(&tmp).map_err(err)?;
+        conn.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA}; \
+             PRAGMA journal_mode = DELETE; {SCHEMA_SQL}"
+        ))
+        .map_err(err)?;
+        let empty = Image::of(path, 0, &Session::new(""));
+        let mut delta = delta_of(session, &empty)?;
+        delta.state = Some(serde_json::to_string(&session.state)?);
+        let tx = conn.transaction().map_err(err)?;
+        write_delta(&tx, path, &delta, 1)?;
+        tx.commit().map_err(err)?;
+        conn.close().map_err(|(_, e)| err(e))?;
+        std::fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(io)?;
+        match std::fs::hard_link(&tmp, path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(SessionError::Changed {
+                    path: path.to_path_buf(),
+                });
+            }
+            // A file system without hard links: renamed, after checking nothing is there.
+            Err(_) if !path.exists() => std::fs::rename(&tmp, path).map_err(io)?,
+            Err(e) => return Err(io(e)),
+        }
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    let _ = std::fs::remove_file(journal_of(&tmp));
+    crate::exit::forget(&tmp);
+    crate::exit::forget(&journal_of(&tmp));
+    made?;
+    Ok(Image::of(path, 1, session))
+}
+
+/// Saves what `session` changed since `image` (its file's last commit as this process
+/// read or wrote it) in one transaction; [`SessionError::Changed`] when another writer
+/// committed meanwhile. Returns the image of the file afterwards.
+pub(crate) fn apply(session: &Session, image: &Image) -> Result<Image, SessionError> {
+    let path = &image.path;
+    let delta = delta_of(session, image)?;
+    commit(path, image.generation, &delta)?;
+    Ok(Image::of(path, image.generation + 1, session))
+}
+
+fn commit(path: &Path, expected: u64, delta: &Delta) -> Result<(), SessionError> {
+    let err = |e| sql_error(path, "write", e);
+    let mut conn = open_write(path)?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(err)?;
+    if generation_in(&tx, path)? != expected {
+        return Err(SessionError::Changed {
+            path: path.to_path_buf(),
+        });
+    }
+    write_delta(&tx, path, delta, expected + 1)?;
+    tx.commit().map_err(err)
+}
+
+/// What a question asked over the resume window adds to a session this process does
+/// not hold whole ([`super::resume`]).
+pub(crate) struct Added<'a> {
+    pub(crate) messages: &'a [ModelMessage],
+    pub(crate) requests: &'a [super::linear::LinearRequest],
+    pub(crate) instructions: &'a [String],
+    pub(crate) tool_sets: &'a [Vec<ToolDef>],
+    pub(crate) texts: &'a [StoredText],
+    pub(crate) timing: &'a RunTiming,
+    pub(crate) state: &'a Map<String, Value>,
+    /// `groundwork`'s small fields and the other hosts' keys.
+    pub(crate) meta: &'a Value,
+    pub(crate) extra: &'a Map<String, Value>,
+}
+
+/// Commits `added` after `image` (as [`apply`] would for a session holding the file's
+/// content and `added`). Returns the image afterwards.
+pub(crate) fn append(image: &Image, added: &Added<'_>) -> Result<Image, SessionError> {
+    let was = image.lens;
+    let lens = Lens {
+        messages: was.messages + added.messages.len(),
+        requests: was.requests + added.requests.len(),
+        instructions: was.instructions + added.instructions.len(),
+        tool_sets: was.tool_sets + added.tool_sets.len(),
+        texts: was.texts + added.texts.len(),
+        timings: was.timings + 1,
+    };
+    let delta = Delta {
+        lists: [
+            (was.messages, bodies(added.messages)?),
+            (was.requests, bodies(added.requests)?),
+            (was.instructions, bodies(added.instructions)?),
+            (was.tool_sets, bodies(added.tool_sets)?),
+            (was.texts, bodies(added.texts)?),
+            (was.timings, bodies(std::slice::from_ref(added.timing))?),
+        ],
+        lens,
+        meta: serde_json::to_string(added.meta)?,
+        extra: serde_json::to_string(added.extra)?,
+        state: (added.state != &image.state)
+            .then(|| serde_json::to_string(added.state))
+            .transpose()?,
+    };
+    commit(&image.path, image.generation, &delta)?;
+    Ok(Image {
+        path: image.path.clone(),
+        generation: image.generation + 1,
+        messages_clean: lens.messages,
+        requests_clean: lens.requests,
+        lens,
+        state: added.state.clone(),
+        meta: added.meta.clone(),
+        extra: added.extra.clone(),
+        last: match added.messages.last() {
+            Some(m) => Some((lens.messages - 1, m.clone())),
+            None => image.last.clone(),
+        },
+    })
+}
+
+/// The image of the file at `path` at commit `generation` with lists `lens` and
+/// `state` (as a resume row describes it).
+pub(crate) fn image_at(
+    path: &Path,
+    generation: u64,
+    lens: Lens,
+    state: Map<String, Value>,
+    meta: Value,
+    extra: Map<String, Value>,
+    last: Option<&ModelMessage>,
+) -> Image {
+    Image {
+        path: path.to_path_buf(),
+        generation,
+        messages_clean: lens.messages,
+        requests_clean: lens.requests,
+        lens,
+        state,
+        meta,
+        extra,
+        last: last.map(|m| (lens.messages.saturating_sub(1), m.clone())),
+    }
+}
+
+/// The resume row of the session at `path`: its head and wire text, when it was
+/// written for the file's last commit and reads back whole.
+pub(crate) fn read_resume(path: &Path) -> Option<(u64, String, String)> {
+    check_header(path).ok()?;
+    let conn = open_read(path).ok()?;
+    conn.execute_batch("BEGIN").ok()?;
+    let generation = generation_in(&conn, path).ok()?;
+    let (g, head, wire_len, sum): (i64, String, i64, i64) = conn
+        .query_row(
+            "SELECT generation, head, wire_len, crc FROM resume WHERE id = 0",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()
+        .ok()??;
+    if g as u64 != generation || sum != crc(&head) {
+        return None;
+    }
+    let mut wire = String::with_capacity(usize::try_from(wire_len).ok()?);
+    let mut stmt = conn
+        .prepare("SELECT start, body, crc FROM wire ORDER BY start")
+        .ok()?;
+    let mut rows = stmt.query([]).ok()?;
+    while let Some(row) = rows.next().ok()? {
+        let start: i64 = row.get(0).ok()?;
+        let body: String = row.get(1).ok()?;
+        if start as usize != wire.len() || crc(&body) != row.get::<_, i64>(2).ok()? {
+            return None;
+        }
+        wire.push_str(&body);
+    }
+    (wire.len() as i64 == wire_len).then_some((generation, head, wire))
+}
+
+/// Writes the resume row for commit `generation` (nothing when the file has moved on
+/// since). The wire text only grows as questions are asked: what of it is stored
+/// already (its first `stored` bytes, as this process read or wrote them) is kept, and
+/// only the rest is written.
+pub(crate) fn write_resume(
+    path: &Path,
+    generation: u64,
+    head: &str,
+    wire: &str,
+    stored: usize,
+) -> Result<(), SessionError> {
+    let err = |e| sql_error(path, "write", e);
+    let from = if wire.is_char_boundary(stored) {
+        stored
+    } else {
+        0
+    };
+    let mut conn = open_write(path)?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(err)?;
+    if generation_in(&tx, path)? != generation {
+        return Ok(());
+    }
+    tx.execute("DELETE FROM wire WHERE start >= ?1", [from as i64])
+        .map_err(err)?;
+    if from < wire.len() {
+        let rest = &wire[from..];
+        tx.execute(
+            "INSERT INTO wire (start, body, crc) VALUES (?1, ?2, ?3)",
+            params![from as i64, rest, crc(rest)],
+        )
+        .map_err(err)?;
+    }
+    tx.execute(
+        "INSERT OR REPLACE INTO resume (id, generation, head, wire_len, crc) VALUES (0, ?1, ?2, ?3, ?4)",
+        params![generation as i64, head, wire.len() as i64, crc(head)],
+    )
+    .map_err(err)?;
+    tx.commit().map_err(err)
+}
+
+/// Removes the resume row (a question that could not continue it).
+pub(crate) fn drop_resume(path: &Path) {
+    if let Ok(conn) = open_write(path) {
+        let _ = conn.execute("DELETE FROM resume", []);
+    }
+}
+
+/// The lease of a session's one writer: a row naming this process, taken in a write
+/// transaction and removed on drop. A lease whose holder is no longer running (killed)
+/// is taken over.
+#[derive(Debug)]
+pub struct Lease {
+    path: PathBuf,
+}
+
+impl Lease {
+    /// Takes the lease of the session database at `path`, or fails at once with
+    /// [`SessionError::Busy`] naming the pid of the process that holds it. A path with
+    /// no file yet needs none (a new file is linked into place only if none is there).
+    pub fn acquire(path: &Path) -> Result<Option<Lease>, SessionError> {
+        if !path.exists() {
+            return Ok(None);
+        }
+        let key = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        if !held().insert(key.clone()) {
+            return Err(SessionError::Busy {
+                path: path.to_path_buf(),
+                pid: Some(std::process::id()),
+            });
+        }
+        let taken = Self::take(path);
+        if !matches!(taken, Ok(Some(_))) {
+            held().remove(&key);
+        }
+        taken
+    }
+
+    fn take(path: &Path) -> Result<Option<Lease>, SessionError> {
+        let err = |e| sql_error(path, "write", e);
+        let mut conn = open_write(path)?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let holder: Option<i64> = tx
+            .query_row("SELECT pid FROM writer WHERE id = 0", [], |r| r.get(0))
+            .optional()
+            .map_err(err)?;
+        let me = std::process::id();
+        if let Some(pid) = holder.and_then(|p| u32::try_from(p).ok())
+            && pid != me
+            && super::disk::pid_alive(pid)
+        {
+            return Err(SessionError::Busy {
+                path: path.to_path_buf(),
+                pid: Some(pid),
+            });
+        }
+        tx.execute(
+            "INSERT OR REPLACE INTO writer (id, pid, since) VALUES (0, ?1, ?2)",
+            params![i64::from(me), chrono::Utc::now().to_rfc3339()],
+        )
+        .map_err(err)?;
+        tx.commit().map_err(err)?;
+        Ok(Some(Lease {
+            path: path.to_path_buf(),
+        }))
+    }
+}
+
+/// The sessions whose lease this process holds.
+fn held() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<PathBuf>> {
+    static HELD: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    HELD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        held().remove(&std::path::absolute(&self.path).unwrap_or_else(|_| self.path.clone()));
+        if let Ok(conn) = open_write(&self.path) {
+            let _ = conn.execute(
+                "DELETE FROM writer WHERE pid = ?1",
+                [i64::from(std::process::id())],
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use std::path::Path;
+
+    /// Makes process `pid` the holder of the session's lease.
+    pub(crate) fn hold_lease(path: &Path, pid: u32) {
+        let conn = super::open_write(path).unwrap();
+        conn.execute(
+            "INSERT OR REPLACE INTO writer (id, pid, since) VALUES (0, ?1, 'now')",
+            [i64::from(pid)],
+        )
+        .unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::messages::{ModelRequest, ModelResponse, ModelResponsePart, TextPart};
+
+    /// A session of `n` questions (a request and a response each), a state that says
+    /// how many, and one request recorded per question.
+    fn grown(session: &mut Session, n: usize) {
+        for _ in 0..n {
+            let q = session.messages.len() / 2;
+            let mut messages = session.messages.clone();
+            messages.push(ModelRequest::user(format!("question {q}")).into());
+            messages.push(
+                ModelResponse::new(vec![ModelResponsePart::Text(TextPart::new(format!(
+                    "answer {q} {}",
+                    "x".repeat(q % 7)
+                )))])
+                .into(),
+            );
+            let mut state = session.state.clone();
+            state.insert("questions".into(), Value::from(q + 1));
+            session.set_messages(messages);
+            session.state = state;
+        }
+    }
+
+    fn questions(path: &Path) -> usize {
+        Session::load(path).unwrap().messages.len() / 2
+    }
+
+    #[test]
+    fn a_session_reads_back_as_saved_and_each_save_adds_only_what_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sqlite");
+        let mut s = Session::new("m");
+        grown(&mut s, 3);
+        s.save(&path).unwrap();
+        assert!(is_database(&path));
+        assert_eq!(Session::load(&path).unwrap(), s);
+        for _ in 0..5 {
+            grown(&mut s, 1);
+            s.save(&path).unwrap();
+        }
+        let back = Session::load(&path).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(questions(&path), 8);
+        // Eight questions, one row each pair: the first commit and five more.
+        let conn = open_read(&path).unwrap();
+        let commits: i64 = conn
+            .query_row("SELECT count(*) FROM commits", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(commits, 6);
+        // A history replaced from its middle is rewritten from there.
+        let mut cut = back.messages.clone();
+        cut.truncate(4);
+        let mut reloaded = Session::load(&path).unwrap();
+        reloaded.set_messages(cut);
+        reloaded.save(&path).unwrap();
+        assert_eq!(questions(&path), 2);
+    }
+
+    #[test]
+    fn a_second_writer_is_refused_naming_the_first_and_a_stale_save_is_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sqlite");
+        let mut s = Session::new("m");
+        grown(&mut s, 1);
+        s.save(&path).unwrap();
+        // Another process holds the lease: its pid is named.
+        let other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        {
+            let conn = open_write(&path).unwrap();
+            conn.execute(
+                "INSERT OR REPLACE INTO writer (id, pid, since) VALUES (0, ?1, 'now')",
+                [i64::from(other.id())],
+            )
+            .unwrap();
+        }
+        let e = Lease::acquire(&path).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "session {} is being written by another groundwork process (pid {})",
+                path.display(),
+                other.id()
+            )
+        );
+        let mut other = other;
+        other.kill().unwrap();
+        other.wait().unwrap();
+        // Its holder gone, the lease is taken over.
+        assert!(Lease::acquire(&path).unwrap().is_some());
+        // Two copies read at one commit: the second to save is refused.
+        let mut a = Session::load(&path).unwrap();
+        let mut b = Session::load(&path).unwrap();
+        grown(&mut a, 1);
+        grown(&mut b, 2);
+        a.save(&path).unwrap();
+        assert!(matches!(b.save(&path), Err(SessionError::Changed { .. })));
+        assert_eq!(questions(&path), 2);
+    }
+
+    #[test]
+    fn a_journal_left_by_a_killed_writer_is_rolled_back_in_a_copy_not_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sqlite");
+        let mut s = Session::new("m");
+        grown(&mut s, 2);
+        s.save(&path).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        // A writer in the middle of its commit, its journal written and the file half
+        // changed, as a kill would leave them.
+        let journal = journal_of(&path);
+        {
+            let mut conn = open_write(&path).unwrap();
+            conn.execute_batch("PRAGMA cache_size = 1").unwrap();
+            let tx = conn.transaction().unwrap();
+            for i in 0..200 {
+                tx.execute(
+                    "INSERT INTO messages (seq, body, crc) VALUES (?1, 'x', 0)",
+                    [1000 + i],
+                )
+                .unwrap();
+            }
+            // Leave the transaction open and copy the files as they are now.
+            std::fs::copy(&path, dir.path().join("mid.sqlite")).unwrap();
+            if journal.exists() {
+                std::fs::copy(&journal, dir.path().join("mid.sqlite-journal")).unwrap();
+            }
+            drop(tx);
+        }
+        let mid = dir.path().join("mid.sqlite");
+        let mid_journal = journal_of(&mid);
+        assert!(mid_journal.exists(), "the writer spilled its journal");
+        let (file, jour) = (
+            std::fs::read(&mid).unwrap(),
+            std::fs::read(&mid_journal).unwrap(),
+        );
+        let back = Session::load(&mid).unwrap();
+        assert_eq!(back.messages.len(), 4);
+        assert_eq!(
+            std::fs::read(&mid).unwrap(),
+            file,
+            "the file is left as it was"
+        );
+        assert_eq!(std::fs::read(&mid_journal).unwrap(), jour);
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    /// Flipped bytes, truncations and zero-filled stretches at random places of a session
+    /// file: every time, the session reads back with every committed question, or is
+    /// refused in one line naming the file; the file is never changed by reading it.
+    #[test]
+    fn damage_anywhere_loses_no_question_silently_and_reading_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sqlite");
+        let mut s = Session::new("m");
+        for _ in 0..12 {
+            grown(&mut s, 1);
+            s.save(&path).unwrap();
+        }
+        let good = std::fs::read(&path).unwrap();
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let (mut refused, mut whole) = (0, 0);
+        for case in 0..100 {
+            let mut bytes = good.clone();
+            let at = next(bytes.len());
+            match case % 3 {
+                0 => bytes[at] ^= 1 << next(8),
+                1 => bytes.truncate(at),
+                _ => {
+                    let len = 1 + next(64);
+                    for b in bytes.iter_mut().skip(at).take(len) {
+                        *b = 0;
+                    }
+                }
+            }
+            let damaged = dir.path().join(format!("d{case}.sqlite"));
+            std::fs::write(&damaged, &bytes).unwrap();
+            match Session::load(&damaged) {
+                Ok(back) => {
+                    assert_eq!(
+                        back.messages, s.messages,
+                        "case {case}: read without a refusal, it holds every question"
+                    );
+                    whole += 1;
+                }
+                Err(e) => {
+                    let line = e.to_string();
+                    assert!(!line.contains('\n'), "case {case}: {line}");
+                    assert!(
+                        line.contains(&damaged.display().to_string()),
+                        "case {case}: {line}"
+                    );
+                    refused += 1;
+                }
+            }
+            assert_eq!(std::fs::read(&damaged).unwrap(), bytes, "case {case}");
+            let beside: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("d{case}.")) && n != &format!("d{case}.sqlite"))
+                .collect();
+            assert!(beside.is_empty(), "case {case}: reading made {beside:?}");
+        }
+        assert!(refused > 0 && whole > 0, "{refused} refused, {whole} whole");
+    }
+}
