@@ -1,5 +1,6 @@
-//! `groundwork ask`: one question through the host's [`Conversation`], printed as text
-//! (the answer and its sources) or as JSON; the session is saved after a successful run.
+//! `groundwork ask`: one question through the host's [`crate::host::resume::Opened`],
+//! printed as text (the answer and its sources) or as JSON; the session is saved after a
+//! successful run.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -7,14 +8,6 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 
 use crate::host::compose::Composer;
-use crate::host::conversation::Conversation;
-use crate::host::resume::{Opened, Resumed};
-
-/// The session a question is asked over.
-enum Held {
-    Resumed(Box<Resumed>),
-    Whole(Box<Conversation>),
-}
 use crate::paths;
 
 use super::args::{AskArgs, GlobalArgs};
@@ -57,7 +50,7 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     };
     // One writer from loading to committing: a second `ask` on this session is refused.
     // A long session is read on another thread while the knowledge base is opened and
-    // the agent built, through its resume file when it has one for this composition
+    // the agent built, through its resume row when it has one for this composition
     // (`--json` prints every request whole, so it reads the session whole).
     let owned = if a.json {
         None
@@ -65,7 +58,7 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
         crate::host::compose::compacted_tools(&options)
     };
     let opening = {
-        let (path, model_name, owned) = (path.clone(), model_name.clone(), owned.clone());
+        let (model_name, owned) = (model_name.clone(), owned.clone());
         tokio::task::spawn_blocking(move || {
             crate::host::resume::open_for_question(path, &model_name, owned.as_deref())
         })
@@ -81,11 +74,7 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     let opened = opening
         .await
         .map_err(|e| anyhow::anyhow!("reading the session stopped: {e}"))??;
-    let mut held = match opened {
-        Opened::Resumed(r) if agent.takes_earlier() => Held::Resumed(r),
-        Opened::Resumed(r) => Held::Whole(Box::new(r.into_whole(&model_name)?)),
-        Opened::Whole(c) => Held::Whole(c),
-    };
+    let mut held = opened.for_agent(&agent, &model_name)?;
     crate::timing::mark("ask: session opened");
     let cancel = crate::engine::cancel::CancelToken::new();
     // On a terminal the answer streams as it comes (pipes and --json get it whole).
@@ -98,53 +87,22 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     // The answer is printed whatever the save does, and a failed save is reported after
     // it: a full disk or a read-only folder must not cost the user the answer. Never over
     // another writer's work: then the answer is kept beside.
-    // Where the new question starts in a session read whole (for its resume file).
-    let question = match &held {
-        Held::Whole(c) => c.session().messages.len(),
-        Held::Resumed(_) => 0,
-    };
-    let asked = match &mut held {
-        Held::Resumed(r) => r.ask(&agent, &a.question, events, cancel).await,
-        Held::Whole(conversation) => conversation.ask(&agent, &a.question, events, cancel).await,
-    };
+    let asked = held.ask(&agent, &a.question, events, cancel).await;
     // The run is over (its events sender dropped): the printer has shown everything.
     let shown = match printer {
         Some(p) => Some(p.await?),
         None => None,
     };
-    let asked = asked?;
-    if let Some(q) = asked.question {
-        match &mut held {
-            Held::Resumed(r) => r.record_knowledge_bases(&knowledge_bases, q),
-            Held::Whole(c) => c.record_knowledge_bases(&knowledge_bases, q),
-        }
+    let outcome = asked?;
+    if let Some(q) = outcome.question {
+        held.record_knowledge_bases(&knowledge_bases, q);
     }
-    let (outcome, saved) = match &mut held {
-        Held::Resumed(r) => {
-            let outcome = asked;
-            crate::timing::mark("ask: answered and committed");
-            (outcome, r.save(&agent))
-        }
-        Held::Whole(conversation) => {
-            let outcome = asked;
-            crate::timing::mark("ask: answered and committed");
-            let saved = conversation.save();
-            if let Ok(s) = &saved
-                && s.note.is_none()
-            {
-                crate::host::resume::write_after_whole_save(
-                    &agent,
-                    conversation.session(),
-                    &s.path,
-                    question,
-                    owned.as_deref(),
-                );
-            }
-            (outcome, saved)
-        }
-    };
+    crate::timing::mark("ask: answered and committed");
+    let saved = held.save(&agent, owned.as_deref());
     crate::timing::mark("ask: saved");
-    let path = saved.as_ref().map_or(path.clone(), |s| s.path.clone());
+    let path = saved
+        .as_ref()
+        .map_or_else(|_| held.path().to_path_buf(), |s| s.path.clone());
     // As `search` says it: the question went on without what failed.
     for w in &outcome.warnings {
         crate::errors::say!("{w}");
@@ -228,8 +186,7 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
                 .as_ref()
                 .map(|n| format!("; the answer was {n}"))
                 .unwrap_or_default();
-            if let Held::Whole(c) = &held
-                && let Some(note) = c.continued_note()
+            if let Some(note) = held.continued_note()
                 && saved.is_ok()
             {
                 crate::errors::say!("{note}");
@@ -246,9 +203,7 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
         Ok(())
     })();
     drop(out);
-    if let Held::Whole(conversation) = held {
-        (*conversation).close_for_exit();
-    }
+    held.close_for_exit();
     match saved {
         Err(e) => {
             crate::errors::say!(

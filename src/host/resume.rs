@@ -345,12 +345,98 @@ impl Resumed {
     }
 }
 
-/// A session opened for one question by its one writer.
+/// A session opened for one question by its one writer: through its resume row, or read
+/// whole (or new). `ask` goes through it alone: it asks, records the knowledge bases,
+/// commits and saves the question whichever way the session was opened.
 pub enum Opened {
-    /// Through its resume file.
+    /// Through its resume row.
     Resumed(Box<Resumed>),
-    /// Read whole (or new).
-    Whole(Box<super::conversation::Conversation>),
+    /// Read whole (or new), with where the question asked over it began.
+    Whole(Box<super::conversation::Conversation>, usize),
+}
+
+impl Opened {
+    /// Ready for a question of `agent`: a session opened through its resume row is read
+    /// whole when the agent cannot run over a window (a tokenizer that counts every
+    /// message).
+    pub fn for_agent(self, agent: &Agent, model: &str) -> Result<Opened, SessionError> {
+        match self {
+            Opened::Resumed(r) if !agent.takes_earlier() => {
+                Ok(Opened::Whole(Box::new(r.into_whole(model)?), 0))
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// Asks `question` and commits it on success (see [`super::ask::ask`]).
+    pub async fn ask(
+        &mut self,
+        agent: &Agent,
+        question: &str,
+        events: Option<tokio::sync::mpsc::UnboundedSender<crate::engine::events::CoreEvent>>,
+        cancel: CancelToken,
+    ) -> Result<AskOutcome, AskError> {
+        match self {
+            Opened::Resumed(r) => r.ask(agent, question, events, cancel).await,
+            Opened::Whole(c, start) => {
+                *start = c.session().messages.len();
+                c.ask(agent, question, events, cancel).await
+            }
+        }
+    }
+
+    /// Records that `question` ran against the knowledge bases `open`.
+    pub fn record_knowledge_bases(
+        &mut self,
+        open: &[crate::session::knowledge::KnowledgeBase],
+        question: u64,
+    ) {
+        match self {
+            Opened::Resumed(r) => r.record_knowledge_bases(open, question),
+            Opened::Whole(c, _) => c.record_knowledge_bases(open, question),
+        }
+    }
+
+    /// Saves the question asked, and the resume row for the next one (questions
+    /// compacted for `owned`).
+    pub fn save(&mut self, agent: &Agent, owned: Option<&[String]>) -> anyhow::Result<Saved> {
+        match self {
+            Opened::Resumed(r) => r.save(agent),
+            Opened::Whole(c, start) => {
+                let saved = c.save()?;
+                if saved.note.is_none() {
+                    write_after_whole_save(agent, c.session(), &saved.path, *start, owned);
+                }
+                Ok(saved)
+            }
+        }
+    }
+
+    /// The file the question is saved to.
+    pub fn path(&self) -> &Path {
+        match self {
+            Opened::Resumed(r) => r.path(),
+            Opened::Whole(c, _) => c.path(),
+        }
+    }
+
+    /// Why the session is saved somewhere else than the file named (a JSON session
+    /// continues in the SQLite file beside it).
+    pub fn continued_note(&self) -> Option<&str> {
+        match self {
+            Opened::Resumed(_) => None,
+            Opened::Whole(c, _) => c.continued_note(),
+        }
+    }
+
+    /// Ends it before the process exits (see
+    /// [`super::conversation::Conversation::close_for_exit`]).
+    pub fn close_for_exit(self) {
+        match self {
+            Opened::Resumed(r) => drop(r),
+            Opened::Whole(c, _) => c.close_for_exit(),
+        }
+    }
 }
 
 /// Opens the session at `path` for a question of `model` as its one writer (where it is
@@ -372,7 +458,8 @@ pub fn open_for_question(
             Err(l) => lease = l,
         }
     }
-    super::conversation::Conversation::open_at(at, model, lease).map(|c| Opened::Whole(Box::new(c)))
+    super::conversation::Conversation::open_at(at, model, lease)
+        .map(|c| Opened::Whole(Box::new(c), 0))
 }
 
 impl Resumed {

@@ -872,14 +872,17 @@ impl Lease {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err)?;
-        let holder: Option<i64> = tx
-            .query_row("SELECT pid FROM writer WHERE id = 0", [], |r| r.get(0))
+        let holder: Option<(i64, String)> = tx
+            .query_row("SELECT pid, since FROM writer WHERE id = 0", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
             .optional()
             .map_err(err)?;
         let me = std::process::id();
-        if let Some(pid) = holder.and_then(|p| u32::try_from(p).ok())
+        if let Some((pid, since)) = holder.and_then(|(p, s)| Some((u32::try_from(p).ok()?, s)))
             && pid != me
             && super::disk::pid_alive(pid)
+            && !started_after(pid, &since)
         {
             return Err(SessionError::Busy {
                 path: path.to_path_buf(),
@@ -896,6 +899,43 @@ impl Lease {
             path: path.to_path_buf(),
         }))
     }
+}
+
+/// Whether process `pid` started after `since` (an RFC 3339 time): then it is not the
+/// process that took a lease at `since`, whose pid it was given again. Where that cannot
+/// be told, it is not.
+#[cfg(target_os = "linux")]
+fn started_after(pid: u32, since: &str) -> bool {
+    let Ok(since) = chrono::DateTime::parse_from_rfc3339(since) else {
+        return false;
+    };
+    // Field 22 of /proc/PID/stat: the start in clock ticks after boot (`btime`).
+    let started = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let (_, rest) = s.rsplit_once(')')?;
+            rest.split_whitespace().nth(19)?.parse::<u64>().ok()
+        });
+    let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|b| b.trim().parse::<i64>().ok())
+    });
+    // SAFETY: sysconf reads a constant of the system.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    match (started, boot) {
+        (Some(started), Some(boot)) if ticks > 0 => {
+            let at = boot as f64 + started as f64 / ticks as f64;
+            // A second of slack: the clock ticks and btime are coarse.
+            at > since.timestamp() as f64 + 1.0
+        }
+        _ => false,
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn started_after(_pid: u32, _since: &str) -> bool {
+    false
 }
 
 /// The sessions whose lease this process holds.
@@ -1005,14 +1045,7 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
-        {
-            let conn = open_write(&path).unwrap();
-            conn.execute(
-                "INSERT OR REPLACE INTO writer (id, pid, since) VALUES (0, ?1, 'now')",
-                [i64::from(other.id())],
-            )
-            .unwrap();
-        }
+        tests_support::hold_lease(&path, other.id());
         let e = Lease::acquire(&path).unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -1027,6 +1060,24 @@ mod tests {
         other.wait().unwrap();
         // Its holder gone, the lease is taken over.
         assert!(Lease::acquire(&path).unwrap().is_some());
+        // A lease whose pid a later process was given (it started after the lease was
+        // taken) is taken over too.
+        let later = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        {
+            let conn = open_write(&path).unwrap();
+            conn.execute(
+                "INSERT OR REPLACE INTO writer (id, pid, since) VALUES (0, ?1, ?2)",
+                params![i64::from(later.id()), "2020-01-01T00:00:00+00:00"],
+            )
+            .unwrap();
+        }
+        assert!(Lease::acquire(&path).unwrap().is_some());
+        let mut later = later;
+        later.kill().unwrap();
+        later.wait().unwrap();
         // Two copies read at one commit: the second to save is refused.
         let mut a = Session::load(&path).unwrap();
         let mut b = Session::load(&path).unwrap();

@@ -280,6 +280,56 @@ async fn two_new_sessions_started_together_get_two_files() {
     assert_eq!(all, ["Question A?", "Question B?"], "one question in each");
 }
 
+/// Issue 42: asking over a JSON session (the demo, as an earlier Groundwork or a haiku.rag
+/// host left one) never writes it: the question goes to `NAME.sqlite` beside it, which
+/// holds the whole conversation and continues it from then on, and stderr says so.
+#[tokio::test]
+async fn asking_over_a_json_session_continues_it_beside_and_leaves_it_as_it_was() {
+    let home = Home::new().await;
+    let dir = home.dir.path().join("sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("old.json");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.json"),
+        &json,
+    )
+    .unwrap();
+    let before = std::fs::read(&json).unwrap();
+    let demo = Session::load(&json).unwrap();
+    let server = ScriptedServer::start(vec![Reply::text("Answer one.")]).await;
+    let o = home.ask(&server, Some(&json), "Question one?").await;
+    assert!(o.status.success(), "{}", err(&o));
+    let db = dir.join("old.sqlite");
+    assert!(
+        err(&o).contains(&format!(
+            "{} is kept as it was; the session continues in {}",
+            json.display(),
+            db.display()
+        )),
+        "{}",
+        err(&o)
+    );
+    assert!(
+        std::fs::read(&json).unwrap() == before,
+        "the JSON is as it was"
+    );
+    let continued = Session::load(&db).unwrap();
+    assert_eq!(continued.messages[..demo.messages.len()], demo.messages[..]);
+    assert_eq!(continued.messages.len(), demo.messages.len() + 2);
+
+    // Named the same way again, the database continues it.
+    server.push(Reply::text("Answer two."));
+    let o = home.ask(&server, Some(&json), "Question two?").await;
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(std::fs::read(&json).unwrap() == before);
+    assert_eq!(
+        Session::load(&db).unwrap().messages.len(),
+        demo.messages.len() + 4
+    );
+    let last = prompts(&db);
+    assert_eq!(last[last.len() - 2..], ["Question one?", "Question two?"]);
+}
+
 /// A session of about 10 MB, so that writing it takes long enough to be killed midway.
 fn big_session() -> Session {
     let filler = "lorem ipsum dolor sit amet ".repeat(500);

@@ -432,3 +432,60 @@ fn a_json_session_continued_into_a_database_shows_every_request_as_before() {
         assert_eq!(snapshot(dir.path()), before, "{name}: export over itself");
     }
 }
+
+/// `inspect` and `export` (read-only commands) over damaged session files: each either
+/// shows every question or refuses in one line naming the file, and no file changes.
+#[test]
+fn read_only_commands_over_damaged_files_refuse_in_one_line_and_write_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.sqlite");
+    let mut s = session_of(6);
+    s.save(&good).unwrap();
+    add_question(&mut s, 6);
+    s.save(&good).unwrap();
+    let bytes = std::fs::read(&good).unwrap();
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    for case in 0..12 {
+        let mut spoiled = bytes.clone();
+        let at = next(spoiled.len());
+        match case % 3 {
+            0 => spoiled[at] ^= 0x40,
+            1 => spoiled.truncate(at),
+            _ => spoiled[at..(at + 512).min(bytes.len())].fill(0),
+        }
+        let path = dir.path().join(format!("d{case}.sqlite"));
+        std::fs::write(&path, &spoiled).unwrap();
+        let before = snapshot(dir.path());
+        for args in [vec!["inspect"], vec!["export"]] {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_groundwork"));
+            cmd.args(&args).arg(&path);
+            crate::support::home::hermetic(&mut cmd, home.path());
+            let o = cmd.output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            if o.status.success() {
+                if args[0] == "export" {
+                    let back: Value = serde_json::from_slice(&o.stdout).unwrap();
+                    assert_eq!(
+                        back["messages"].as_array().unwrap().len(),
+                        14,
+                        "case {case}"
+                    );
+                }
+            } else {
+                assert_eq!(err.trim().lines().count(), 1, "case {case} {args:?}: {err}");
+                assert!(
+                    err.contains(&path.display().to_string()),
+                    "case {case}: {err}"
+                );
+            }
+            assert_eq!(snapshot(dir.path()), before, "case {case} {args:?} wrote");
+        }
+    }
+}

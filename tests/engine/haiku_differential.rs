@@ -403,9 +403,13 @@ async fn the_same_conversation_has_the_same_structure_on_the_wire_as_haiku_rag()
     // And the other way round: haiku.rag 0.77 loads what we wrote (messages, every state
     // namespace through its own models, byte-identical round trip, its own `for_run`) and
     // continues the conversation with one more grounded question.
+    // What it loads is the session as Groundwork keeps it (its SQLite file), exported
+    // as `groundwork export` writes it.
     let loader = haiku_loader();
+    let db_file = dir.path().join("groundwork-session.sqlite");
+    session.save(&db_file).unwrap();
     let ours = dir.path().join("groundwork-session.json");
-    session.save(&ours).unwrap();
+    std::fs::write(&ours, Session::load(&db_file).unwrap().to_json().unwrap()).unwrap();
     let summary = run_loader(
         &loader,
         &ours,
