@@ -294,10 +294,11 @@ fn sessions(c: &mut Criterion) {
         .unwrap()
         .len();
     println!(
-        "{questions} questions, {} messages, {} requests: session file {file} bytes, messages + state {base} bytes, ratio {:.3}",
+        "{questions} questions, {} messages, {} requests: session file {file} bytes, messages + state {base} bytes, ratio {:.3}; the state alone {} bytes",
         full.messages.len(),
         full.request_count(),
-        file as f64 / base as f64
+        file as f64 / base as f64,
+        serde_json::to_vec(&full.state).unwrap().len()
     );
 
     let mut g = c.benchmark_group(format!("long session ({questions} questions)"));
@@ -359,6 +360,24 @@ fn sessions(c: &mut Criterion) {
             })
         });
     }
+    // The same session as JSON (its export, what the sessions of earlier versions were),
+    // side by side: reading it, and the last request from it.
+    let json = dir.path().join("long.json");
+    std::fs::write(&json, full.to_json().unwrap()).unwrap();
+    println!(
+        "the same session as JSON: {} bytes",
+        std::fs::metadata(&json).unwrap().len()
+    );
+    g.bench_function("JSON: load", |b| b.iter(|| Session::load(&json).unwrap()));
+    g.bench_function("SQLite: load", |b| b.iter(|| Session::load(&path).unwrap()));
+    let last = full.request_count();
+    g.bench_function(format!("JSON: inspect --request {last}"), |b| {
+        b.iter(|| {
+            let s = Session::load(&json).unwrap();
+            let r = SessionRequests::of(&s).get(last).unwrap();
+            groundwork::host::inspect::render_request(&r, 120)
+        })
+    });
     g.bench_function("inspect (overview)", |b| {
         b.iter(|| {
             let s = Session::load(&path).unwrap();

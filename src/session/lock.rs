@@ -18,7 +18,7 @@ pub struct SessionLock {
     lock_path: PathBuf,
 }
 
-/// `S.json.lock` beside `S.json`.
+/// `NAME.lock` beside `NAME`.
 pub fn lock_path(session: &Path) -> PathBuf {
     let mut name = session
         .file_name()

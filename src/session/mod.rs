@@ -39,6 +39,10 @@ use crate::engine::events::{EstimateMemo, RequestSnapshot};
 use crate::engine::messages::ModelMessage;
 
 pub use disk::{kept_path, new_session_path, remove_stale_temps, write_atomic};
+pub use journal::journal_path;
+pub use linear::{LinearRequest, RequestTotals, Tables};
+pub use lock::{SessionLock, lock_path};
+pub use starts::RunStart;
 
 /// Whether two paths name the same file.
 pub fn same_file(a: &Path, b: &Path) -> bool {
@@ -47,10 +51,6 @@ pub fn same_file(a: &Path, b: &Path) -> bool {
         _ => disk::same_file(a, b),
     }
 }
-pub use journal::journal_path;
-pub use linear::{LinearRequest, RequestTotals, Tables};
-pub use lock::{SessionLock, lock_path};
-pub use starts::RunStart;
 
 use file::{SavedImage, SessionFile};
 
@@ -414,8 +414,7 @@ impl Session {
         if store::is_database(path) {
             let (session, image) = store::load(path)?;
             session.saved.put(image);
-            crate::timing::mark("session: parsed");
-            crate::timing::mark("session: journal replayed");
+            crate::timing::mark("session: database read");
             return Ok(session);
         }
         let io = |source| SessionError::Io {

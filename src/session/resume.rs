@@ -37,7 +37,7 @@ use crate::engine::capability::ToolDef;
 use crate::engine::messages::ModelMessage;
 
 /// Resume row format version (its head's `groundwork_resume`).
-const RESUME_VERSION: u32 = 3;
+const RESUME_VERSION: u32 = 4;
 
 /// How many texts back the newest text of each kind is looked for.
 const TEXTS_BACK: usize = 64;
@@ -66,6 +66,9 @@ struct Head {
     groundwork_resume: u32,
     generation: u64,
     lens: Lens,
+    /// The state's size as last written whole, and the changes' since.
+    #[serde(default)]
+    state_sizes: (usize, usize),
     state: Map<String, Value>,
     start: Map<String, Value>,
     meta: Value,
@@ -135,6 +138,7 @@ impl Resume {
             head.meta.clone(),
             head.extra.clone(),
             head.window.last(),
+            head.state_sizes,
         );
         Some(Resume {
             path: path.to_path_buf(),
@@ -204,6 +208,7 @@ impl Resume {
             groundwork_resume: RESUME_VERSION,
             generation: self.image.generation,
             lens: self.image.lens,
+            state_sizes: self.image.state_sizes(),
             state: self.image.state().clone(),
             start: self.start.clone(),
             meta: self.meta.clone(),

@@ -37,8 +37,10 @@ use crate::engine::messages::ModelMessage;
 /// `PRAGMA application_id` of a Groundwork session ("GWS1").
 pub const APPLICATION_ID: i32 = 0x4757_5331;
 
-/// `PRAGMA user_version`: the schema this build writes and the newest it reads.
-const SCHEMA: i32 = 1;
+/// `PRAGMA user_version`: the schema this build writes and the newest it reads. Schema 2
+/// added `state_ops` (schema-1 files are read as they are, and given the table by their
+/// next commit).
+const SCHEMA: i32 = 2;
 
 /// How long a writer waits for another's transaction (a commit takes milliseconds).
 const BUSY_MS: u64 = 5_000;
@@ -61,6 +63,7 @@ CREATE TABLE instructions (seq INTEGER PRIMARY KEY, body TEXT NOT NULL, crc INTE
 CREATE TABLE tool_sets (seq INTEGER PRIMARY KEY, body TEXT NOT NULL, crc INTEGER NOT NULL);
 CREATE TABLE texts (seq INTEGER PRIMARY KEY, body TEXT NOT NULL, crc INTEGER NOT NULL);
 CREATE TABLE timings (seq INTEGER PRIMARY KEY, body TEXT NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE state_ops (seq INTEGER PRIMARY KEY, body TEXT NOT NULL, crc INTEGER NOT NULL);
 CREATE TABLE commits (seq INTEGER PRIMARY KEY, at TEXT NOT NULL, body TEXT NOT NULL, crc INTEGER NOT NULL);
 CREATE TABLE writer (id INTEGER PRIMARY KEY CHECK (id = 0), pid INTEGER NOT NULL, since TEXT NOT NULL);
 CREATE TABLE resume (id INTEGER PRIMARY KEY CHECK (id = 0), generation INTEGER NOT NULL, head TEXT NOT NULL, wire_len INTEGER NOT NULL, crc INTEGER NOT NULL);
@@ -76,6 +79,9 @@ pub(crate) struct Lens {
     pub(crate) tool_sets: usize,
     pub(crate) texts: usize,
     pub(crate) timings: usize,
+    /// Rows of changes to the state written whole last (`state_ops`).
+    #[serde(default)]
+    pub(crate) state_ops: usize,
 }
 
 impl Lens {
@@ -87,6 +93,7 @@ impl Lens {
             tool_sets: s.groundwork.tables.tool_sets.len(),
             texts: s.groundwork.tables.texts.len(),
             timings: s.groundwork.timings.len(),
+            state_ops: 0,
         }
     }
 
@@ -119,16 +126,24 @@ pub(crate) struct Image {
     /// The file's last message and its index: a session whose message there differs is
     /// not the one the file continues, and is written from its start.
     last: Option<(usize, ModelMessage)>,
+    /// The size of the state as last written whole, and of the changes written since.
+    state_bytes: usize,
+    ops_bytes: usize,
 }
 
 impl Image {
-    fn of(path: &Path, generation: u64, session: &Session) -> Image {
+    fn of(path: &Path, generation: u64, session: &Session, stored: StateStored) -> Image {
         Image {
             path: path.to_path_buf(),
             generation,
             messages_clean: session.messages.len(),
             requests_clean: session.groundwork.requests.len(),
-            lens: Lens::of(session),
+            lens: Lens {
+                state_ops: stored.ops,
+                ..Lens::of(session)
+            },
+            state_bytes: stored.state_bytes,
+            ops_bytes: stored.ops_bytes,
             state: session.state.clone(),
             meta: meta_of(session),
             extra: session.extra.clone(),
@@ -147,6 +162,71 @@ impl Image {
     /// Whether everything of the session is in the file (nothing newer in memory).
     pub(crate) fn whole(&self) -> bool {
         self.messages_clean == self.lens.messages && self.requests_clean == self.lens.requests
+    }
+}
+
+/// How the state stands in the file: written whole (`state_bytes` long) and followed by
+/// `ops` rows of changes (`ops_bytes` long).
+#[derive(Debug, Clone, Copy, Default)]
+struct StateStored {
+    state_bytes: usize,
+    ops: usize,
+    ops_bytes: usize,
+}
+
+/// The state as one save writes it: unchanged, whole (the rows of changes before it
+/// removed), or as the changes since the file's state (one row of `state_ops`).
+#[derive(Debug)]
+enum StateWrite {
+    Unchanged,
+    Whole(String),
+    Changes(String),
+}
+
+/// How a save writes `new` over the file's state `image`: as its changes, while all the
+/// changes written since the state was last written whole stay under a quarter of it (so
+/// a question costs what it changed, and reading replays a bounded tail); whole
+/// otherwise.
+fn state_write(image: &Image, new: &Map<String, Value>) -> Result<StateWrite, SessionError> {
+    let mut ops = Vec::new();
+    super::state_diff::diff_state(&image.state, new, &mut Vec::new(), &mut ops);
+    if ops.is_empty() {
+        return Ok(StateWrite::Unchanged);
+    }
+    let changes = serde_json::to_string(&ops)?;
+    if (image.ops_bytes + changes.len()) * 4 <= image.state_bytes {
+        Ok(StateWrite::Changes(changes))
+    } else {
+        Ok(StateWrite::Whole(serde_json::to_string(new)?))
+    }
+}
+
+impl StateStored {
+    /// After `write` over a file whose state stood as `self`.
+    fn after(self, write: &StateWrite) -> StateStored {
+        match write {
+            StateWrite::Unchanged => self,
+            StateWrite::Whole(s) => StateStored {
+                state_bytes: s.len(),
+                ops: 0,
+                ops_bytes: 0,
+            },
+            StateWrite::Changes(c) => StateStored {
+                ops: self.ops + 1,
+                ops_bytes: self.ops_bytes + c.len(),
+                ..self
+            },
+        }
+    }
+}
+
+impl Image {
+    fn stored(&self) -> StateStored {
+        StateStored {
+            state_bytes: self.state_bytes,
+            ops: self.lens.state_ops,
+            ops_bytes: self.ops_bytes,
+        }
     }
 }
 
@@ -346,13 +426,13 @@ fn read_all(conn: &Connection, path: &Path) -> Result<(Session, Image), SessionE
     let err = |e| sql_error(path, "read", e);
     // One read transaction: every table as of one commit.
     conn.execute_batch("BEGIN").map_err(err)?;
-    let version: i32 = conn
+    let schema: i32 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .map_err(err)?;
-    if version > SCHEMA {
+    if schema > SCHEMA {
         return Err(SessionError::Newer {
             path: path.to_path_buf(),
-            version: version as u64,
+            version: schema as u64,
         });
     }
     let check: String = conn
@@ -393,6 +473,7 @@ fn read_all(conn: &Connection, path: &Path) -> Result<(Session, Image), SessionE
             meta.insert(key, body);
         }
     }
+    let state_bytes = meta.get("state").map_or(0, String::len);
     let mut take = |key: &str| -> Result<Value, SessionError> {
         let body = meta
             .remove(key)
@@ -409,6 +490,17 @@ fn read_all(conn: &Connection, path: &Path) -> Result<(Session, Image), SessionE
         Value::Object(m) => m,
         _ => return Err(damaged(path, "its state is not an object")),
     };
+    let mut ops_bytes = 0;
+    let ops = if schema >= 2 {
+        read_list::<Vec<super::state_diff::StateOp>>(conn, path, "state_ops", lens.state_ops)?
+    } else {
+        Vec::new()
+    };
+    for (i, ops) in ops.into_iter().enumerate() {
+        ops_bytes += serde_json::to_string(&ops).map_or(0, |t| t.len());
+        super::state_diff::apply_state(&mut session.state, ops)
+            .map_err(|e| damaged(path, format!("state_ops row {i}: {e}")))?;
+    }
     session.extra = match take("extra")? {
         Value::Object(m) => m,
         _ => return Err(damaged(path, "its extra keys are not an object")),
@@ -426,7 +518,12 @@ fn read_all(conn: &Connection, path: &Path) -> Result<(Session, Image), SessionE
         .map_err(|e| damaged(path, format!("texts: {e}")))?;
     g.timings = read_list::<RunTiming>(conn, path, LISTS[5], want[5])?;
     conn.execute_batch("COMMIT").map_err(err)?;
-    let image = Image::of(path, generation, &session);
+    let stored = StateStored {
+        state_bytes,
+        ops: lens.state_ops,
+        ops_bytes,
+    };
+    let image = Image::of(path, generation, &session, stored);
     Ok((session, image))
 }
 
@@ -483,7 +580,7 @@ struct Delta {
     lens: Lens,
     meta: String,
     extra: String,
-    state: Option<String>,
+    state: StateWrite,
 }
 
 fn bodies<T: Serialize>(items: &[T]) -> Result<Vec<String>, SessionError> {
@@ -531,9 +628,7 @@ fn delta_of(session: &Session, image: &Image) -> Result<Delta, SessionError> {
         lens: now,
         meta: serde_json::to_string(&meta_of(session))?,
         extra: serde_json::to_string(&session.extra)?,
-        state: (session.state != image.state)
-            .then(|| serde_json::to_string(&session.state))
-            .transpose()?,
+        state: state_write(image, &session.state)?,
     })
 }
 
@@ -568,9 +663,20 @@ fn write_delta(
         .map_err(err)?;
     put.execute(params!["extra", &delta.extra, crc(&delta.extra)])
         .map_err(err)?;
-    if let Some(state) = &delta.state {
-        put.execute(params!["state", state, crc(state)])
+    match &delta.state {
+        StateWrite::Unchanged => {}
+        StateWrite::Whole(state) => {
+            put.execute(params!["state", state, crc(state)])
+                .map_err(err)?;
+            tx.execute("DELETE FROM state_ops", []).map_err(err)?;
+        }
+        StateWrite::Changes(ops) => {
+            tx.execute(
+                "INSERT INTO state_ops (seq, body, crc) VALUES (?1, ?2, ?3)",
+                params![(delta.lens.state_ops - 1) as i64, ops, crc(ops)],
+            )
             .map_err(err)?;
+        }
     }
     let lens = serde_json::to_string(&delta.lens)?;
     tx.execute(
@@ -602,6 +708,7 @@ pub(crate) fn create(path: &Path, session: &Session) -> Result<Image, SessionErr
     let tmp = super::disk::temp_path(path);
     crate::exit::register(&tmp);
     crate::exit::register(&journal_of(&tmp));
+    let mut state_len = 0;
     let made = (|| -> Result<(), SessionError> {
         let err = |e| sql_error(path, "write", e);
         let mut conn = Connection::open(&tmp).map_err(err)?;
@@ -610,9 +717,11 @@ pub(crate) fn create(path: &Path, session: &Session) -> Result<Image, SessionErr
              PRAGMA journal_mode = DELETE; {SCHEMA_SQL}"
         ))
         .map_err(err)?;
-        let empty = Image::of(path, 0, &Session::new(""));
+        let empty = Image::of(path, 0, &Session::new(""), StateStored::default());
         let mut delta = delta_of(session, &empty)?;
-        delta.state = Some(serde_json::to_string(&session.state)?);
+        let state = serde_json::to_string(&session.state)?;
+        state_len = state.len();
+        delta.state = StateWrite::Whole(state);
         let tx = conn.transaction().map_err(err)?;
         write_delta(&tx, path, &delta, 1)?;
         tx.commit().map_err(err)?;
@@ -641,7 +750,12 @@ pub(crate) fn create(path: &Path, session: &Session) -> Result<Image, SessionErr
     crate::exit::forget(&tmp);
     crate::exit::forget(&journal_of(&tmp));
     made?;
-    Ok(Image::of(path, 1, session))
+    let stored = StateStored {
+        state_bytes: state_len,
+        ops: 0,
+        ops_bytes: 0,
+    };
+    Ok(Image::of(path, 1, session, stored))
 }
 
 /// Saves what `session` changed since `image` (its file's last commit as this process
@@ -649,9 +763,11 @@ pub(crate) fn create(path: &Path, session: &Session) -> Result<Image, SessionErr
 /// committed meanwhile. Returns the image of the file afterwards.
 pub(crate) fn apply(session: &Session, image: &Image) -> Result<Image, SessionError> {
     let path = &image.path;
-    let delta = delta_of(session, image)?;
+    let mut delta = delta_of(session, image)?;
+    let stored = image.stored().after(&delta.state);
+    delta.lens.state_ops = stored.ops;
     commit(path, image.generation, &delta)?;
-    Ok(Image::of(path, image.generation + 1, session))
+    Ok(Image::of(path, image.generation + 1, session, stored))
 }
 
 fn commit(path: &Path, expected: u64, delta: &Delta) -> Result<(), SessionError> {
@@ -664,6 +780,16 @@ fn commit(path: &Path, expected: u64, delta: &Delta) -> Result<(), SessionError>
         return Err(SessionError::Changed {
             path: path.to_path_buf(),
         });
+    }
+    let version: i32 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(err)?;
+    if version < SCHEMA {
+        tx.execute_batch(&format!(
+            "CREATE TABLE IF NOT EXISTS state_ops (seq INTEGER PRIMARY KEY, body TEXT NOT NULL, \
+             crc INTEGER NOT NULL); PRAGMA user_version = {SCHEMA};"
+        ))
+        .map_err(err)?;
     }
     write_delta(&tx, path, delta, expected + 1)?;
     tx.commit().map_err(err)
@@ -688,6 +814,8 @@ pub(crate) struct Added<'a> {
 /// content and `added`). Returns the image afterwards.
 pub(crate) fn append(image: &Image, added: &Added<'_>) -> Result<Image, SessionError> {
     let was = image.lens;
+    let state = state_write(image, added.state)?;
+    let stored = image.stored().after(&state);
     let lens = Lens {
         messages: was.messages + added.messages.len(),
         requests: was.requests + added.requests.len(),
@@ -695,6 +823,7 @@ pub(crate) fn append(image: &Image, added: &Added<'_>) -> Result<Image, SessionE
         tool_sets: was.tool_sets + added.tool_sets.len(),
         texts: was.texts + added.texts.len(),
         timings: was.timings + 1,
+        state_ops: stored.ops,
     };
     let delta = Delta {
         lists: [
@@ -708,9 +837,7 @@ pub(crate) fn append(image: &Image, added: &Added<'_>) -> Result<Image, SessionE
         lens,
         meta: serde_json::to_string(added.meta)?,
         extra: serde_json::to_string(added.extra)?,
-        state: (added.state != &image.state)
-            .then(|| serde_json::to_string(added.state))
-            .transpose()?,
+        state,
     };
     commit(&image.path, image.generation, &delta)?;
     Ok(Image {
@@ -726,11 +853,15 @@ pub(crate) fn append(image: &Image, added: &Added<'_>) -> Result<Image, SessionE
             Some(m) => Some((lens.messages - 1, m.clone())),
             None => image.last.clone(),
         },
+        state_bytes: stored.state_bytes,
+        ops_bytes: stored.ops_bytes,
     })
 }
 
 /// The image of the file at `path` at commit `generation` with lists `lens` and
-/// `state` (as a resume row describes it).
+/// `state` (as a resume row describes it; `sizes`: the state's as last written whole and
+/// the changes' since, [`Image::state_sizes`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn image_at(
     path: &Path,
     generation: u64,
@@ -739,6 +870,7 @@ pub(crate) fn image_at(
     meta: Value,
     extra: Map<String, Value>,
     last: Option<&ModelMessage>,
+    sizes: (usize, usize),
 ) -> Image {
     Image {
         path: path.to_path_buf(),
@@ -750,6 +882,15 @@ pub(crate) fn image_at(
         meta,
         extra,
         last: last.map(|m| (lens.messages.saturating_sub(1), m.clone())),
+        state_bytes: sizes.0,
+        ops_bytes: sizes.1,
+    }
+}
+
+impl Image {
+    /// The size of the state as last written whole, and of the changes written since.
+    pub(crate) fn state_sizes(&self) -> (usize, usize) {
+        (self.state_bytes, self.ops_bytes)
     }
 }
 
@@ -1031,6 +1172,73 @@ mod tests {
         reloaded.set_messages(cut);
         reloaded.save(&path).unwrap();
         assert_eq!(questions(&path), 2);
+    }
+
+    /// A large state that changes a little each question is saved as its changes (one
+    /// row each), written whole again once the changes pass a quarter of it, and always
+    /// reads back exactly.
+    #[test]
+    fn the_state_is_saved_as_its_changes_and_now_and_then_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sqlite");
+        let mut s = Session::new("m");
+        let index: Map<String, Value> = (0..400)
+            .map(|i| (format!("chunk-{i}"), Value::from("x".repeat(40))))
+            .collect();
+        s.state.insert("index".into(), Value::Object(index));
+        s.save(&path).unwrap();
+        let rows = |p: &Path| -> i64 {
+            open_read(p)
+                .unwrap()
+                .query_row("SELECT count(*) FROM state_ops", [], |r| r.get(0))
+                .unwrap()
+        };
+        let (mut most, mut reset) = (0, false);
+        for q in 0..60 {
+            grown(&mut s, 1);
+            s.state["index"]
+                .as_object_mut()
+                .unwrap()
+                .insert(format!("new-{q}"), Value::from("y".repeat(40)));
+            s.save(&path).unwrap();
+            let n = rows(&path);
+            reset |= n < most;
+            most = most.max(n);
+            assert_eq!(Session::load(&path).unwrap(), s, "question {q}");
+        }
+        assert!(most >= 5, "changes were written as rows: {most}");
+        assert!(reset, "the state was written whole again");
+        // Continued from a fresh read, as the next `ask` does.
+        let mut again = Session::load(&path).unwrap();
+        grown(&mut again, 1);
+        again.state.insert("last".into(), Value::from(true));
+        again.save(&path).unwrap();
+        assert_eq!(Session::load(&path).unwrap(), again);
+    }
+
+    /// A file of schema 1 (before `state_ops`) reads as it is, and its next commit
+    /// brings it to this schema.
+    #[test]
+    fn a_schema_1_file_reads_and_is_continued() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sqlite");
+        let mut s = Session::new("m");
+        grown(&mut s, 2);
+        s.save(&path).unwrap();
+        open_write(&path)
+            .unwrap()
+            .execute_batch("DROP TABLE state_ops; PRAGMA user_version = 1;")
+            .unwrap();
+        let mut back = Session::load(&path).unwrap();
+        assert_eq!(back, s);
+        grown(&mut back, 1);
+        back.save(&path).unwrap();
+        assert_eq!(Session::load(&path).unwrap(), back);
+        let version: i32 = open_read(&path)
+            .unwrap()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA);
     }
 
     #[test]
