@@ -52,11 +52,10 @@ pub(super) async fn workbench(
     };
     // A JSON session is read as it is and continued in the SQLite file beside it.
     let continued = explicit.as_deref().map(crate::session::continue_at);
-    let mut preloaded = match (&explicit, &continued) {
-        (Some(_), Some(at)) if at.read.is_some() => Some(Session::load(
-            at.read.as_deref().unwrap_or(at.write.as_path()),
-        )?),
-        (Some(p), _) if !open.session.is_empty() => {
+    let read = continued.as_ref().and_then(|at| at.read.as_deref());
+    let mut preloaded = match (&explicit, read) {
+        (Some(_), Some(read)) => Some(Session::load(read)?),
+        (Some(p), None) if !open.session.is_empty() => {
             bail!("session file {} does not exist", p.display())
         }
         _ => None,

@@ -21,14 +21,6 @@ impl SavedImage {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The image of the file at `path`.
-    pub(super) fn get(&self, path: &std::path::Path) -> Option<store::Image> {
-        self.images()
-            .iter()
-            .find(|i| super::disk::same_file(&i.path, path))
-            .cloned()
-    }
-
     /// Runs `f` on the image of the file at `path` in place.
     pub(super) fn with<R>(
         &self,

@@ -38,19 +38,12 @@ use crate::engine::agent::{RunError, RunResult};
 use crate::engine::events::{EstimateMemo, RequestSnapshot};
 use crate::engine::messages::ModelMessage;
 
+pub(crate) use disk::same_file;
 pub use disk::{kept_path, new_session_path, remove_stale_temps, write_atomic};
 pub use journal::journal_path;
 pub use linear::{LinearRequest, RequestTotals, Tables};
 pub use lock::{SessionLock, lock_path};
 pub use starts::RunStart;
-
-/// Whether two paths name the same file.
-pub fn same_file(a: &Path, b: &Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => disk::same_file(a, b),
-    }
-}
 
 use file::{SavedImage, SessionFile};
 
@@ -492,15 +485,14 @@ impl Session {
         if is_json_path(path) {
             return self.save_json(path);
         }
-        let next = match self.saved.get(path) {
-            Some(image) => store::apply(self, &image)?,
-            None if !path.exists() => store::create(path, self)?,
-            None => {
-                return Err(SessionError::Changed {
-                    path: path.to_path_buf(),
-                });
-            }
-        };
+        // The image is used in place (it holds a copy of the state: not cloned).
+        let next = self.saved.with(path, |image| match image {
+            Some(image) => store::apply(self, image),
+            None if !path.exists() => store::create(path, self),
+            None => Err(SessionError::Changed {
+                path: path.to_path_buf(),
+            }),
+        })?;
         crate::timing::mark("save: committed");
         self.saved.put(next);
         Ok(())

@@ -135,8 +135,6 @@ impl Resume {
             generation,
             head.lens,
             head.state,
-            head.meta.clone(),
-            head.extra.clone(),
             head.window.last(),
             head.state_sizes,
         );

@@ -25,9 +25,15 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension as _, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+mod lease;
+mod resume_row;
+
+pub use lease::Lease;
+pub(crate) use resume_row::{drop_resume, image_at, read_resume, write_resume};
 
 use super::linear::StoredText;
 use super::{RunTiming, Session, SessionError};
@@ -121,8 +127,6 @@ pub(crate) struct Image {
     pub(crate) requests_clean: usize,
     pub(crate) lens: Lens,
     state: Map<String, Value>,
-    meta: Value,
-    extra: Map<String, Value>,
     /// The file's last message and its index: a session whose message there differs is
     /// not the one the file continues, and is written from its start.
     last: Option<(usize, ModelMessage)>,
@@ -145,8 +149,6 @@ impl Image {
             state_bytes: stored.state_bytes,
             ops_bytes: stored.ops_bytes,
             state: session.state.clone(),
-            meta: meta_of(session),
-            extra: session.extra.clone(),
             last: session
                 .messages
                 .last()
@@ -490,14 +492,12 @@ fn read_all(conn: &Connection, path: &Path) -> Result<(Session, Image), SessionE
         Value::Object(m) => m,
         _ => return Err(damaged(path, "its state is not an object")),
     };
-    let mut ops_bytes = 0;
-    let ops = if schema >= 2 {
-        read_list::<Vec<super::state_diff::StateOp>>(conn, path, "state_ops", lens.state_ops)?
+    let (ops, ops_bytes) = if schema >= 2 {
+        read_list_sized::<Vec<super::state_diff::StateOp>>(conn, path, "state_ops", lens.state_ops)?
     } else {
-        Vec::new()
+        (Vec::new(), 0)
     };
     for (i, ops) in ops.into_iter().enumerate() {
-        ops_bytes += serde_json::to_string(&ops).map_or(0, |t| t.len());
         super::state_diff::apply_state(&mut session.state, ops)
             .map_err(|e| damaged(path, format!("state_ops row {i}: {e}")))?;
     }
@@ -533,7 +533,18 @@ fn read_list<T: serde::de::DeserializeOwned>(
     table: &str,
     len: usize,
 ) -> Result<Vec<T>, SessionError> {
+    read_list_sized(conn, path, table, len).map(|(items, _)| items)
+}
+
+/// The `len` rows of `table`, checked, with their texts' total length.
+fn read_list_sized<T: serde::de::DeserializeOwned>(
+    conn: &Connection,
+    path: &Path,
+    table: &str,
+    len: usize,
+) -> Result<(Vec<T>, usize), SessionError> {
     let err = |e| sql_error(path, "read", e);
+    let mut bytes = 0;
     let mut stmt = conn
         .prepare(&format!("SELECT seq, body, crc FROM {table} ORDER BY seq"))
         .map_err(err)?;
@@ -557,6 +568,7 @@ fn read_list<T: serde::de::DeserializeOwned>(
                 format!("{table} row {seq} does not match its checksum"),
             ));
         }
+        bytes += body.len();
         out.push(
             serde_json::from_str(body)
                 .map_err(|e| damaged(path, format!("{table} row {seq}: {e}")))?,
@@ -571,7 +583,7 @@ fn read_list<T: serde::de::DeserializeOwned>(
             ),
         ));
     }
-    Ok(out)
+    Ok((out, bytes))
 }
 
 /// One save's rows: for each list, where its kept prefix ends and the rows after it.
@@ -847,8 +859,6 @@ pub(crate) fn append(image: &Image, added: &Added<'_>) -> Result<Image, SessionE
         requests_clean: lens.requests,
         lens,
         state: added.state.clone(),
-        meta: added.meta.clone(),
-        extra: added.extra.clone(),
         last: match added.messages.last() {
             Some(m) => Some((lens.messages - 1, m.clone())),
             None => image.last.clone(),
@@ -856,246 +866,6 @@ pub(crate) fn append(image: &Image, added: &Added<'_>) -> Result<Image, SessionE
         state_bytes: stored.state_bytes,
         ops_bytes: stored.ops_bytes,
     })
-}
-
-/// The image of the file at `path` at commit `generation` with lists `lens` and
-/// `state` (as a resume row describes it; `sizes`: the state's as last written whole and
-/// the changes' since, [`Image::state_sizes`]).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn image_at(
-    path: &Path,
-    generation: u64,
-    lens: Lens,
-    state: Map<String, Value>,
-    meta: Value,
-    extra: Map<String, Value>,
-    last: Option<&ModelMessage>,
-    sizes: (usize, usize),
-) -> Image {
-    Image {
-        path: path.to_path_buf(),
-        generation,
-        messages_clean: lens.messages,
-        requests_clean: lens.requests,
-        lens,
-        state,
-        meta,
-        extra,
-        last: last.map(|m| (lens.messages.saturating_sub(1), m.clone())),
-        state_bytes: sizes.0,
-        ops_bytes: sizes.1,
-    }
-}
-
-impl Image {
-    /// The size of the state as last written whole, and of the changes written since.
-    pub(crate) fn state_sizes(&self) -> (usize, usize) {
-        (self.state_bytes, self.ops_bytes)
-    }
-}
-
-/// The resume row of the session at `path`: its head and wire text, when it was
-/// written for the file's last commit and reads back whole.
-pub(crate) fn read_resume(path: &Path) -> Option<(u64, String, String)> {
-    check_header(path).ok()?;
-    let conn = open_read(path).ok()?;
-    conn.execute_batch("BEGIN").ok()?;
-    let generation = generation_in(&conn, path).ok()?;
-    let (g, head, wire_len, sum): (i64, String, i64, i64) = conn
-        .query_row(
-            "SELECT generation, head, wire_len, crc FROM resume WHERE id = 0",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .optional()
-        .ok()??;
-    if g as u64 != generation || sum != crc(&head) {
-        return None;
-    }
-    let mut wire = String::with_capacity(usize::try_from(wire_len).ok()?);
-    let mut stmt = conn
-        .prepare("SELECT start, body, crc FROM wire ORDER BY start")
-        .ok()?;
-    let mut rows = stmt.query([]).ok()?;
-    while let Some(row) = rows.next().ok()? {
-        let start: i64 = row.get(0).ok()?;
-        let body: String = row.get(1).ok()?;
-        if start as usize != wire.len() || crc(&body) != row.get::<_, i64>(2).ok()? {
-            return None;
-        }
-        wire.push_str(&body);
-    }
-    (wire.len() as i64 == wire_len).then_some((generation, head, wire))
-}
-
-/// Writes the resume row for commit `generation` (nothing when the file has moved on
-/// since). The wire text only grows as questions are asked: what of it is stored
-/// already (its first `stored` bytes, as this process read or wrote them) is kept, and
-/// only the rest is written.
-pub(crate) fn write_resume(
-    path: &Path,
-    generation: u64,
-    head: &str,
-    wire: &str,
-    stored: usize,
-) -> Result<(), SessionError> {
-    let err = |e| sql_error(path, "write", e);
-    let from = if wire.is_char_boundary(stored) {
-        stored
-    } else {
-        0
-    };
-    let mut conn = open_write(path)?;
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(err)?;
-    if generation_in(&tx, path)? != generation {
-        return Ok(());
-    }
-    tx.execute("DELETE FROM wire WHERE start >= ?1", [from as i64])
-        .map_err(err)?;
-    if from < wire.len() {
-        let rest = &wire[from..];
-        tx.execute(
-            "INSERT INTO wire (start, body, crc) VALUES (?1, ?2, ?3)",
-            params![from as i64, rest, crc(rest)],
-        )
-        .map_err(err)?;
-    }
-    tx.execute(
-        "INSERT OR REPLACE INTO resume (id, generation, head, wire_len, crc) VALUES (0, ?1, ?2, ?3, ?4)",
-        params![generation as i64, head, wire.len() as i64, crc(head)],
-    )
-    .map_err(err)?;
-    tx.commit().map_err(err)
-}
-
-/// Removes the resume row (a question that could not continue it).
-pub(crate) fn drop_resume(path: &Path) {
-    if let Ok(conn) = open_write(path) {
-        let _ = conn.execute("DELETE FROM resume", []);
-    }
-}
-
-/// The lease of a session's one writer: a row naming this process, taken in a write
-/// transaction and removed on drop. A lease whose holder is no longer running (killed)
-/// is taken over.
-#[derive(Debug)]
-pub struct Lease {
-    path: PathBuf,
-}
-
-impl Lease {
-    /// Takes the lease of the session database at `path`, or fails at once with
-    /// [`SessionError::Busy`] naming the pid of the process that holds it. A path with
-    /// no file yet needs none (a new file is linked into place only if none is there).
-    pub fn acquire(path: &Path) -> Result<Option<Lease>, SessionError> {
-        if !path.exists() {
-            return Ok(None);
-        }
-        let key = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-        if !held().insert(key.clone()) {
-            return Err(SessionError::Busy {
-                path: path.to_path_buf(),
-                pid: Some(std::process::id()),
-            });
-        }
-        let taken = Self::take(path);
-        if !matches!(taken, Ok(Some(_))) {
-            held().remove(&key);
-        }
-        taken
-    }
-
-    fn take(path: &Path) -> Result<Option<Lease>, SessionError> {
-        let err = |e| sql_error(path, "write", e);
-        let mut conn = open_write(path)?;
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err)?;
-        let holder: Option<(i64, String)> = tx
-            .query_row("SELECT pid, since FROM writer WHERE id = 0", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
-            .optional()
-            .map_err(err)?;
-        let me = std::process::id();
-        if let Some((pid, since)) = holder.and_then(|(p, s)| Some((u32::try_from(p).ok()?, s)))
-            && pid != me
-            && super::disk::pid_alive(pid)
-            && !started_after(pid, &since)
-        {
-            return Err(SessionError::Busy {
-                path: path.to_path_buf(),
-                pid: Some(pid),
-            });
-        }
-        tx.execute(
-            "INSERT OR REPLACE INTO writer (id, pid, since) VALUES (0, ?1, ?2)",
-            params![i64::from(me), chrono::Utc::now().to_rfc3339()],
-        )
-        .map_err(err)?;
-        tx.commit().map_err(err)?;
-        Ok(Some(Lease {
-            path: path.to_path_buf(),
-        }))
-    }
-}
-
-/// Whether process `pid` started after `since` (an RFC 3339 time): then it is not the
-/// process that took a lease at `since`, whose pid it was given again. Where that cannot
-/// be told, it is not.
-#[cfg(target_os = "linux")]
-fn started_after(pid: u32, since: &str) -> bool {
-    let Ok(since) = chrono::DateTime::parse_from_rfc3339(since) else {
-        return false;
-    };
-    // Field 22 of /proc/PID/stat: the start in clock ticks after boot (`btime`).
-    let started = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            let (_, rest) = s.rsplit_once(')')?;
-            rest.split_whitespace().nth(19)?.parse::<u64>().ok()
-        });
-    let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("btime "))
-            .and_then(|b| b.trim().parse::<i64>().ok())
-    });
-    // SAFETY: sysconf reads a constant of the system.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    match (started, boot) {
-        (Some(started), Some(boot)) if ticks > 0 => {
-            let at = boot as f64 + started as f64 / ticks as f64;
-            // A second of slack: the clock ticks and btime are coarse.
-            at > since.timestamp() as f64 + 1.0
-        }
-        _ => false,
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn started_after(_pid: u32, _since: &str) -> bool {
-    false
-}
-
-/// The sessions whose lease this process holds.
-fn held() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<PathBuf>> {
-    static HELD: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    HELD.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        held().remove(&std::path::absolute(&self.path).unwrap_or_else(|_| self.path.clone()));
-        if let Ok(conn) = open_write(&self.path) {
-            let _ = conn.execute(
-                "DELETE FROM writer WHERE pid = ?1",
-                [i64::from(std::process::id())],
-            );
-        }
-    }
 }
 
 #[cfg(test)]
