@@ -21,7 +21,7 @@ use std::sync::Arc;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use groundwork::config::{ApiKey, AppConfig, EmbedderSpec, ModelConfig};
 use groundwork::engine::cancel::CancelToken;
-use groundwork::eval::{self, Arm, ArmSettings, Entry, Plan};
+use groundwork::eval::{self, Arm, Entry, Plan, Settings};
 use groundwork::host::compose::Composer;
 use groundwork::store::{NewChunk, NewDocument, Store};
 use scripted_server::ScriptedServer;
@@ -97,7 +97,7 @@ fn bench(c: &mut Criterion) {
         Arc::new(groundwork::model::OpenAiModel::new(config).unwrap());
     let arm = Arm {
         name: "policy".into(),
-        settings: ArmSettings::default(),
+        settings: Settings::default(),
         composer: Composer::new(Some(client), Some(store), AppConfig::default()),
         model_name: "scripted-model".into(),
         knowledge_bases: Vec::new(),

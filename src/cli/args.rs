@@ -178,23 +178,23 @@ pub struct AskFlags {
 }
 
 impl AskFlags {
-    /// The composition these flags choose.
-    pub fn options(&self) -> crate::host::ask::AskOptions {
-        crate::host::ask::AskOptions {
-            capabilities: self.capabilities.clone(),
-            eager: self.eager,
-            compaction: !self.no_compaction,
-            policy: !self.no_policy,
-            sandbox_worker: None,
-        }
-    }
-
-    /// The configuration these flags override.
-    pub fn overrides(&self) -> crate::host::ask::ConfigOverrides {
-        crate::host::ask::ConfigOverrides {
+    /// What these flags change in a question's composition (the model flags, which are
+    /// global, are added by [`ArmFlags::settings`]).
+    pub fn settings(&self) -> crate::host::ask::Settings {
+        crate::host::ask::Settings {
+            capabilities: (!self.capabilities.is_empty()).then(|| {
+                self.capabilities
+                    .iter()
+                    .map(|c| c.as_str().to_string())
+                    .collect()
+            }),
+            eager: self.eager.then_some(true),
+            compaction: self.no_compaction.then_some(false),
+            policy: self.no_policy.then_some(false),
             search_limit: self.search_limit,
             max_searches: self.max_searches,
             max_executions: self.max_executions,
+            ..Default::default()
         }
     }
 }
@@ -225,6 +225,20 @@ pub struct ArmFlags {
     pub global: GlobalArgs,
     #[command(flatten)]
     pub ask: AskFlags,
+}
+
+impl ArmFlags {
+    /// What an arm's flags change: `ask`'s, and the model flags.
+    pub fn settings(&self) -> crate::host::ask::Settings {
+        let g = &self.global;
+        crate::host::ask::Settings {
+            model: g.model.clone(),
+            model_url: g.model_url.clone(),
+            timeout: g.timeout,
+            max_tokens: g.max_tokens,
+            ..self.ask.settings()
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -422,16 +436,15 @@ mod tests {
         let Some(Command::Ask(a)) = cli.command else {
             panic!("ask")
         };
-        let config = a
-            .flags
-            .overrides()
-            .apply(crate::config::AppConfig::default());
+        let settings = a.flags.settings();
+        let config = settings.apply(crate::config::AppConfig::default());
         assert_eq!((config.search.limit, config.qa.max_searches), (2, 1));
         assert_eq!(
             config.analysis.max_executions,
             crate::config::AppConfig::default().analysis.max_executions
         );
-        assert!(!a.flags.options().policy && a.flags.options().compaction);
+        let options = settings.options().unwrap();
+        assert!(!options.policy && options.compaction);
         assert!(Cli::try_parse_from(["groundwork", "ask", "q?", "--search-limit", "0"]).is_err());
         assert!(Cli::try_parse_from(["groundwork", "search", "lamp", "--limit", "0"]).is_err());
         let e = Cli::try_parse_from(["groundwork", "replay", "s.json", "--question", "-1"])

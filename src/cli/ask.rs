@@ -29,7 +29,8 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     if a.question.trim().is_empty() {
         bail!(crate::host::ask::AskError::EmptyQuestion);
     }
-    let options = a.flags.options();
+    let settings = a.flags.settings();
+    let options = settings.options().map_err(|e| anyhow::anyhow!(e))?;
     let model_config = match choose_model(ctx).await? {
         crate::engine::discover::ModelChoice::None(hint) => bail!("{hint}"),
         crate::engine::discover::ModelChoice::Discovered(c, found) => {
@@ -65,7 +66,7 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     };
     let model: std::sync::Arc<dyn crate::engine::chat::ChatModel> =
         std::sync::Arc::new(crate::model::OpenAiModel::new(model_config)?);
-    let app = a.flags.overrides().apply(ctx.config.app.clone());
+    let app = settings.apply(ctx.config.app.clone());
     let counter =
         crate::host::compose::token_counter(&model_name, ctx.config.model.tokenizer.as_ref())?;
     let (composer, knowledge_bases) = composer(ctx, model, app).await?;

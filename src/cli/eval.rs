@@ -13,14 +13,14 @@ use clap::Parser as _;
 use crate::config::Config;
 use crate::engine::cancel::CancelToken;
 use crate::engine::discover::ModelChoice;
-use crate::eval::{self, ArmEntry, ArmSettings, Progress};
+use crate::eval::{self, ArmEntry, Progress, Settings};
 use crate::host::compose::Composer;
 
 use super::args::{ArmFlags, EvalArgs, GlobalArgs};
 use super::context::{CmdContext, model_overrides};
 
 /// An arm's `ask` flags as settings; flags that do not belong to an arm are refused.
-pub(super) fn parse_flags(name: &str, flags: &str) -> Result<ArmSettings, String> {
+pub(super) fn parse_flags(name: &str, flags: &str) -> Result<Settings, String> {
     let words = shlex::split(flags)
         .ok_or_else(|| format!("arm '{name}': unbalanced quotes in `{flags}`"))?;
     let f = ArmFlags::try_parse_from(words).map_err(|e| {
@@ -43,29 +43,11 @@ pub(super) fn parse_flags(name: &str, flags: &str) -> Result<ArmSettings, String
             "arm '{name}': --db, --session and the --embed flags apply to the whole experiment, not to an arm"
         ));
     }
-    let a = &f.ask;
-    Ok(ArmSettings {
-        capabilities: (!a.capabilities.is_empty()).then(|| {
-            a.capabilities
-                .iter()
-                .map(|c| c.as_str().to_string())
-                .collect()
-        }),
-        eager: a.eager.then_some(true),
-        compaction: a.no_compaction.then_some(false),
-        policy: a.no_policy.then_some(false),
-        model: g.model.clone(),
-        model_url: g.model_url.clone(),
-        timeout: g.timeout,
-        max_tokens: g.max_tokens,
-        search_limit: a.search_limit,
-        max_searches: a.max_searches,
-        max_executions: a.max_executions,
-    })
+    Ok(f.settings())
 }
 
 /// `NAME: FLAGS` (the flags may be empty: `policy:`).
-pub(super) fn parse_arm(spec: &str) -> Result<(String, ArmSettings), String> {
+pub(super) fn parse_arm(spec: &str) -> Result<(String, Settings), String> {
     let Some((name, flags)) = spec.split_once(':') else {
         return Err(format!(
             "--arm '{spec}': write it as 'NAME: FLAGS', e.g. 'base: --no-policy'"
@@ -76,11 +58,11 @@ pub(super) fn parse_arm(spec: &str) -> Result<(String, ArmSettings), String> {
     Ok((name.to_string(), parse_flags(name, flags)?))
 }
 
-fn entry_settings(e: ArmEntry) -> Result<(String, ArmSettings), String> {
+fn entry_settings(e: ArmEntry) -> Result<(String, Settings), String> {
     eval::experiment::check_name(&e.name)?;
     let from_flags = match &e.flags {
         Some(f) => parse_flags(&e.name, f)?,
-        None => ArmSettings::default(),
+        None => Settings::default(),
     };
     Ok((e.name, from_flags.overlay(e.settings)))
 }
@@ -90,7 +72,7 @@ pub(super) async fn eval(ctx: &CmdContext, global: &GlobalArgs, a: EvalArgs) -> 
         Some(p) => eval::experiment::load(p).map_err(anyhow::Error::msg)?,
         None => eval::Experiment::default(),
     };
-    let mut arms: Vec<(String, ArmSettings)> = Vec::new();
+    let mut arms: Vec<(String, Settings)> = Vec::new();
     for e in experiment.arms {
         arms.push(entry_settings(e).map_err(anyhow::Error::msg)?);
     }
@@ -215,7 +197,7 @@ pub(super) async fn arm_composer(
     ctx: &CmdContext,
     global: &GlobalArgs,
     name: &str,
-    settings: &ArmSettings,
+    settings: &Settings,
     store: &Arc<crate::store::Store>,
 ) -> Result<(Composer, String)> {
     settings
@@ -226,7 +208,7 @@ pub(super) async fn arm_composer(
     let composer = Composer::new(
         Some(model),
         Some(store.clone()),
-        settings.config_overrides().apply(config.app.clone()),
+        settings.apply(config.app.clone()),
     );
     Ok((composer, model_name))
 }
@@ -236,7 +218,7 @@ pub(super) async fn arm_model(
     env: &crate::paths::Env,
     base: &crate::config::ModelOverrides,
     name: &str,
-    settings: &ArmSettings,
+    settings: &Settings,
 ) -> Result<(Arc<dyn crate::engine::chat::ChatModel>, String, Config)> {
     let config = Config::from_env(env, &settings.model_overrides(base))?;
     let choice = crate::engine::discover::choose_model_for(
@@ -276,7 +258,7 @@ mod tests {
         assert_eq!(s.policy, Some(false));
         assert_eq!(s.search_limit, Some(3));
         assert_eq!(s.model.as_deref(), Some("m 1"));
-        assert_eq!(parse_arm("policy:").unwrap().1, ArmSettings::default());
+        assert_eq!(parse_arm("policy:").unwrap().1, Settings::default());
         assert_eq!(
             parse_arm("x: --no-polcy").unwrap_err(),
             "arm 'x': unexpected argument '--no-polcy' found"

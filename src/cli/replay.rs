@@ -88,7 +88,7 @@ pub fn workbench_changes(
             Box::pin(async move {
                 let settings = parse_flags("replay", &flags)?;
                 let options = settings.options().map_err(|e| format!("replay: {e}"))?;
-                composer.config = settings.config_overrides().apply(composer.config);
+                composer.config = settings.apply(composer.config);
                 let other_model = settings.model.is_some()
                     || settings.model_url.is_some()
                     || settings.timeout.is_some()

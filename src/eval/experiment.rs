@@ -1,149 +1,21 @@
-//! What an arm changes ([`ArmSettings`]: capabilities, compaction, policy, model and
+//! What an arm changes ([`Settings`], the one type of what a question's composition
+//! may change, as `ask`'s flags and replays also take it: capabilities, compaction, policy, model and
 //! endpoint, the search limit and budgets), and the TOML experiment file a user keeps in
 //! version control: `questions`, `out`, `jobs` and one `[[arm]]` table per arm, each with
 //! a `name` and `flags` (`ask`'s flags, parsed by the face) and/or the typed fields.
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use crate::config::ModelOverrides;
-use crate::host::ask::{AskOptions, CapabilityChoice, ConfigOverrides};
-
-/// What one arm sets; `None` leaves the default (`ask`'s, the configuration's).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ArmSettings {
-    /// `rag`, `analysis` (empty: rag).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capabilities: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub eager: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compaction: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub policy: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model_url: Option<String>,
-    /// The model's idle timeout in seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub search_limit: Option<usize>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_searches: Option<usize>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_executions: Option<usize>,
-}
-
-impl ArmSettings {
-    /// These settings with every field `over` sets taking its place.
-    pub fn overlay(self, over: ArmSettings) -> ArmSettings {
-        ArmSettings {
-            capabilities: over.capabilities.or(self.capabilities),
-            eager: over.eager.or(self.eager),
-            compaction: over.compaction.or(self.compaction),
-            policy: over.policy.or(self.policy),
-            model: over.model.or(self.model),
-            model_url: over.model_url.or(self.model_url),
-            timeout: over.timeout.or(self.timeout),
-            max_tokens: over.max_tokens.or(self.max_tokens),
-            search_limit: over.search_limit.or(self.search_limit),
-            max_searches: over.max_searches.or(self.max_searches),
-            max_executions: over.max_executions.or(self.max_executions),
-        }
-    }
-
-    /// The capabilities, checked.
-    pub fn capability_choices(&self) -> Result<Vec<CapabilityChoice>, String> {
-        self.capabilities
-            .iter()
-            .flatten()
-            .map(|c| c.parse())
-            .collect()
-    }
-
-    /// How the arm's agents are composed.
-    pub fn options(&self) -> Result<AskOptions, String> {
-        let d = AskOptions::default();
-        Ok(AskOptions {
-            capabilities: self.capability_choices()?,
-            eager: self.eager.unwrap_or(d.eager),
-            compaction: self.compaction.unwrap_or(d.compaction),
-            policy: self.policy.unwrap_or(d.policy),
-            sandbox_worker: None,
-        })
-    }
-
-    /// The configuration the arm overrides.
-    pub fn config_overrides(&self) -> ConfigOverrides {
-        ConfigOverrides {
-            search_limit: self.search_limit,
-            max_searches: self.max_searches,
-            max_executions: self.max_executions,
-        }
-    }
-
-    /// The model settings the arm overrides, over `base` (the command line's).
-    pub fn model_overrides(&self, base: &ModelOverrides) -> ModelOverrides {
-        let mut m = base.clone();
-        if self.model_url.is_some() {
-            m.base_url = self.model_url.clone();
-        }
-        if self.model.is_some() {
-            m.model = self.model.clone();
-        }
-        if self.timeout.is_some() {
-            m.timeout_secs = self.timeout;
-        }
-        if self.max_tokens.is_some() {
-            m.max_tokens = self.max_tokens;
-        }
-        m
-    }
-
-    /// The settings as `ask` flags, in a fixed order (the report shows them; a rerun
-    /// compares them).
-    pub fn describe(&self) -> String {
-        let mut f: Vec<String> = Vec::new();
-        for c in self.capabilities.iter().flatten() {
-            f.push(format!("--capability {c}"));
-        }
-        if self.eager == Some(true) {
-            f.push("--eager".into());
-        }
-        if self.compaction == Some(false) {
-            f.push("--no-compaction".into());
-        }
-        if self.policy == Some(false) {
-            f.push("--no-policy".into());
-        }
-        let mut value = |name: &str, v: Option<String>| {
-            if let Some(v) = v {
-                f.push(format!("--{name} {v}"));
-            }
-        };
-        value("model", self.model.clone());
-        value("model-url", self.model_url.clone());
-        value("timeout", self.timeout.map(|v| v.to_string()));
-        value("max-tokens", self.max_tokens.map(|v| v.to_string()));
-        value("search-limit", self.search_limit.map(|v| v.to_string()));
-        value("max-searches", self.max_searches.map(|v| v.to_string()));
-        value("max-executions", self.max_executions.map(|v| v.to_string()));
-        f.join(" ")
-    }
-}
+pub use crate::host::compose::Settings;
 
 /// An arm as written: its name, its `ask` flags (still a string) and typed settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArmEntry {
     pub name: String,
     pub flags: Option<String>,
-    pub settings: ArmSettings,
+    pub settings: Settings,
 }
 
 /// A TOML experiment file, its paths resolved against the file's folder.
@@ -190,7 +62,7 @@ pub fn parse(text: &str, base: &Path) -> Result<Experiment, String> {
             Some(toml::Value::String(s)) => Some(s),
             Some(_) => return Err(format!("arm '{name}': `flags` must be a string")),
         };
-        let settings = ArmSettings::deserialize(toml::Value::Table(t))
+        let settings = Settings::deserialize(toml::Value::Table(t))
             .map_err(|e| format!("arm '{name}': {}", one_line(&e.to_string())))?;
         arms.push(ArmEntry {
             name,
@@ -237,6 +109,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::compose::CapabilityChoice;
 
     #[test]
     fn a_file_with_flags_and_typed_arms() {
@@ -262,12 +135,12 @@ mod tests {
 
     #[test]
     fn overlay_options_and_names() {
-        let base = ArmSettings {
+        let base = Settings {
             policy: Some(false),
             search_limit: Some(3),
             ..Default::default()
         };
-        let s = base.overlay(ArmSettings {
+        let s = base.overlay(Settings {
             search_limit: Some(4),
             capabilities: Some(vec!["analysis".into()]),
             ..Default::default()
@@ -279,7 +152,7 @@ mod tests {
         let o = s.options().unwrap();
         assert!(!o.policy && o.compaction);
         assert_eq!(o.capabilities, [CapabilityChoice::Analysis]);
-        let bad = ArmSettings {
+        let bad = Settings {
             capabilities: Some(vec!["web".into()]),
             ..Default::default()
         };

@@ -13,7 +13,7 @@ pub mod results;
 pub mod review;
 pub mod run;
 
-pub use experiment::{ArmEntry, ArmSettings, Experiment};
+pub use experiment::{ArmEntry, Experiment, Settings};
 pub use questions::Entry;
 pub use report::Report;
 pub use results::{ResultRecord, Review};

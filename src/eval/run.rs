@@ -16,7 +16,7 @@ use crate::host::conversation::Conversation;
 use crate::host::transcript::Transcript;
 use crate::session::Session;
 
-use super::experiment::ArmSettings;
+use super::experiment::Settings;
 use super::questions::{Entry, file_name};
 use super::report::{self, Report};
 use super::results::{self, FAILED, Journal, ProviderUsage, ResultRecord, TurnResult};
@@ -25,7 +25,7 @@ use super::results::{self, FAILED, Journal, ProviderUsage, ResultRecord, TurnRes
 #[derive(Clone)]
 pub struct Arm {
     pub name: String,
-    pub settings: ArmSettings,
+    pub settings: Settings,
     pub composer: Composer,
     /// The model name its sessions record.
     pub model_name: String,

@@ -1,20 +1,17 @@
-//! One question, headless: what `groundwork ask` prints. [`ask`] runs the agent over
-//! the session's history and state and commits both to the session only when the run
-//! succeeds (SPEC §2.5): a failed or cancelled question leaves the session as it was.
-//! [`summarise`] reads the answer's citations, ledger status and violation from the
+//! One question, headless: what `groundwork ask` prints ([`AskOutcome`], made by
+//! [`outcome_of`]; the question is asked and committed by
+//! [`super::conversation::Conversation::ask`]). [`summarise`] reads the answer's citations, ledger status and violation from the
 //! state. Composition lives in [`super::compose`]; its options are re-exported here.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::capabilities::state::{self, EvidenceState, StateKind};
-use crate::engine::agent::{Agent, RunOutput, RunResult};
-use crate::engine::cancel::CancelToken;
-use crate::engine::events::{CoreEvent, RequestSnapshot, RunUsage};
-use crate::session::Session;
+use crate::engine::agent::{RunOutput, RunResult};
+use crate::engine::events::{RequestSnapshot, RunUsage};
 
 pub use super::compose::{
-    AskOptions, CapabilityChoice, ComposeError, ConfigOverrides, agent_preamble, build_agent,
+    AskOptions, CapabilityChoice, ComposeError, Settings, agent_preamble, build_agent,
     driving_vision,
 };
 
@@ -65,31 +62,6 @@ pub struct AskOutcome {
     pub requests: Vec<RequestSnapshot>,
     /// Requests, tool calls and the token counts the endpoint reported.
     pub usage: RunUsage,
-}
-
-/// Runs one question over `session` and commits it on success.
-pub async fn ask(
-    agent: &Agent,
-    session: &mut Session,
-    question: &str,
-    events: Option<tokio::sync::mpsc::UnboundedSender<CoreEvent>>,
-    cancel: CancelToken,
-) -> Result<AskOutcome, AskError> {
-    if question.trim().is_empty() {
-        return Err(AskError::EmptyQuestion);
-    }
-    let input = super::conversation::question_input(session, question, None);
-    crate::timing::mark("run: started");
-    let outcome = agent.run(input, events, cancel).await;
-    crate::timing::mark("run: finished");
-    let asked = match &outcome {
-        Ok(r) => outcome_of(r),
-        Err(e) => return Err(AskError::Run(e.to_string())),
-    };
-    let start = state::as_a_new_question_sees_it(&session.state);
-    session.commit_run_from(&outcome, start);
-    crate::timing::mark("run: committed");
-    Ok(asked)
 }
 
 /// What a finished run tells its asker: the answer, the ledger view of its state, its

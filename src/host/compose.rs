@@ -5,11 +5,13 @@
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 use crate::capabilities::analysis::AnalysisCapability;
 use crate::capabilities::compaction::hook::EvidenceCompactionCapability;
 use crate::capabilities::policy::CitationPolicyCapability;
 use crate::capabilities::rag::RagCapability;
-use crate::config::{AppConfig, TokenizerSetting};
+use crate::config::{AppConfig, ModelOverrides, TokenizerSetting};
 use crate::engine::agent::Agent;
 use crate::engine::capability::Capability;
 use crate::engine::chat::ChatModel;
@@ -107,23 +109,78 @@ pub fn compacted_tools(opts: &AskOptions) -> Option<Vec<String>> {
     Some(names)
 }
 
-/// Configuration a question may override (an `ask` flag, an `eval` arm): the search
-/// limit and the budgets.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ConfigOverrides {
-    /// `[search] limit`: results of a search that names no limit.
+/// What a question's composition may change: `ask`'s flags, an `eval` arm, a replay's
+/// changes (one type for all three); `None` leaves the default (`ask`'s, the
+/// configuration's).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// `rag`, `analysis` (empty: rag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eager: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_url: Option<String>,
+    /// The model's idle timeout in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search_limit: Option<usize>,
-    /// `[qa] max_searches`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_searches: Option<usize>,
-    /// `[analysis] max_executions`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_executions: Option<usize>,
 }
 
-impl ConfigOverrides {
-    /// `config` with these overrides.
+impl Settings {
+    /// These settings with every field `over` sets taking its place.
+    pub fn overlay(self, over: Settings) -> Settings {
+        Settings {
+            capabilities: over.capabilities.or(self.capabilities),
+            eager: over.eager.or(self.eager),
+            compaction: over.compaction.or(self.compaction),
+            policy: over.policy.or(self.policy),
+            model: over.model.or(self.model),
+            model_url: over.model_url.or(self.model_url),
+            timeout: over.timeout.or(self.timeout),
+            max_tokens: over.max_tokens.or(self.max_tokens),
+            search_limit: over.search_limit.or(self.search_limit),
+            max_searches: over.max_searches.or(self.max_searches),
+            max_executions: over.max_executions.or(self.max_executions),
+        }
+    }
+
+    /// The capabilities, checked.
+    pub fn capability_choices(&self) -> Result<Vec<CapabilityChoice>, String> {
+        self.capabilities
+            .iter()
+            .flatten()
+            .map(|c| c.parse())
+            .collect()
+    }
+
+    /// How the arm's agents are composed.
+    pub fn options(&self) -> Result<AskOptions, String> {
+        let d = AskOptions::default();
+        Ok(AskOptions {
+            capabilities: self.capability_choices()?,
+            eager: self.eager.unwrap_or(d.eager),
+            compaction: self.compaction.unwrap_or(d.compaction),
+            policy: self.policy.unwrap_or(d.policy),
+            sandbox_worker: None,
+        })
+    }
+
+    /// `config` with the search limit and the budgets these settings override.
     pub fn apply(&self, mut config: AppConfig) -> AppConfig {
         if let Some(n) = self.search_limit {
             config.search.limit = n;
@@ -135,6 +192,55 @@ impl ConfigOverrides {
             config.analysis.max_executions = n;
         }
         config
+    }
+
+    /// The model settings the arm overrides, over `base` (the command line's).
+    pub fn model_overrides(&self, base: &ModelOverrides) -> ModelOverrides {
+        let mut m = base.clone();
+        if self.model_url.is_some() {
+            m.base_url = self.model_url.clone();
+        }
+        if self.model.is_some() {
+            m.model = self.model.clone();
+        }
+        if self.timeout.is_some() {
+            m.timeout_secs = self.timeout;
+        }
+        if self.max_tokens.is_some() {
+            m.max_tokens = self.max_tokens;
+        }
+        m
+    }
+
+    /// The settings as `ask` flags, in a fixed order (the report shows them; a rerun
+    /// compares them).
+    pub fn describe(&self) -> String {
+        let mut f: Vec<String> = Vec::new();
+        for c in self.capabilities.iter().flatten() {
+            f.push(format!("--capability {c}"));
+        }
+        if self.eager == Some(true) {
+            f.push("--eager".into());
+        }
+        if self.compaction == Some(false) {
+            f.push("--no-compaction".into());
+        }
+        if self.policy == Some(false) {
+            f.push("--no-policy".into());
+        }
+        let mut value = |name: &str, v: Option<String>| {
+            if let Some(v) = v {
+                f.push(format!("--{name} {v}"));
+            }
+        };
+        value("model", self.model.clone());
+        value("model-url", self.model_url.clone());
+        value("timeout", self.timeout.map(|v| v.to_string()));
+        value("max-tokens", self.max_tokens.map(|v| v.to_string()));
+        value("search-limit", self.search_limit.map(|v| v.to_string()));
+        value("max-searches", self.max_searches.map(|v| v.to_string()));
+        value("max-executions", self.max_executions.map(|v| v.to_string()));
+        f.join(" ")
     }
 }
 

@@ -4,12 +4,14 @@
 //! be cancelled, and only a successful outcome is committed (SPEC §2.5) and then saved
 //! atomically, never over another writer's work ([`Session::save_or_keep`]).
 //!
-//! [`Conversation`] owns its session (the `ask` command). The workbench keeps its session
-//! in its own view-model, which commits from the run's events; it uses the same functions
-//! over that session ([`start_question`], [`commit_finished`], [`save_shared`],
-//! [`write_export`], [`apply_document_filter`]).
+//! [`Conversation`] is the one owner of an open session: `ask`, `eval` and the workbench
+//! all commit through it ([`Conversation::commit_question`], one commit path), and only
+//! it changes the session (marks, the document filter, the knowledge bases recorded). A
+//! face that draws the session reads it through [`Conversation::snapshot`], an immutable
+//! shared copy it is sent again after every change; it never holds a session of its own.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use serde_json::{Map, Value};
@@ -17,10 +19,10 @@ use serde_json::{Map, Value};
 use crate::capabilities::state::{EvidenceState, StateKind, as_a_new_question_sees_it};
 use crate::engine::agent::{Agent, RunError, RunInput, RunResult};
 use crate::engine::cancel::CancelToken;
-use crate::engine::events::{CoreEvent, EventSink, RequestSnapshot};
-use crate::engine::messages::{ModelMessage, UserContentValue};
+use crate::engine::events::{CoreEvent, EventSink};
+use crate::engine::messages::UserContentValue;
 use crate::session::store::Lease;
-use crate::session::{Continued, RunTiming, Saved, Session, SessionError};
+use crate::session::{Continued, Saved, Session, SessionError};
 
 use super::ask::{AskError, AskOutcome};
 use super::transcript::{self, Transcript};
@@ -91,35 +93,30 @@ pub fn start_question(
     }
 }
 
-/// Commits a question a face followed through its events rather than its outcome (the
-/// workbench: `RunFinished` carries the history and state, the requests came one by one
-/// in `RequestBuilt`), with its timing, as [`Session::commit_run`] does for an outcome.
-pub fn commit_finished(
-    session: &mut Session,
-    run_id: String,
-    messages: Vec<ModelMessage>,
-    state: Map<String, Value>,
-    requests: impl IntoIterator<Item = RequestSnapshot>,
-    started: std::time::Instant,
-    model_requests: usize,
-) {
-    let start = session.run_start(as_a_new_question_sees_it(&session.state));
-    session.commit(messages, state, requests);
-    let elapsed = started.elapsed();
-    session.groundwork.timings.push(RunTiming {
-        run_id,
-        started_at: chrono::Utc::now() - chrono::Duration::from_std(elapsed).unwrap_or_default(),
-        duration_ms: elapsed.as_millis() as u64,
-        requests: model_requests,
-        start: Some(start),
-    });
+/// A save of one snapshot of a conversation, to run wherever the face saves (the
+/// workbench saves off its UI task, in the order the saves were asked for).
+pub struct SaveJob {
+    session: Arc<Session>,
+    path: PathBuf,
+    /// Whether the lease is taken while saving (a writer that holds none between saves).
+    shared: bool,
 }
 
-/// Saves `session` to `path` for a writer that holds no lease between saves (the
-/// workbench): the lease is taken while saving, and when another writer holds it or
-/// changed the file, the session is kept beside it ([`Saved::note`] says where).
-pub fn save_shared(session: &Session, path: &Path) -> Result<Saved, SessionError> {
-    session.save_or_keep(path, true)
+impl SaveJob {
+    /// The file it saves to.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Saves atomically to the file (creating its folder), or beside it when another
+    /// writer holds the file or changed it meanwhile (then [`Saved::note`] says where).
+    pub fn run(&self) -> anyhow::Result<Saved> {
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        Ok(self.session.save_or_keep(&self.path, self.shared)?)
+    }
 }
 
 /// Writes an export (Markdown, JSON) atomically.
@@ -151,8 +148,10 @@ pub enum ExportFormat {
 
 /// One session and the file it is saved to.
 pub struct Conversation {
-    session: Session,
-    path: PathBuf,
+    /// Shared with the snapshots handed out; changed in place when none is held.
+    session: Arc<Session>,
+    /// None: a conversation that is not saved (yet).
+    path: Option<PathBuf>,
     /// Whether this is the session's one writer from opening to the last save (then
     /// its lease, when the file existed, is held here).
     writer: bool,
@@ -164,6 +163,13 @@ pub struct Conversation {
 impl Conversation {
     /// `session`, saved to `path` by a writer that takes the lease only while saving.
     pub fn new(session: Session, path: PathBuf) -> Self {
+        Self::shown(Arc::new(session), Some(path))
+    }
+
+    /// The conversation of a face that shows `session` (the snapshot it was built
+    /// over), saved to `path` (none: not saved until a path is given) by a writer that
+    /// takes the lease only while saving.
+    pub fn shown(session: Arc<Session>, path: Option<PathBuf>) -> Self {
         Conversation {
             session,
             path,
@@ -194,8 +200,8 @@ impl Conversation {
             None => Session::new(model),
         };
         Ok(Conversation {
-            session,
-            path: at.write,
+            session: Arc::new(session),
+            path: Some(at.write),
             writer: true,
             lease,
             note: at.note,
@@ -206,13 +212,29 @@ impl Conversation {
         &self.session
     }
 
+    /// The session as it is now, for a face to draw: it never changes; the next change
+    /// makes a new one.
+    pub fn snapshot(&self) -> Arc<Session> {
+        self.session.clone()
+    }
+
+    /// The session to change: in place when no snapshot of it is held, else a copy.
+    fn session_mut(&mut self) -> &mut Session {
+        Arc::make_mut(&mut self.session)
+    }
+
     /// Records that `question` ran against the knowledge bases `open`.
     pub fn record_knowledge_bases(
         &mut self,
         open: &[crate::session::knowledge::KnowledgeBase],
         question: u64,
     ) {
-        crate::session::knowledge::record(&mut self.session.groundwork.extra, open, question);
+        crate::session::knowledge::record(&mut self.session_mut().groundwork.extra, open, question);
+    }
+
+    /// Sets (or with `None` takes back) the reviewer's mark on the answer to `question`.
+    pub fn set_mark(&mut self, question: u64, mark: Option<(String, Option<String>)>) {
+        crate::session::marks::set(&mut self.session_mut().groundwork.extra, question, mark);
     }
 
     /// Ends a conversation whose process is about to exit: the lock is released, and the
@@ -224,13 +246,18 @@ impl Conversation {
         std::mem::forget(session);
     }
 
-    /// The file it is saved to.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// The file it is saved to (none: it is not saved).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Saves it to `path` from now on.
+    pub fn set_path(&mut self, path: PathBuf) {
+        self.path = Some(path);
     }
 
     pub fn into_session(self) -> Session {
-        self.session
+        Arc::try_unwrap(self.session).unwrap_or_else(|shared| (*shared).clone())
     }
 
     /// Starts a question over the committed history and state (see [`start_question`]).
@@ -248,11 +275,28 @@ impl Conversation {
     /// Commits a question's history and state, only if it succeeded. Returns whether
     /// anything was committed.
     pub fn commit(&mut self, outcome: &Result<RunResult, RunError>) -> bool {
-        let start = as_a_new_question_sees_it(&self.session.state);
-        self.session.commit_run_from(outcome, start)
+        self.commit_question(outcome, &[])
     }
 
-    /// Asks `question` and commits it on success (see [`super::ask::ask`]).
+    /// Commits a question that ran against the knowledge bases `open`, only if it
+    /// succeeded (then `open` is recorded under the question). Returns whether anything
+    /// was committed.
+    pub fn commit_question(
+        &mut self,
+        outcome: &Result<RunResult, RunError>,
+        open: &[crate::session::knowledge::KnowledgeBase],
+    ) -> bool {
+        if outcome.is_err() {
+            return false;
+        }
+        let question = self.session.messages.len() as u64;
+        let session = self.session_mut();
+        crate::session::knowledge::record(&mut session.groundwork.extra, open, question);
+        let start = as_a_new_question_sees_it(&session.state);
+        session.commit_run_from(outcome, start)
+    }
+
+    /// Asks `question` over the committed history and state, and commits it on success.
     pub async fn ask(
         &mut self,
         agent: &Agent,
@@ -260,18 +304,40 @@ impl Conversation {
         events: Option<tokio::sync::mpsc::UnboundedSender<CoreEvent>>,
         cancel: CancelToken,
     ) -> Result<AskOutcome, AskError> {
-        super::ask::ask(agent, &mut self.session, question, events, cancel).await
+        if question.trim().is_empty() {
+            return Err(AskError::EmptyQuestion);
+        }
+        let input = question_input(&self.session, question, None);
+        crate::timing::mark("run: started");
+        let outcome = agent.run(input, events, cancel).await;
+        crate::timing::mark("run: finished");
+        let asked = match &outcome {
+            Ok(r) => super::ask::outcome_of(r),
+            Err(e) => return Err(AskError::Run(e.to_string())),
+        };
+        self.commit_question(&outcome, &[]);
+        crate::timing::mark("run: committed");
+        Ok(asked)
+    }
+
+    /// A save of the session as it is now ([`SaveJob::run`] carries it out); none when
+    /// the conversation has no file.
+    pub fn save_job(&self) -> Option<SaveJob> {
+        Some(SaveJob {
+            session: self.session.clone(),
+            path: self.path.clone()?,
+            // The one writer holds the lease already; a file it created is its own.
+            shared: !self.writer,
+        })
     }
 
     /// Saves atomically to the session's file (creating its folder), or beside it when
     /// another writer changed it meanwhile (then [`Saved::note`] says where).
     pub fn save(&self) -> anyhow::Result<Saved> {
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
+        match self.save_job() {
+            Some(job) => job.run(),
+            None => anyhow::bail!("the session has no file to be saved to"),
         }
-        // The one writer holds the lease already; a file it created is its own.
-        Ok(self.session.save_or_keep(&self.path, !self.writer)?)
     }
 
     /// Why the session is saved somewhere else than the file opened (a JSON session
@@ -282,7 +348,13 @@ impl Conversation {
 
     /// Restricts later questions to the documents `labels` names (none: all).
     pub fn set_document_filter(&mut self, labels: &[String]) -> Option<String> {
-        apply_document_filter(&mut self.session.state, labels)
+        apply_document_filter(&mut self.session_mut().state, labels)
+    }
+
+    /// Restricts later questions to the documents `labels` names as `NAME: document`
+    /// across the open `collections` (none: all).
+    pub fn set_collection_filter(&mut self, labels: &[String], collections: &[String]) {
+        transcript::apply_collection_filter(&mut self.session_mut().state, labels, collections);
     }
 
     /// The conversation as Markdown (under `title`) or as JSON.
@@ -420,17 +492,50 @@ mod tests {
         assert_eq!(again.session(), &session);
     }
 
-    #[test]
-    fn a_question_followed_through_its_events_commits_with_its_timing() {
-        let mut s = Session::new("m");
-        let started = std::time::Instant::now();
-        let messages = vec![ModelMessage::from(
-            crate::engine::messages::ModelRequest::user("q"),
-        )];
-        commit_finished(&mut s, "r".into(), messages, Map::new(), [], started, 2);
-        assert_eq!(s.messages.len(), 1);
-        let t = &s.groundwork.timings[0];
-        assert_eq!((t.run_id.as_str(), t.requests), ("r", 2));
+    #[tokio::test]
+    async fn snapshots_never_change_and_the_knowledge_bases_go_with_the_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = Arc::new(Echo::default());
+        let mut c = Conversation::shown(Arc::new(Session::new("echo")), None);
+        assert!(c.save_job().is_none(), "no file: nothing to save");
+        let shown = c.snapshot();
+        let kb = crate::session::knowledge::KnowledgeBase {
+            name: None,
+            location: "/kb.lancedb".into(),
+            embedder: None,
+            questions: Vec::new(),
+        };
+        let outcome = c
+            .start(agent(&model), "first?", None, None, CancelToken::new())
+            .outcome()
+            .await;
+        assert!(c.commit_question(&outcome, std::slice::from_ref(&kb)));
+        // What the face was shown stays as it was; the next snapshot has the question.
+        assert!(shown.messages.is_empty());
+        let now = c.snapshot();
+        assert_eq!(now.messages.len(), 2);
+        let recorded = crate::session::knowledge::recorded(&now.groundwork.extra);
+        assert_eq!(recorded[0].questions, vec![0]);
+        // Marks change the session too, never a snapshot handed out.
+        c.set_mark(0, Some(("supported".into(), None)));
+        assert!(crate::session::marks::marks(&now.groundwork.extra).is_empty());
+        assert_eq!(
+            crate::session::marks::marks(&c.session().groundwork.extra).len(),
+            1
+        );
+        // A failed question commits nothing, and records no knowledge base.
+        let before = c.snapshot();
+        assert!(!c.commit_question(&Err(RunError::Cancelled), &[kb]));
+        assert!(
+            Arc::ptr_eq(&before, &c.snapshot()),
+            "nothing was copied or changed"
+        );
+        // Given a file, it saves there (taking the lease only while saving).
+        let path = dir.path().join("s.sqlite");
+        c.set_path(path.clone());
+        let saved = c.save_job().unwrap().run().unwrap();
+        assert_eq!((saved.path, saved.note), (path.clone(), None));
+        assert_eq!(&Session::load(&path).unwrap(), c.session());
     }
 
     #[test]

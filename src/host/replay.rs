@@ -10,6 +10,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -300,12 +301,12 @@ impl Prepared {
             replay,
             diff,
         };
-        let mut session = self.prefix;
-        let start = crate::capabilities::state::as_a_new_question_sees_it(&session.state);
-        session.commit_run_from(&outcome, start);
+        // The replay's session is a conversation of its own, committed as every other.
+        let mut replayed = super::conversation::Conversation::shown(Arc::new(self.prefix), None);
+        replayed.commit_question(&outcome, &[]);
         Ok(Replayed {
             comparison,
-            session,
+            session: replayed.into_session(),
         })
     }
 }

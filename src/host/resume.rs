@@ -168,7 +168,7 @@ impl Resumed {
     }
 
     /// Asks `question` over the window and commits it for the save (see
-    /// [`super::ask::ask`]).
+    /// [`super::conversation::Conversation::ask`]).
     pub async fn ask(
         &mut self,
         agent: &Agent,
@@ -368,7 +368,7 @@ impl Opened {
         }
     }
 
-    /// Asks `question` and commits it on success (see [`super::ask::ask`]).
+    /// Asks `question` and commits it on success (see [`super::conversation::Conversation::ask`]).
     pub async fn ask(
         &mut self,
         agent: &Agent,
@@ -416,7 +416,8 @@ impl Opened {
     pub fn path(&self) -> &Path {
         match self {
             Opened::Resumed(r) => r.path(),
-            Opened::Whole(c, _) => c.path(),
+            // A conversation opened for a question always has its file.
+            Opened::Whole(c, _) => c.path().unwrap_or_else(|| Path::new("")),
         }
     }
 

@@ -55,7 +55,7 @@ pub(super) fn execute(
 /// Runs question `question` of `session` again with the changes `flags` and compares.
 async fn replay(
     services: &Services,
-    session: Session,
+    session: Arc<Session>,
     question: usize,
     flags: String,
     cancel: crate::engine::cancel::CancelToken,

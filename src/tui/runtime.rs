@@ -1,6 +1,11 @@
 //! The background side of the workbench: the services effects use ([`Services`]), the
 //! [`Runtime`] that feeds core events and effect results back to the app, and the
 //! execution of each [`Effect`] (questions, saving, exporting, store look-ups).
+//!
+//! The runtime holds the workbench's [`Conversation`], the one owner of the open session:
+//! it runs questions over it, commits them, records marks and the document filter, and
+//! saves. The app only shows snapshots of it (`Msg::Committed`, `Msg::Updated`,
+//! `Msg::SessionOpened`) and asks for changes through effects.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,12 +18,12 @@ use crate::engine::chat::ChatModel;
 use crate::engine::events::CoreEvent;
 use crate::host::ask::{AskOptions, CapabilityChoice};
 use crate::host::compose::Composer;
-use crate::host::conversation;
+use crate::host::conversation::{self, Conversation};
 use crate::host::explore;
 use crate::session::Session;
 use crate::store::Store;
 
-use super::app::{self, App, Effect, ExploreRequest, Explored, Msg};
+use super::app::{self, Answered, App, Effect, ExploreRequest, Explored, Msg};
 use super::images::{load_grounding, load_images};
 
 /// How a replay's changes (`ask`'s flags, as an `eval` arm takes them) turn the
@@ -136,6 +141,13 @@ impl Services {
 /// back on, and the services effects use. Tests drive it step by step.
 pub struct Runtime {
     services: Arc<Services>,
+    /// The open session's one owner (taken over from the app's first snapshot at the
+    /// first message, replaced when a session is opened or made).
+    conversation: Option<Conversation>,
+    /// The question running over it: its run id and cancel token.
+    asking: Option<(String, crate::engine::cancel::CancelToken)>,
+    /// What the app shows while a commit changes the session in place.
+    empty: Arc<Session>,
     core_tx: UnboundedSender<CoreEvent>,
     core_rx: tokio::sync::mpsc::UnboundedReceiver<CoreEvent>,
     msg_tx: UnboundedSender<Msg>,
@@ -148,6 +160,9 @@ impl Runtime {
         let (msg_tx, msg_rx) = unbounded_channel();
         Runtime {
             services: Arc::new(services),
+            conversation: None,
+            asking: None,
+            empty: Arc::new(Session::new(String::new())),
             core_tx,
             core_rx,
             msg_tx,
@@ -156,21 +171,211 @@ impl Runtime {
     }
 
     /// Updates the app with `msg` and carries out the effects.
-    pub fn handle(&self, app: &mut App, msg: Msg) {
+    pub fn handle(&mut self, app: &mut App, msg: Msg) {
+        let msg = match msg {
+            Msg::Answered(answered) => return self.answered(app, *answered),
+            // The session opened is the conversation from now on.
+            Msg::SessionOpened(Ok((path, session))) => {
+                let writable = !app.read_only && app.review.is_none();
+                self.conversation = Some(Conversation::shown(
+                    session.clone(),
+                    writable.then(|| path.clone()),
+                ));
+                Msg::SessionOpened(Ok((path, session)))
+            }
+            msg => msg,
+        };
         let effects = app.update(msg);
         self.carry_out(app, effects);
     }
 
     /// Carries out effects the app returned outside `update` (`App::open_grounding`).
-    pub fn carry_out(&self, app: &mut App, effects: Vec<Effect>) {
+    pub fn carry_out(&mut self, app: &mut App, effects: Vec<Effect>) {
         for effect in effects {
-            execute(effect, app, &self.services, &self.core_tx, &self.msg_tx);
+            match effect {
+                Effect::Ask {
+                    run_id,
+                    prompt,
+                    options,
+                    cancel,
+                } => self.ask(app, run_id, prompt, options, cancel),
+                Effect::Mark { question, mark } => {
+                    self.conversation(app).set_mark(question, mark);
+                    self.show_change(app);
+                }
+                Effect::Filter(labels) => {
+                    let collections = app.host.collections.clone();
+                    let conversation = self.conversation(app);
+                    if collections.len() > 1 {
+                        conversation.set_collection_filter(&labels, &collections);
+                    } else {
+                        conversation.set_document_filter(&labels);
+                    }
+                    let snapshot = conversation.snapshot();
+                    self.handle(app, Msg::Updated(snapshot));
+                }
+                Effect::SaveAs(path) => {
+                    self.conversation(app).set_path(path);
+                    self.save();
+                }
+                Effect::NewSession(path) => {
+                    let model = app.session.groundwork.model.clone();
+                    let mut session =
+                        crate::session::Session::new(model.clone().unwrap_or_default());
+                    session.groundwork.model = model;
+                    let conversation = Conversation::shown(Arc::new(session), path.clone());
+                    let snapshot = conversation.snapshot();
+                    self.conversation = Some(conversation);
+                    self.handle(app, Msg::NewSession(snapshot, path));
+                }
+                effect => execute(effect, app, &self.services, &self.msg_tx),
+            }
         }
+    }
+
+    /// The open session's owner; the first time one is needed it takes over the session
+    /// the app was built over (the app's first snapshot: the app never changes it).
+    fn conversation(&mut self, app: &App) -> &mut Conversation {
+        self.conversation.get_or_insert_with(|| {
+            let path = (!app.read_only).then(|| app.session_path.clone()).flatten();
+            Conversation::shown(app.session.clone(), path)
+        })
+    }
+
+    /// Sends the app the session as it is after a change and saves it when it has a file.
+    fn show_change(&mut self, app: &mut App) {
+        let snapshot = self.conversation(app).snapshot();
+        self.handle(app, Msg::Updated(snapshot));
+        self.save();
+    }
+
+    /// Starts a question over the conversation; its events come through `core_tx`, its
+    /// outcome back to [`Runtime::answered`].
+    fn ask(
+        &mut self,
+        app: &App,
+        run_id: String,
+        prompt: crate::engine::messages::UserContentValue,
+        options: AskOptions,
+        cancel: crate::engine::cancel::CancelToken,
+    ) {
+        let services = &self.services;
+        let opts = AskOptions {
+            capabilities: services.capabilities.clone(),
+            eager: services.eager,
+            sandbox_worker: services.sandbox_worker.clone(),
+            ..options
+        };
+        let agent = match services.composer().agent(&opts) {
+            Ok(agent) => agent,
+            Err(e) => {
+                let _ = self.core_tx.send(CoreEvent::RunFailed {
+                    run_id,
+                    request: 0,
+                    error: e.to_string(),
+                });
+                return;
+            }
+        };
+        let (core_tx, msg_tx) = (self.core_tx.clone(), self.msg_tx.clone());
+        self.asking = Some((run_id.clone(), cancel.clone()));
+        let question =
+            self.conversation(app)
+                .start(agent, prompt, Some(run_id.clone()), core_tx, cancel);
+        tokio::spawn(async move {
+            let outcome = question.outcome().await;
+            let _ = msg_tx.send(Msg::Answered(Box::new(Answered { run_id, outcome })));
+        });
+    }
+
+    /// A question's outcome: committed when it succeeded and was not cancelled meanwhile,
+    /// shown, and saved. A failed or cancelled run commits nothing.
+    fn answered(&mut self, app: &mut App, answered: Answered) {
+        let Answered { run_id, outcome } = answered;
+        // The outcome of a run the app has since replaced is not this question's.
+        if self.asking.as_ref().is_none_or(|(id, _)| *id != run_id) {
+            return;
+        }
+        let Some((_, cancel)) = self.asking.take() else {
+            return;
+        };
+        if outcome.is_err() {
+            // The run's own events told the app (`RunFailed`, `RunCancelled`).
+            return;
+        }
+        if cancel.is_cancelled() {
+            // Cancelled after the run finished, before its commit: it is not committed,
+            // and the app is told as the engine would have told it.
+            let request = outcome.as_ref().map_or(0, |r| r.usage.requests);
+            let cancelled = CoreEvent::RunCancelled { run_id, request };
+            self.handle(app, Msg::Core(cancelled));
+            return;
+        }
+        let deferred = matches!(
+            &outcome,
+            Ok(r) if matches!(r.output, crate::engine::agent::RunOutput::Deferred(_))
+        );
+        let Some(conversation) = self.conversation.as_mut() else {
+            return;
+        };
+        // The app's snapshot is let go first, so the commit changes the session in place
+        // instead of copying it; nothing is drawn before the new one arrives.
+        app.session = self.empty.clone();
+        conversation.commit_question(&outcome, &app.host.knowledge_bases);
+        let snapshot = conversation.snapshot();
+        self.handle(
+            app,
+            Msg::Committed {
+                run_id,
+                session: snapshot,
+                deferred,
+            },
+        );
+        self.save();
+    }
+
+    /// Saves the conversation in the background when it has a file (saves of one file
+    /// land in the order they were asked for); the result comes back as a notice or an
+    /// error.
+    fn save(&mut self) {
+        let Some(job) = self.conversation.as_ref().and_then(|c| c.save_job()) else {
+            return;
+        };
+        let tx = self.msg_tx.clone();
+        let saves = self.services.saves.clone();
+        let number = saves.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        tokio::task::spawn_blocking(move || {
+            let path = job.path().to_path_buf();
+            let mut written = saves.1.lock().unwrap_or_else(|e| e.into_inner());
+            if written.get(&path).is_some_and(|&n| n > number) {
+                // A newer copy of the session is already in the file.
+                return;
+            }
+            written.insert(path, number);
+            // Never over another writer's work (an `ask` on the same file): then the
+            // conversation is kept beside it, and the error says where.
+            let msg = match job.run() {
+                Ok(saved) if saved.note.is_some() => Msg::Error(saved.note.unwrap_or_default()),
+                Ok(saved) => Msg::Notice(format!(
+                    "saved {}",
+                    saved
+                        .path
+                        .file_name()
+                        .map(|f| f.to_string_lossy())
+                        .unwrap_or_default()
+                )),
+                Err(e) => Msg::Error(format!("cannot save the session: {e:#}")),
+            };
+            let _ = tx.send(msg);
+        });
     }
 
     /// Waits for the next message from the background (engine or effects).
     pub async fn next_background(&mut self) -> Option<Msg> {
+        // Engine events first, as `drain` takes them: a run's `RunFinished` is always
+        // handled before its outcome (`Msg::Answered`), which is sent after it.
         tokio::select! {
+            biased;
             Some(ev) = self.core_rx.recv() => Some(Msg::Core(ev)),
             Some(m) = self.msg_rx.recv() => Some(m),
             else => None,
@@ -211,76 +416,15 @@ impl Runtime {
     }
 }
 
-fn execute(
-    effect: Effect,
-    app: &App,
-    services: &Arc<Services>,
-    core_tx: &UnboundedSender<CoreEvent>,
-    msg_tx: &UnboundedSender<Msg>,
-) {
+fn execute(effect: Effect, app: &App, services: &Arc<Services>, msg_tx: &UnboundedSender<Msg>) {
     match effect {
         Effect::Quit => {}
-        Effect::Ask {
-            run_id,
-            prompt,
-            options,
-            cancel,
-        } => {
-            let opts = AskOptions {
-                capabilities: services.capabilities.clone(),
-                eager: services.eager,
-                sandbox_worker: services.sandbox_worker.clone(),
-                ..options
-            };
-            match services.composer().agent(&opts) {
-                // Outcome events (finished, failed, cancelled) come through `core_tx`;
-                // the app commits from them.
-                Ok(agent) => drop(conversation::start_question(
-                    agent,
-                    &app.session,
-                    prompt,
-                    Some(run_id),
-                    core_tx.clone(),
-                    cancel,
-                )),
-                Err(e) => {
-                    let _ = core_tx.send(CoreEvent::RunFailed {
-                        run_id,
-                        request: 0,
-                        error: e.to_string(),
-                    });
-                }
-            }
-        }
-        Effect::Save(path) => {
-            let session = app.session.clone();
-            let tx = msg_tx.clone();
-            let saves = services.saves.clone();
-            let number = saves.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-            tokio::task::spawn_blocking(move || {
-                let mut written = saves.1.lock().unwrap_or_else(|e| e.into_inner());
-                if written.get(&path).is_some_and(|&n| n > number) {
-                    // A newer copy of the session is already in the file.
-                    return;
-                }
-                written.insert(path.clone(), number);
-                // Never over another writer's work (an `ask` on the same file): then the
-                // conversation is kept beside it, and the error says where.
-                let msg = match conversation::save_shared(&session, &path) {
-                    Ok(saved) if saved.note.is_some() => Msg::Error(saved.note.unwrap_or_default()),
-                    Ok(saved) => Msg::Notice(format!(
-                        "saved {}",
-                        saved
-                            .path
-                            .file_name()
-                            .map(|f| f.to_string_lossy())
-                            .unwrap_or_default()
-                    )),
-                    Err(e) => Msg::Error(format!("cannot save the session: {e}")),
-                };
-                let _ = tx.send(msg);
-            });
-        }
+        // The conversation's effects are the runtime's own (`Runtime::carry_out`).
+        Effect::Ask { .. }
+        | Effect::Mark { .. }
+        | Effect::Filter(_)
+        | Effect::SaveAs(_)
+        | Effect::NewSession(_) => {}
         Effect::Export { path, contents } => {
             let tx = msg_tx.clone();
             tokio::task::spawn_blocking(move || {
@@ -313,7 +457,7 @@ fn execute(
                 };
                 let read = at.read.clone().unwrap_or_else(|| path.clone());
                 let msg = match Session::load(&read) {
-                    Ok(s) => Msg::SessionOpened(Ok((at.write, Box::new(s)))),
+                    Ok(s) => Msg::SessionOpened(Ok((at.write, Arc::new(s)))),
                     Err(e) => Msg::SessionOpened(Err(e.to_string())),
                 };
                 let opened = matches!(msg, Msg::SessionOpened(Ok(_)));

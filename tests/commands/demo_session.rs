@@ -202,7 +202,7 @@ async fn record() -> Session {
     )
     .await;
     assert_eq!(server.remaining(), 0, "the whole script was used");
-    let mut session = app.session.clone();
+    let mut session = (*app.session).clone();
     session.groundwork.scripted_demo = true;
     session
         .groundwork

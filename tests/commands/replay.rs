@@ -404,25 +404,25 @@ mod workbench {
         let _guard = settings.bind_to_scope();
 
         // The ledger's selected row is the question replayed: the second.
-        press(&rt, &mut app, KeyCode::F(4));
-        press(&rt, &mut app, KeyCode::Down);
+        press(&mut rt, &mut app, KeyCode::F(4));
+        press(&mut rt, &mut app, KeyCode::Down);
         assert_eq!(app.replay_target(), Some(1));
-        press_mod(&rt, &mut app, KeyCode::Char('r'), KeyModifiers::ALT);
-        press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::ALT);
+        press_mod(&mut rt, &mut app, KeyCode::Char('r'), KeyModifiers::ALT);
+        press_mod(&mut rt, &mut app, KeyCode::Char('p'), KeyModifiers::ALT);
         let popup = shown(&mut app, 80, 24);
         insta::assert_snapshot!("replay_popup_80x24", popup);
         assert!(popup.contains("Replay question 2") && popup.contains("> --no-policy"));
         insta::assert_snapshot!("replay_popup_160x48", shown(&mut app, 160, 48));
         // Typed flags go to the line; toggling twice leaves it as it was.
         for c in " --eager".chars() {
-            press(&rt, &mut app, KeyCode::Char(c));
+            press(&mut rt, &mut app, KeyCode::Char(c));
         }
-        press_mod(&rt, &mut app, KeyCode::Char('e'), KeyModifiers::ALT);
+        press_mod(&mut rt, &mut app, KeyCode::Char('e'), KeyModifiers::ALT);
         assert!(
             matches!(&app.replay, Some(ReplayState::Choosing { flags, .. }) if flags == "--no-policy")
         );
 
-        press(&rt, &mut app, KeyCode::Enter);
+        press(&mut rt, &mut app, KeyCode::Enter);
         assert!(app.replay_running());
         assert!(shown(&mut app, 80, 24).contains("replaying question 2"));
         finished(&mut rt, &mut app).await;
@@ -443,14 +443,14 @@ mod workbench {
         insta::assert_snapshot!("replay_side_by_side_160x48", shown(&mut app, 160, 48));
         // The diff scrolls.
         assert!(side.contains("line 1/"));
-        press(&rt, &mut app, KeyCode::Char('j'));
-        press(&rt, &mut app, KeyCode::PageDown);
+        press(&mut rt, &mut app, KeyCode::Char('j'));
+        press(&mut rt, &mut app, KeyCode::PageDown);
         assert!(shown(&mut app, 80, 24).contains("line 12/"));
-        press(&rt, &mut app, KeyCode::Char('g'));
+        press(&mut rt, &mut app, KeyCode::Char('g'));
         assert!(shown(&mut app, 80, 24).contains("line 1/"));
 
         // `s` saves beside the session; Esc closes; the session shown is unchanged.
-        press(&rt, &mut app, KeyCode::Char('s'));
+        press(&mut rt, &mut app, KeyCode::Char('s'));
         assert!(
             rt.until(&mut app, Duration::from_secs(10), |a| matches!(
                 &a.replay,
@@ -467,7 +467,7 @@ mod workbench {
         );
         let saved = Session::load(&beside).unwrap();
         assert_eq!(saved.messages.len(), app.session.messages.len() - 8 + 4);
-        press(&rt, &mut app, KeyCode::Esc);
+        press(&mut rt, &mut app, KeyCode::Esc);
         assert!(app.replay.is_none());
         assert_eq!(std::fs::read(home.path("s.sqlite")).unwrap(), before);
         let mut expected = files.clone();
@@ -476,20 +476,20 @@ mod workbench {
         assert_eq!(listing(home.dir.path()), expected);
 
         // From the palette, on the last question: no changes, discarded with `d`.
-        press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+        press_mod(&mut rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
         for c in "replay".chars() {
-            press(&rt, &mut app, KeyCode::Char(c));
+            press(&mut rt, &mut app, KeyCode::Char(c));
         }
-        press(&rt, &mut app, KeyCode::Enter);
+        press(&mut rt, &mut app, KeyCode::Enter);
         assert!(matches!(
             &app.replay,
             Some(ReplayState::Choosing { question: 2, .. })
         ));
-        press(&rt, &mut app, KeyCode::Enter);
+        press(&mut rt, &mut app, KeyCode::Enter);
         finished(&mut rt, &mut app).await;
         let same = shown(&mut app, 80, 24);
         assert!(same.contains("with no changes"), "{same}");
-        press(&rt, &mut app, KeyCode::Char('d'));
+        press(&mut rt, &mut app, KeyCode::Char('d'));
         assert!(app.replay.is_none());
         assert_eq!(
             app.notice.as_deref(),
@@ -498,10 +498,10 @@ mod workbench {
         assert_eq!(listing(home.dir.path()), expected);
 
         // Esc cancels a running replay; its late result is dropped.
-        press_mod(&rt, &mut app, KeyCode::F(7), KeyModifiers::NONE);
-        press(&rt, &mut app, KeyCode::Enter);
+        press_mod(&mut rt, &mut app, KeyCode::F(7), KeyModifiers::NONE);
+        press(&mut rt, &mut app, KeyCode::Enter);
         assert!(app.replay_running());
-        press(&rt, &mut app, KeyCode::Esc);
+        press(&mut rt, &mut app, KeyCode::Esc);
         assert!(app.replay.is_none());
         tokio::time::sleep(Duration::from_millis(500)).await;
         crate::support::workbench::settle(&mut rt, &mut app).await;
@@ -521,8 +521,8 @@ mod workbench {
             format!("http://{}/v1", l.local_addr().unwrap())
         };
         let (mut app, mut rt) = open(&home, &down).await;
-        press_mod(&rt, &mut app, KeyCode::Char('r'), KeyModifiers::ALT);
-        press(&rt, &mut app, KeyCode::Enter);
+        press_mod(&mut rt, &mut app, KeyCode::Char('r'), KeyModifiers::ALT);
+        press(&mut rt, &mut app, KeyCode::Enter);
         finished(&mut rt, &mut app).await;
         let e = app.error.clone().unwrap();
         assert!(e.starts_with("the replay failed"), "{e}");
@@ -530,24 +530,24 @@ mod workbench {
         assert!(app.replay.is_none());
         assert!(shown(&mut app, 80, 24).contains("the replay failed"));
         // A bad flag is one line too.
-        press_mod(&rt, &mut app, KeyCode::Char('r'), KeyModifiers::ALT);
+        press_mod(&mut rt, &mut app, KeyCode::Char('r'), KeyModifiers::ALT);
         for c in "--no-polcy".chars() {
-            press(&rt, &mut app, KeyCode::Char(c));
+            press(&mut rt, &mut app, KeyCode::Char(c));
         }
-        press(&rt, &mut app, KeyCode::Enter);
+        press(&mut rt, &mut app, KeyCode::Enter);
         finished(&mut rt, &mut app).await;
         assert_eq!(
             app.error.as_deref(),
             Some("arm 'replay': unexpected argument '--no-polcy' found")
         );
         // Pasted text goes to the flags line, not the question; Ctrl-Q still quits.
-        press_mod(&rt, &mut app, KeyCode::Char('r'), KeyModifiers::ALT);
+        press_mod(&mut rt, &mut app, KeyCode::Char('r'), KeyModifiers::ALT);
         rt.handle(&mut app, Msg::Paste("--eager".into()));
         assert!(
             matches!(&app.replay, Some(ReplayState::Choosing { flags, .. }) if flags == "--eager")
         );
         assert_eq!(app.input.lines(), [""]);
-        press_mod(&rt, &mut app, KeyCode::Char('q'), KeyModifiers::CONTROL);
+        press_mod(&mut rt, &mut app, KeyCode::Char('q'), KeyModifiers::CONTROL);
         assert!(app.quit && app.replay.is_none());
         assert_eq!(std::fs::read(home.path("s.sqlite")).unwrap(), before);
     }

@@ -271,18 +271,22 @@ async fn the_same_conversation_has_the_same_structure_on_the_wire_as_haiku_rag()
         .capability(Arc::new(CitationPolicyCapability::new()))
         .build()
         .unwrap();
-    let mut session = Session::new("scripted-model");
+    let mut conversation = groundwork::host::conversation::Conversation::shown(
+        Arc::new(Session::new("scripted-model")),
+        None,
+    );
     for q in expected["questions"].as_array().unwrap() {
-        groundwork::host::ask::ask(
-            &agent,
-            &mut session,
-            q["user_prompt"].as_str().unwrap(),
-            None,
-            CancelToken::new(),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("question {}: {e}", q["number"]));
+        conversation
+            .ask(
+                &agent,
+                q["user_prompt"].as_str().unwrap(),
+                None,
+                CancelToken::new(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("question {}: {e}", q["number"]));
     }
+    let session = conversation.into_session();
     assert_eq!(
         server.remaining(),
         0,

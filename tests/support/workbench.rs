@@ -119,15 +119,15 @@ pub fn key_event(code: KeyCode, mods: KeyModifiers) -> Msg {
     Msg::Key(KeyEvent::new_with_kind(code, mods, KeyEventKind::Press))
 }
 
-pub fn press(rt: &Runtime, app: &mut App, code: KeyCode) {
+pub fn press(rt: &mut Runtime, app: &mut App, code: KeyCode) {
     rt.handle(app, key_event(code, KeyModifiers::NONE));
 }
 
-pub fn press_mod(rt: &Runtime, app: &mut App, code: KeyCode, mods: KeyModifiers) {
+pub fn press_mod(rt: &mut Runtime, app: &mut App, code: KeyCode, mods: KeyModifiers) {
     rt.handle(app, key_event(code, mods));
 }
 
-pub fn type_text(rt: &Runtime, app: &mut App, text: &str) {
+pub fn type_text(rt: &mut Runtime, app: &mut App, text: &str) {
     for c in text.chars() {
         let mods = if c.is_uppercase() {
             KeyModifiers::SHIFT

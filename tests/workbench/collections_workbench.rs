@@ -142,9 +142,9 @@ async fn the_document_filter_is_per_collection() {
     let work = tempfile::tempdir().unwrap();
     let mut app = new_app(work.path());
     app.host.collections = vec!["manuals".into(), "papers".into()];
-    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
-    type_text(&rt, &mut app, "filter");
-    press(&rt, &mut app, KeyCode::Enter);
+    press_mod(&mut rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    type_text(&mut rt, &mut app, "filter");
+    press(&mut rt, &mut app, KeyCode::Enter);
     settle(&mut rt, &mut app).await;
     let Some(Popup::Filter { all: Some(all), .. }) = &app.popup else {
         panic!("the filter modal lists the documents: {:?}", app.error)
@@ -160,9 +160,9 @@ async fn the_document_filter_is_per_collection() {
             "papers: Handbook"
         ]
     );
-    type_text(&rt, &mut app, "papers: handbook");
-    press(&rt, &mut app, KeyCode::Char(' '));
-    press(&rt, &mut app, KeyCode::Enter);
+    type_text(&mut rt, &mut app, "papers: handbook");
+    press(&mut rt, &mut app, KeyCode::Char(' '));
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert_eq!(app.error, None);
     let rag = &app.session.state["rag"];
     assert_eq!(
@@ -238,7 +238,7 @@ async fn the_explorer_browses_each_collection_in_turn() {
     };
     let papers_ids = ids_of(two.papers_store.list_documents(None).await.unwrap());
 
-    press(&rt, &mut app, KeyCode::F(6));
+    press(&mut rt, &mut app, KeyCode::F(6));
     assert_eq!(
         app.explorer.as_ref().unwrap().collection.as_deref(),
         Some("manuals")
@@ -248,7 +248,7 @@ async fn the_explorer_browses_each_collection_in_turn() {
     let top = screen(&mut app, 80, 24);
     assert!(top.contains("collection manuals (2 open, C next)"), "{top}");
 
-    press(&rt, &mut app, KeyCode::Char('C'));
+    press(&mut rt, &mut app, KeyCode::Char('C'));
     assert_eq!(
         app.explorer.as_ref().unwrap().collection.as_deref(),
         Some("papers")
@@ -267,9 +267,9 @@ async fn the_explorer_browses_each_collection_in_turn() {
     assert_eq!(shown, papers_ids, "the papers store's own documents");
 
     // Search covers the browsed collection only.
-    press(&rt, &mut app, KeyCode::Char('/'));
-    type_text(&rt, &mut app, "inverter bolt torque");
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Char('/'));
+    type_text(&mut rt, &mut app, "inverter bolt torque");
+    press(&mut rt, &mut app, KeyCode::Enter);
     let searched = |a: &groundwork::tui::app::App| {
         matches!(&a.explorer.as_ref().unwrap().view,
             ExplorerView::Search(s) if s.searched.is_some() && !s.running)
@@ -286,8 +286,8 @@ async fn the_explorer_browses_each_collection_in_turn() {
     }
 
     // And back round to the first.
-    press(&rt, &mut app, KeyCode::Esc);
-    press(&rt, &mut app, KeyCode::Char('C'));
+    press(&mut rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Char('C'));
     assert_eq!(
         app.explorer.as_ref().unwrap().collection.as_deref(),
         Some("manuals")

@@ -82,53 +82,53 @@ async fn questions_are_a_key_apart_text_is_found_and_sources_copy_with_their_ref
     };
     // From the bottom, `{` goes up a question at a time until the first.
     for _ in 0..3 {
-        press(&f.rt, app, KeyCode::Char('{'));
+        press(&mut f.rt, app, KeyCode::Char('{'));
     }
     let top = lines_at_top(app);
     assert!(
         top[0].contains("You:") && top[1].contains("How much did the array"),
         "{top:?}"
     );
-    press(&f.rt, app, KeyCode::Char('{'));
+    press(&mut f.rt, app, KeyCode::Char('{'));
     assert_eq!(app.notice.as_deref(), Some("no question above"));
-    press(&f.rt, app, KeyCode::Char('}'));
+    press(&mut f.rt, app, KeyCode::Char('}'));
     let top = lines_at_top(app);
     assert!(
         top[0].contains("You:") && top[1].contains("And the battery"),
         "{top:?}"
     );
-    press(&f.rt, app, KeyCode::Char('{'));
+    press(&mut f.rt, app, KeyCode::Char('{'));
     assert!(lines_at_top(app)[1].contains("How much did the array"));
-    press(&f.rt, app, KeyCode::Char('}'));
-    press(&f.rt, app, KeyCode::Char('}'));
+    press(&mut f.rt, app, KeyCode::Char('}'));
+    press(&mut f.rt, app, KeyCode::Char('}'));
     assert!(pane(app, Pane::Conversation, 80, 24).contains("Say something nice"));
-    press(&f.rt, app, KeyCode::Char('}'));
+    press(&mut f.rt, app, KeyCode::Char('}'));
     assert_eq!(app.notice.as_deref(), Some("no question below"));
 
     // `/` finds text; `n` and `N` go on and back, round the ends.
-    press(&f.rt, app, KeyCode::Char('/'));
+    press(&mut f.rt, app, KeyCode::Char('/'));
     assert!(matches!(app.popup, Some(Popup::Find { .. })));
-    type_text(&f.rt, app, "nea");
+    type_text(&mut f.rt, app, "nea");
     {
         let _guard = redactions().bind_to_scope();
         insta::assert_snapshot!("find_popup_80x24", screen(app, 80, 24));
         insta::assert_snapshot!("find_popup_160x48", screen(app, 160, 48));
     }
-    press(&f.rt, app, KeyCode::Backspace);
-    press(&f.rt, app, KeyCode::Backspace);
-    press(&f.rt, app, KeyCode::Backspace);
+    press(&mut f.rt, app, KeyCode::Backspace);
+    press(&mut f.rt, app, KeyCode::Backspace);
+    press(&mut f.rt, app, KeyCode::Backspace);
     assert!(screen(app, 80, 24).contains("Find in the conversation"));
     pane(app, Pane::Conversation, 80, 24);
     app.conversation.scroll = Some(0);
-    type_text(&f.rt, app, "neat");
-    press(&f.rt, app, KeyCode::Enter);
+    type_text(&mut f.rt, app, "neat");
+    press(&mut f.rt, app, KeyCode::Enter);
     assert!(app.popup.is_none());
     let notice = app.notice.clone().unwrap();
     assert!(notice.starts_with("\"neat\": line 1 of 2"), "{notice}");
     let shown = pane(app, Pane::Conversation, 80, 24);
     assert!(shown.contains("Microgrids are neat."), "{shown}");
     assert!(shown.contains("/neat n/N"), "{shown}");
-    press(&f.rt, app, KeyCode::Char('n'));
+    press(&mut f.rt, app, KeyCode::Char('n'));
     assert!(
         app.notice
             .as_deref()
@@ -136,24 +136,24 @@ async fn questions_are_a_key_apart_text_is_found_and_sources_copy_with_their_ref
             .starts_with("\"neat\": line 2 of 2")
     );
     assert!(pane(app, Pane::Conversation, 80, 24).contains("Microgrids are still neat."));
-    press(&f.rt, app, KeyCode::Char('n'));
+    press(&mut f.rt, app, KeyCode::Char('n'));
     assert_eq!(
         app.notice.as_deref(),
         Some("\"neat\": line 1 of 2 (from the other end)")
     );
-    press(&f.rt, app, KeyCode::Char('N'));
+    press(&mut f.rt, app, KeyCode::Char('N'));
     assert!(
         app.notice
             .as_deref()
             .unwrap()
             .starts_with("\"neat\": line 2 of 2")
     );
-    press(&f.rt, app, KeyCode::Char('/'));
+    press(&mut f.rt, app, KeyCode::Char('/'));
     for _ in 0.."neat".len() {
-        press(&f.rt, app, KeyCode::Backspace);
+        press(&mut f.rt, app, KeyCode::Backspace);
     }
-    type_text(&f.rt, app, "zebra");
-    press(&f.rt, app, KeyCode::Enter);
+    type_text(&mut f.rt, app, "zebra");
+    press(&mut f.rt, app, KeyCode::Enter);
     assert_eq!(
         app.notice.as_deref(),
         Some("no line of the conversation holds \"zebra\"")
@@ -161,7 +161,7 @@ async fn questions_are_a_key_apart_text_is_found_and_sources_copy_with_their_ref
 
     // `y` on a selected source: the cited passage and its reference, with the chunk id.
     app.conversation.selected_citation = Some((0, 0));
-    press(&f.rt, app, KeyCode::Char('y'));
+    press(&mut f.rt, app, KeyCode::Char('y'));
     let copied = f.clip.lock().unwrap().last().cloned().unwrap();
     assert_eq!(
         copied,
@@ -179,7 +179,7 @@ async fn questions_are_a_key_apart_text_is_found_and_sources_copy_with_their_ref
     );
     // Enter on it: the chunk whole, then the context the model saw with the chunk marked.
     screen(app, 80, 24);
-    press(&f.rt, app, KeyCode::Enter);
+    press(&mut f.rt, app, KeyCode::Enter);
     settle(&mut f.rt, app).await;
     let Some(Popup::ChunkDetail {
         context: Some((context, Some(span))),
@@ -223,7 +223,7 @@ async fn questions_are_a_key_apart_text_is_found_and_sources_copy_with_their_ref
     turn.citations[0].passage.as_mut().unwrap().text =
         "The key is sk-copied-SECRET-4711 here.".into();
     app.conversation.selected_citation = Some((1, 0));
-    press(&f.rt, app, KeyCode::Char('y'));
+    press(&mut f.rt, app, KeyCode::Char('y'));
     let copied = f.clip.lock().unwrap().last().cloned().unwrap();
     assert!(
         copied.starts_with("The key is <redacted> here."),
@@ -232,7 +232,7 @@ async fn questions_are_a_key_apart_text_is_found_and_sources_copy_with_their_ref
     // Without a selection: the answer in view with its sources.
     app.conversation.selected_citation = None;
     app.conversation.scroll = Some(0);
-    press(&f.rt, app, KeyCode::Char('y'));
+    press(&mut f.rt, app, KeyCode::Char('y'));
     let copied = f.clip.lock().unwrap().last().cloned().unwrap();
     assert!(
         copied.starts_with("July was the strongest month for the array"),
@@ -382,8 +382,8 @@ async fn three_questions_fill_conversation_ledger_and_inspector() {
     app.conversation.scroll = None;
     app.conversation.selected_citation = None;
     screen(app, 80, 24);
-    press(&f.rt, app, KeyCode::Right);
-    press(&f.rt, app, KeyCode::Left);
+    press(&mut f.rt, app, KeyCode::Right);
+    press(&mut f.rt, app, KeyCode::Left);
     assert_eq!(app.conversation.selected_citation, Some((0, 0)));
     let shown = pane(app, Pane::Conversation, 80, 24);
     assert!(
@@ -393,7 +393,7 @@ async fn three_questions_fill_conversation_ledger_and_inspector() {
     // Enter on a selected source opens the cited chunk whole.
     app.focus = Pane::Conversation;
     app.conversation.selected_citation = Some((0, 0));
-    press(&f.rt, app, KeyCode::Enter);
+    press(&mut f.rt, app, KeyCode::Enter);
     assert!(
         matches!(&app.popup, Some(Popup::ChunkDetail { chunk_id, .. }) if *chunk_id == f.figure_chunk),
         "{:?}",
@@ -413,9 +413,9 @@ async fn pane_and_app_snapshots() {
     let app = &mut f.app;
     // Select the first citation (it has a figure) so the images pane has something.
     app.focus = Pane::Conversation;
-    press(&f.rt, app, KeyCode::Char('g'));
+    press(&mut f.rt, app, KeyCode::Char('g'));
     app.conversation.selected_citation = None;
-    press(&f.rt, app, KeyCode::Char('h'));
+    press(&mut f.rt, app, KeyCode::Char('h'));
     for (w, h) in [(80u16, 24u16), (160, 48)] {
         // The images of the selected evidence are made for the pane's size.
         app.areas.images = ratatui::layout::Rect::new(0, 0, w, h);
@@ -498,27 +498,27 @@ async fn whole_app_keys_two_questions_inspector_ledger_and_cancel() {
     assert_eq!(app.transcript.ledger[1].status, CitationStatus::Ungrounded);
 
     // Inspector: F3 focuses it; `[` steps back, `]` forward, `d` shows the diff.
-    press(&rt, &mut app, KeyCode::F(3));
+    press(&mut rt, &mut app, KeyCode::F(3));
     assert_eq!(app.focus, Pane::Inspector);
     assert_eq!(app.selected_request(), Some(5));
-    press(&rt, &mut app, KeyCode::Char('['));
-    press(&rt, &mut app, KeyCode::Char('['));
+    press(&mut rt, &mut app, KeyCode::Char('['));
+    press(&mut rt, &mut app, KeyCode::Char('['));
     assert_eq!(app.selected_request(), Some(3));
     let s = screen(&mut app, 160, 48);
     assert!(s.contains("request 4/6"), "{s}");
-    press(&rt, &mut app, KeyCode::Char(']'));
+    press(&mut rt, &mut app, KeyCode::Char(']'));
     assert_eq!(app.selected_request(), Some(4));
-    press(&rt, &mut app, KeyCode::Char('d'));
+    press(&mut rt, &mut app, KeyCode::Char('d'));
     assert!(app.inspector.diff);
     let s = screen(&mut app, 160, 48);
     assert!(s.contains("+++ sent"), "{s}");
 
     // Ledger: F4, Enter opens the row's chunks, Enter opens a chunk's full text.
-    press(&rt, &mut app, KeyCode::F(4));
-    press(&rt, &mut app, KeyCode::Char('g'));
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::F(4));
+    press(&mut rt, &mut app, KeyCode::Char('g'));
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(app.ledger.in_chunks);
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(matches!(app.popup, Some(Popup::ChunkDetail { .. })));
     settle(&mut rt, &mut app).await;
     let Some(Popup::ChunkDetail {
@@ -533,7 +533,7 @@ async fn whole_app_keys_two_questions_inspector_ledger_and_cancel() {
     assert!(text.contains("Document:"), "{text}");
     let s = screen(&mut app, 160, 48);
     assert!(s.contains(&format!("Chunk {chunk}")), "{s}");
-    press(&rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Esc);
     assert!(app.popup.is_none());
     // The chunk's images were requested for the images pane.
     assert_eq!(
@@ -545,8 +545,8 @@ async fn whole_app_keys_two_questions_inspector_ledger_and_cancel() {
     let before = app.session.messages.len();
     server.push(Reply::text("too late").delay(Duration::from_secs(20)));
     app.focus = Pane::Input;
-    type_text(&rt, &mut app, "A slow one");
-    press(&rt, &mut app, KeyCode::Enter);
+    type_text(&mut rt, &mut app, "A slow one");
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(app.running());
     assert!(
         rt.until(&mut app, Duration::from_secs(10), |a| {
@@ -557,7 +557,7 @@ async fn whole_app_keys_two_questions_inspector_ledger_and_cancel() {
     let s = screen(&mut app, 160, 48);
     assert!(s.contains("waiting for the model"), "{s}");
     assert!(!s.contains("Executing tasks"), "{s}");
-    press(&rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Esc);
     assert!(
         rt.until(&mut app, Duration::from_secs(10), |a| !a.running())
             .await
@@ -571,8 +571,60 @@ async fn whole_app_keys_two_questions_inspector_ledger_and_cancel() {
     assert!(s.contains("Cancelled"), "{s}");
 
     // With nothing running, Ctrl-C quits.
-    press_mod(&rt, &mut app, KeyCode::Char('c'), KeyModifiers::CONTROL);
+    press_mod(&mut rt, &mut app, KeyCode::Char('c'), KeyModifiers::CONTROL);
     assert!(app.quit);
+}
+
+/// The workbench never commits a session of its own: the conversation the runtime holds
+/// commits each answer once and saves it, and the app is sent snapshots that never
+/// change afterwards. An answer cancelled after it finished, before its commit, is not
+/// committed, as the app says.
+#[tokio::test]
+async fn the_conversation_owner_commits_and_the_app_is_sent_snapshots() {
+    let kb = demo_kb().await;
+    let server = ScriptedServer::start(vec![
+        Reply::text("Batteries are checked monthly."),
+        Reply::text("Too late to keep."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("session.json");
+    let mut app = new_app(dir.path());
+    let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
+    let shown = app.session.clone();
+    ask(&mut rt, &mut app, "How often are batteries checked?").await;
+    assert!(
+        shown.messages.is_empty(),
+        "a snapshot once shown never changes"
+    );
+    assert_eq!(app.session.messages.len(), 2);
+    assert_eq!(&Session::load(&path).unwrap(), &*app.session);
+    let committed = app.session.clone();
+
+    app.focus = Pane::Input;
+    type_text(&mut rt, &mut app, "And the inverter?");
+    press(&mut rt, &mut app, KeyCode::Enter);
+    assert!(
+        rt.until(&mut app, Duration::from_secs(30), |a| a
+            .live
+            .as_ref()
+            .is_some_and(|l| l.phase == groundwork::tui::app::Phase::Saving))
+            .await,
+        "the run finished and waits for its commit"
+    );
+    assert!(screen(&mut app, 80, 24).contains("committing the answer"));
+    press(&mut rt, &mut app, KeyCode::Esc);
+    settle(&mut rt, &mut app).await;
+    assert_eq!(
+        app.ended,
+        Some(Ended::Cancelled("And the inverter?".into()))
+    );
+    assert!(
+        std::sync::Arc::ptr_eq(&app.session, &committed),
+        "nothing new was shown"
+    );
+    assert_eq!(Session::load(&path).unwrap().messages.len(), 2, "nor saved");
+    assert_eq!(server.remaining(), 0);
 }
 
 #[tokio::test]
@@ -584,9 +636,9 @@ async fn no_model_shows_how_to_configure_and_an_endpoint_that_is_down_is_reporte
     host.model_ready = false;
     host.model_help = groundwork::engine::discover::configure_hint();
     let mut app = App::new(Session::new(""), None, host);
-    let rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
-    type_text(&rt, &mut app, "Anyone there?");
-    press(&rt, &mut app, KeyCode::Enter);
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    type_text(&mut rt, &mut app, "Anyone there?");
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(!app.running());
     assert!(
         app.error
@@ -602,8 +654,8 @@ async fn no_model_shows_how_to_configure_and_an_endpoint_that_is_down_is_reporte
     // committed, and the app keeps working.
     let mut app = new_app(dir.path());
     let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
-    type_text(&rt, &mut app, "Hello?");
-    press(&rt, &mut app, KeyCode::Enter);
+    type_text(&mut rt, &mut app, "Hello?");
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(
         rt.until(&mut app, Duration::from_secs(30), |a| !a.running())
             .await
@@ -616,7 +668,7 @@ async fn no_model_shows_how_to_configure_and_an_endpoint_that_is_down_is_reporte
     assert!(app.session.messages.is_empty());
     let s = screen(&mut app, 80, 24);
     assert!(s.contains("Error:"), "{s}");
-    press(&rt, &mut app, KeyCode::Tab);
+    press(&mut rt, &mut app, KeyCode::Tab);
     assert_eq!(app.focus, Pane::Conversation);
 }
 
@@ -629,45 +681,45 @@ async fn palette_filter_export_and_attachments() {
     screen(&mut app, 120, 40);
 
     // The palette lists commands; typing filters; Enter runs one.
-    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
-    type_text(&rt, &mut app, "filter");
+    press_mod(&mut rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    type_text(&mut rt, &mut app, "filter");
     let s = screen(&mut app, 120, 40);
     assert!(s.contains("document filter"), "{s}");
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(matches!(app.popup, Some(Popup::Filter { .. })));
     settle(&mut rt, &mut app).await;
     // The filter modal: search, toggle, apply → document_filter in the rag state.
-    type_text(&rt, &mut app, "battery");
-    press(&rt, &mut app, KeyCode::Char(' '));
+    type_text(&mut rt, &mut app, "battery");
+    press(&mut rt, &mut app, KeyCode::Char(' '));
     let s = screen(&mut app, 120, 40);
     assert!(s.contains("1 document(s) selected"), "{s}");
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     let filter = app.document_filter().expect("a filter");
     assert!(filter.to_lowercase().contains("battery"), "{filter}");
     // Clearing it again gives no filter.
-    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
-    type_text(&rt, &mut app, "filter");
-    press(&rt, &mut app, KeyCode::Enter);
+    press_mod(&mut rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    type_text(&mut rt, &mut app, "filter");
+    press(&mut rt, &mut app, KeyCode::Enter);
     settle(&mut rt, &mut app).await;
     if let Some(Popup::Filter { chosen, .. }) = &app.popup {
         assert_eq!(chosen.len(), 1, "the modal remembers the selection");
     }
-    type_text(&rt, &mut app, "battery");
-    press(&rt, &mut app, KeyCode::Char(' '));
-    press(&rt, &mut app, KeyCode::Enter);
+    type_text(&mut rt, &mut app, "battery");
+    press(&mut rt, &mut app, KeyCode::Char(' '));
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert_eq!(app.document_filter(), None);
 
     // Database info.
     app.focus = Pane::Ledger;
-    press(&rt, &mut app, KeyCode::Char('I'));
+    press(&mut rt, &mut app, KeyCode::Char('I'));
     settle(&mut rt, &mut app).await;
     let s = screen(&mut app, 120, 40);
     assert!(s.contains("Documents: 5"), "{s}");
-    press(&rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Esc);
 
     // Export to Markdown and JSON next to the session file.
-    press(&rt, &mut app, KeyCode::Char('e'));
-    press(&rt, &mut app, KeyCode::Char('E'));
+    press(&mut rt, &mut app, KeyCode::Char('e'));
+    press(&mut rt, &mut app, KeyCode::Char('E'));
     settle(&mut rt, &mut app).await;
     assert!(dir.path().join("session.md").exists());
     let json: serde_json::Value = serde_json::from_str(
@@ -682,14 +734,14 @@ async fn palette_filter_export_and_attachments() {
         .save(&png)
         .unwrap();
     app.focus = Pane::Input;
-    press_mod(&rt, &mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
+    press_mod(&mut rt, &mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
     assert!(matches!(app.popup, Some(Popup::Path { .. })));
     if let Some(Popup::Path { input, .. }) = &mut app.popup {
         input.select_all();
         input.cut();
         input.insert_str(png.to_string_lossy());
     }
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     // The Runtime resolves the path and reads the image off the UI task.
     assert!(
         rt.until(&mut app, Duration::from_secs(10), |a| !a
@@ -702,18 +754,18 @@ async fn palette_filter_export_and_attachments() {
     assert!(app.popup.is_none());
     assert_eq!(app.attachments.len(), 1);
     assert_eq!(app.input.lines().join(""), "[Image #1]");
-    press(&rt, &mut app, KeyCode::Backspace);
+    press(&mut rt, &mut app, KeyCode::Backspace);
     assert_eq!(app.input.lines().join(""), "");
     // A file that is not an image is refused with a message.
     let txt = dir.path().join("notes.txt");
     std::fs::write(&txt, "hello").unwrap();
-    press_mod(&rt, &mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
+    press_mod(&mut rt, &mut app, KeyCode::Char('o'), KeyModifiers::CONTROL);
     if let Some(Popup::Path { input, .. }) = &mut app.popup {
         input.select_all();
         input.cut();
         input.insert_str(txt.to_string_lossy());
     }
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(
         rt.until(&mut app, Duration::from_secs(10), |a| a.error.is_some())
             .await
@@ -734,19 +786,19 @@ async fn help_is_generated_from_the_keymap_and_themes_switch() {
     let (theme, keymap) = groundwork::tui::load_tui_config(&cfg).unwrap();
     let mut app = new_app(dir.path()).with_keymap(keymap).with_theme(theme);
     assert_eq!(app.theme.name, groundwork::tui::theme::ThemeName::Light);
-    let rt = Runtime::new(groundwork::tui::Services::new(
+    let mut rt = Runtime::new(groundwork::tui::Services::new(
         None,
         None,
         Default::default(),
         vec![],
         false,
     ));
-    press(&rt, &mut app, KeyCode::F(10));
+    press(&mut rt, &mut app, KeyCode::F(10));
     let s = screen(&mut app, 100, 60);
     assert!(s.contains("f10"), "{s}");
     assert!(s.contains("request inspector"), "{s}");
-    press(&rt, &mut app, KeyCode::Esc);
-    press_mod(&rt, &mut app, KeyCode::Char('t'), KeyModifiers::ALT);
+    press(&mut rt, &mut app, KeyCode::Esc);
+    press_mod(&mut rt, &mut app, KeyCode::Char('t'), KeyModifiers::ALT);
     assert_eq!(app.theme.name, groundwork::tui::theme::ThemeName::Dark);
 
     // A conflict is reported with the file and the key, before any terminal set-up.
@@ -875,7 +927,7 @@ async fn injected_notices_are_marked_in_the_inspector() {
     assert!(s.contains(" notice  Notice:"), "{s}");
     assert!(s.contains("lines of instructions"), "{s}");
     app.focus = Pane::Inspector;
-    press(&rt, &mut app, KeyCode::Char('t'));
+    press(&mut rt, &mut app, KeyCode::Char('t'));
     let s = pane(&mut app, Pane::Inspector, 160, 48);
     assert!(!s.contains("lines of instructions"), "{s}");
     // The first request had no notice.
@@ -969,8 +1021,8 @@ async fn the_empty_hint_goes_once_a_question_is_asked() {
     let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
     let s = screen(&mut app, 160, 48);
     assert!(s.contains("No questions yet"), "{s}");
-    type_text(&rt, &mut app, "First question?");
-    press(&rt, &mut app, KeyCode::Enter);
+    type_text(&mut rt, &mut app, "First question?");
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(app.running());
     let s = screen(&mut app, 160, 48);
     assert!(!s.contains("No questions yet"), "pending:\n{s}");
@@ -986,8 +1038,8 @@ async fn the_empty_hint_goes_once_a_question_is_asked() {
     let mut app = new_app(dir.path());
     let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
     screen(&mut app, 80, 24);
-    type_text(&rt, &mut app, "Hello?");
-    press(&rt, &mut app, KeyCode::Enter);
+    type_text(&mut rt, &mut app, "Hello?");
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(
         rt.until(&mut app, Duration::from_secs(30), |a| !a.running())
             .await
@@ -1228,7 +1280,7 @@ fn the_theme_follows_the_terminal_background_and_paints_its_own() {
     assert!(is_light(buf[(1, 0)].bg));
     assert_eq!(buf[(1, 0)].fg, Color::Black);
     // Alt-T switches to the other theme, which then paints its own background.
-    let rt = Runtime::new(groundwork::tui::Services::new(
+    let mut rt = Runtime::new(groundwork::tui::Services::new(
         None,
         None,
         Default::default(),
@@ -1236,7 +1288,7 @@ fn the_theme_follows_the_terminal_background_and_paints_its_own() {
         false,
     ));
     app.set_terminal_background(Some(Background::Light));
-    press_mod(&rt, &mut app, KeyCode::Char('t'), KeyModifiers::ALT);
+    press_mod(&mut rt, &mut app, KeyCode::Char('t'), KeyModifiers::ALT);
     assert_eq!(app.theme.name, ThemeName::Dark);
     let buf = screen_buffer(&mut app, 120, 40);
     assert!(!is_light(buf[(1, 0)].bg));
@@ -1259,7 +1311,7 @@ fn the_theme_follows_the_terminal_background_and_paints_its_own() {
         buf[(1, 2)].fg
     };
     assert_eq!(Some(you(&mut app)), app.theme.user.fg);
-    press_mod(&rt, &mut app, KeyCode::Char('t'), KeyModifiers::ALT);
+    press_mod(&mut rt, &mut app, KeyCode::Char('t'), KeyModifiers::ALT);
     assert_eq!(app.theme.name, ThemeName::Dark);
     assert_eq!(Some(you(&mut app)), app.theme.user.fg);
     assert_ne!(
@@ -1351,7 +1403,7 @@ async fn answers_are_marked_in_the_session_shown_and_exported() {
     app.focus = Pane::Ledger;
     app.ledger.selected = 2;
     screen(app, 160, 48);
-    press(&f.rt, app, KeyCode::Char('m'));
+    press(&mut f.rt, app, KeyCode::Char('m'));
     assert!(matches!(app.popup, Some(Popup::Mark { turn: 2, .. })));
     let popup = screen(app, 160, 48);
     {
@@ -1364,24 +1416,24 @@ async fn answers_are_marked_in_the_session_shown_and_exported() {
         "{popup}"
     );
     // A note needs a mark first.
-    press(&f.rt, app, KeyCode::Char('n'));
+    press(&mut f.rt, app, KeyCode::Char('n'));
     assert!(
         app.notice
             .as_deref()
             .unwrap()
             .starts_with("mark the answer first")
     );
-    press(&f.rt, app, KeyCode::Char('i'));
+    press(&mut f.rt, app, KeyCode::Char('i'));
     assert!(app.popup.is_none());
     assert_eq!(
         app.notice.as_deref(),
         Some("marked the answer to question 3 invented")
     );
     settle(&mut f.rt, app).await;
-    press(&f.rt, app, KeyCode::Char('m'));
-    press(&f.rt, app, KeyCode::Char('n'));
-    type_text(&f.rt, app, "the guide says nothing of the sort");
-    press(&f.rt, app, KeyCode::Enter);
+    press(&mut f.rt, app, KeyCode::Char('m'));
+    press(&mut f.rt, app, KeyCode::Char('n'));
+    type_text(&mut f.rt, app, "the guide says nothing of the sort");
+    press(&mut f.rt, app, KeyCode::Enter);
     assert!(app.popup.is_none());
     settle(&mut f.rt, app).await;
     let saved = Session::load(&path).unwrap();
@@ -1404,15 +1456,15 @@ async fn answers_are_marked_in_the_session_shown_and_exported() {
     );
     // A new mark keeps the note; `x` takes both back, and the key leaves the file.
     app.focus = Pane::Ledger;
-    press(&f.rt, app, KeyCode::Char('m'));
-    press(&f.rt, app, KeyCode::Char('w'));
+    press(&mut f.rt, app, KeyCode::Char('m'));
+    press(&mut f.rt, app, KeyCode::Char('w'));
     assert_eq!(app.marks[&q3].mark, "wrong");
     assert_eq!(
         app.marks[&q3].note.as_deref(),
         Some("the guide says nothing of the sort")
     );
-    press(&f.rt, app, KeyCode::Char('m'));
-    press(&f.rt, app, KeyCode::Char('x'));
+    press(&mut f.rt, app, KeyCode::Char('m'));
+    press(&mut f.rt, app, KeyCode::Char('x'));
     assert_eq!(
         app.notice.as_deref(),
         Some("cleared the mark of the answer to question 3")
@@ -1422,21 +1474,21 @@ async fn answers_are_marked_in_the_session_shown_and_exported() {
     assert!(!saved.groundwork.extra.contains_key("reviews"));
     // While a question runs (its commit is due): refused in one line.
     app.focus = Pane::Input;
-    type_text(&f.rt, app, "One more?");
-    press(&f.rt, app, KeyCode::Enter);
+    type_text(&mut f.rt, app, "One more?");
+    press(&mut f.rt, app, KeyCode::Enter);
     assert!(app.running());
     app.focus = Pane::Ledger;
-    press(&f.rt, app, KeyCode::Char('m'));
+    press(&mut f.rt, app, KeyCode::Char('m'));
     assert!(app.popup.is_none());
     assert_eq!(
         app.notice.as_deref(),
         Some("a question is running: mark its answers when it ends")
     );
-    press_mod(&f.rt, app, KeyCode::Char('c'), KeyModifiers::CONTROL);
+    press_mod(&mut f.rt, app, KeyCode::Char('c'), KeyModifiers::CONTROL);
     settle(&mut f.rt, app).await;
     // Read-only (an experiment's session): refused in one line.
     app.read_only = true;
-    press(&f.rt, app, KeyCode::Char('m'));
+    press(&mut f.rt, app, KeyCode::Char('m'));
     assert!(app.popup.is_none());
     assert!(app.notice.as_deref().unwrap().starts_with("read-only"));
 }

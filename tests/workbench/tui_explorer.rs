@@ -108,7 +108,7 @@ async fn documents_details_chunks_and_a_chunk_with_every_field() {
         .position(|d| d.uri.as_deref().is_some_and(|u| u.ends_with(".pdf")))
         .expect("the demo corpus has a PDF");
     for _ in 0..pdf {
-        press(&rt, &mut app, KeyCode::Down);
+        press(&mut rt, &mut app, KeyCode::Down);
     }
     wait(
         &mut rt,
@@ -123,18 +123,18 @@ async fn documents_details_chunks_and_a_chunk_with_every_field() {
     snapshot_both(&mut app, "explorer_pdf");
 
     // Tab: the chunks, in order, and the highlighted chunk's fields.
-    press(&rt, &mut app, KeyCode::Tab);
+    press(&mut rt, &mut app, KeyCode::Tab);
     assert!(ex(&app).in_chunks);
     let orders: Vec<i64> = ex(&app).chunks().iter().map(|c| c.order).collect();
     let mut sorted = orders.clone();
     sorted.sort();
     assert_eq!(orders, sorted, "chunks are listed in order");
-    press(&rt, &mut app, KeyCode::Down);
+    press(&mut rt, &mut app, KeyCode::Down);
     assert_eq!(ex(&app).chunk, 1);
     snapshot_both(&mut app, "explorer_chunks");
 
     // Enter: every field of the chunk.
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(matches!(ex(&app).view, ExplorerView::Chunk { .. }));
     let s = screen(&mut app, 160, 48);
     for field in [
@@ -151,10 +151,10 @@ async fn documents_details_chunks_and_a_chunk_with_every_field() {
     }
     snapshot_both(&mut app, "explorer_chunk");
     // Esc back to the lists; Esc twice closes the explorer and the panes return.
-    press(&rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Esc);
     assert!(matches!(ex(&app).view, ExplorerView::Main));
-    press(&rt, &mut app, KeyCode::Esc);
-    press(&rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Esc);
     assert!(app.explorer.is_none());
     assert!(screen(&mut app, 160, 48).contains("Citation ledger"));
 }
@@ -167,9 +167,9 @@ async fn the_filter_box_narrows_the_documents_by_title_or_uri() {
     let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
     open(&mut rt, &mut app).await;
     let before = ex(&app).docs.len();
-    press(&rt, &mut app, KeyCode::Char('f'));
+    press(&mut rt, &mut app, KeyCode::Char('f'));
     assert!(ex(&app).editing_filter);
-    type_text(&rt, &mut app, "BATTERY");
+    type_text(&mut rt, &mut app, "BATTERY");
     wait(&mut rt, &mut app, "the filtered batch", |a| {
         !ex(a).docs_loading && ex(a).detail.is_some()
     })
@@ -181,12 +181,12 @@ async fn the_filter_box_narrows_the_documents_by_title_or_uri() {
         let label = format!("{:?} {:?}", d.title, d.uri).to_lowercase();
         assert!(label.contains("battery"), "{label}");
     }
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(!ex(&app).editing_filter);
     snapshot_both(&mut app, "explorer_filter");
     // A filter nothing matches says so.
-    press(&rt, &mut app, KeyCode::Char('f'));
-    type_text(&rt, &mut app, "zzz");
+    press(&mut rt, &mut app, KeyCode::Char('f'));
+    type_text(&mut rt, &mut app, "zzz");
     wait(&mut rt, &mut app, "the empty batch", |a| {
         !ex(a).docs_loading
     })
@@ -194,7 +194,7 @@ async fn the_filter_box_narrows_the_documents_by_title_or_uri() {
     assert!(ex(&app).docs.is_empty());
     assert!(screen(&mut app, 80, 24).contains("No title or URI matches."));
     // A quote is text, not SQL.
-    type_text(&rt, &mut app, "'");
+    type_text(&mut rt, &mut app, "'");
     wait(&mut rt, &mut app, "the quoted batch", |a| {
         !ex(a).docs_loading
     })
@@ -204,7 +204,7 @@ async fn the_filter_box_narrows_the_documents_by_title_or_uri() {
     // The rows are matched in memory, read once per version of the table: a document
     // written since is found by the next key, in the order the documents were added.
     for _ in 0..ex(&app).filter.len() {
-        press(&rt, &mut app, KeyCode::Backspace);
+        press(&mut rt, &mut app, KeyCode::Backspace);
     }
     kb.store
         .add_document(
@@ -218,7 +218,7 @@ async fn the_filter_box_narrows_the_documents_by_title_or_uri() {
         )
         .await
         .unwrap();
-    type_text(&rt, &mut app, "battery");
+    type_text(&mut rt, &mut app, "battery");
     wait(&mut rt, &mut app, "the batch with the new document", |a| {
         !ex(a).docs_loading
     })
@@ -347,9 +347,9 @@ async fn documents_load_in_batches_of_fifty_as_the_highlight_nears_the_end() {
         false,
     ));
     // From the palette this time.
-    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
-    type_text(&rt, &mut app, "explore");
-    press(&rt, &mut app, KeyCode::Enter);
+    press_mod(&mut rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    type_text(&mut rt, &mut app, "explore");
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(app.explorer.is_some(), "the palette opens the explorer");
     wait(&mut rt, &mut app, "the first batch", |a| {
         !ex(a).docs_loading && ex(a).detail.is_some()
@@ -360,13 +360,13 @@ async fn documents_load_in_batches_of_fifty_as_the_highlight_nears_the_end() {
     assert_eq!(ex(&app).docs[0].title.as_deref(), Some("Report 00"));
     // Moving down to within ten rows of the end loads the next batch.
     for _ in 0..39 {
-        press(&rt, &mut app, KeyCode::Down);
+        press(&mut rt, &mut app, KeyCode::Down);
     }
     assert!(
         !ex(&app).docs_loading,
         "39 rows down is not yet near the end"
     );
-    press(&rt, &mut app, KeyCode::Down);
+    press(&mut rt, &mut app, KeyCode::Down);
     assert!(
         ex(&app).docs_loading,
         "row 40 of 50 asks for the next batch"
@@ -402,7 +402,7 @@ async fn searched(
 }
 
 /// Down to result `i` and Enter: its document is being read.
-fn jump(rt: &Runtime, app: &mut App, i: usize) {
+fn jump(rt: &mut Runtime, app: &mut App, i: usize) {
     for _ in 0..i {
         press(rt, app, KeyCode::Down);
     }
@@ -419,15 +419,15 @@ async fn keys_pressed_while_the_jumped_to_document_is_read_act_on_its_chunk() {
     let query = "rooftop array produced MWh over the year";
     let (mut app, mut rt, results, i) = searched(&kb, dir.path(), query).await;
     // `c`: the chunk's agent context, before the document has arrived.
-    jump(&rt, &mut app, i);
-    press(&rt, &mut app, KeyCode::Char('c'));
+    jump(&mut rt, &mut app, i);
+    press(&mut rt, &mut app, KeyCode::Char('c'));
     assert_eq!(app.notice, None);
     match &ex(&app).view {
         ExplorerView::Context { chunk_id, .. } => assert_eq!(chunk_id, results[i].id()),
         other => panic!("not the chunk's context: {other:?}"),
     }
     // Esc goes back to the documents, where the chunk is highlighted once it arrives.
-    press(&rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Esc);
     wait(&mut rt, &mut app, "the chunk's document", |a| {
         ex(a).pending_chunk.is_none() && matches!(ex(a).detail, Some(Ok(_)))
     })
@@ -437,9 +437,9 @@ async fn keys_pressed_while_the_jumped_to_document_is_read_act_on_its_chunk() {
         Some(results[i].id())
     );
     // Afresh, the same jump, then `v`: that chunk's visual grounding.
-    let (mut app, rt, _, _) = searched(&kb, dir.path(), query).await;
-    jump(&rt, &mut app, i);
-    press(&rt, &mut app, KeyCode::Char('v'));
+    let (mut app, mut rt, _, _) = searched(&kb, dir.path(), query).await;
+    jump(&mut rt, &mut app, i);
+    press(&mut rt, &mut app, KeyCode::Char('v'));
     assert_eq!(app.notice, None);
     let target = app.grounding.view.as_ref().map(|v| v.target.clone());
     let target = target.expect("the grounding view opened");
@@ -461,10 +461,10 @@ async fn search_shows_scores_and_pages_and_enter_goes_to_the_chunk() {
     let mut app = new_app(dir.path());
     let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
     open(&mut rt, &mut app).await;
-    press(&rt, &mut app, KeyCode::Char('/'));
+    press(&mut rt, &mut app, KeyCode::Char('/'));
     snapshot_both(&mut app, "explorer_search_empty");
-    type_text(&rt, &mut app, "monthly solar output July");
-    press(&rt, &mut app, KeyCode::Enter);
+    type_text(&mut rt, &mut app, "monthly solar output July");
+    press(&mut rt, &mut app, KeyCode::Enter);
     wait(
         &mut rt,
         &mut app,
@@ -500,9 +500,9 @@ async fn search_shows_scores_and_pages_and_enter_goes_to_the_chunk() {
         "{s}"
     );
     for _ in 0..i {
-        press(&rt, &mut app, KeyCode::Down);
+        press(&mut rt, &mut app, KeyCode::Down);
     }
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     wait(&mut rt, &mut app, "the chunk's document", |a| {
         ex(a).pending_chunk.is_none() && matches!(ex(a).detail, Some(Ok(_)))
     })
@@ -518,7 +518,7 @@ async fn search_shows_scores_and_pages_and_enter_goes_to_the_chunk() {
     snapshot_both(&mut app, "explorer_search_jump");
     // `v` opens visual grounding for exactly that chunk (its pages with boxes, outlined);
     // Esc closes it and the explorer is still there.
-    press(&rt, &mut app, KeyCode::Char('v'));
+    press(&mut rt, &mut app, KeyCode::Char('v'));
     let target = app
         .grounding
         .view
@@ -538,7 +538,7 @@ async fn search_shows_scores_and_pages_and_enter_goes_to_the_chunk() {
         _ => panic!("the grounding view closed"),
     }
     assert!(screen(&mut app, 80, 24).contains("Visual Grounding"));
-    press(&rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Esc);
     assert!(app.grounding.view.is_none());
     assert!(app.explorer.is_some());
 }
@@ -550,12 +550,15 @@ async fn search_follows_the_document_filter_and_ctrl_f_widens_it() {
     let kb = demo_kb().await;
     let dir = tempfile::tempdir().unwrap();
     let mut app = new_app(dir.path());
-    groundwork::host::transcript::apply_document_filter(
-        &mut app.session.state,
-        &["Battery Maintenance Guide".to_string()],
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    // The filter is the conversation's: asked of its owner, shown in the next snapshot.
+    rt.carry_out(
+        &mut app,
+        vec![groundwork::tui::app::Effect::Filter(vec![
+            "Battery Maintenance Guide".to_string(),
+        ])],
     );
     assert!(app.document_filter().is_some());
-    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
     open(&mut rt, &mut app).await;
     let battery = kb
         .store
@@ -576,7 +579,7 @@ async fn search_follows_the_document_filter_and_ctrl_f_widens_it() {
         "only the filtered document"
     );
     assert!(screen(&mut app, 80, 24).contains("Search the document filter"));
-    press_mod(&rt, &mut app, KeyCode::Char('f'), KeyModifiers::CONTROL);
+    press_mod(&mut rt, &mut app, KeyCode::Char('f'), KeyModifiers::CONTROL);
     wait(
         &mut rt,
         &mut app,
@@ -635,14 +638,14 @@ async fn agent_context_is_what_the_search_tool_returned_with_the_vision_preface(
     let results = search_results(&app);
     let i = results.iter().position(|r| r.id() == figure_chunk).unwrap();
     for _ in 0..i {
-        press(&rt, &mut app, KeyCode::Down);
+        press(&mut rt, &mut app, KeyCode::Down);
     }
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     wait(&mut rt, &mut app, "the chunk", |a| {
         ex(a).highlighted_chunk().map(|c| c.id().to_string()) == Some(figure_chunk.clone())
     })
     .await;
-    press(&rt, &mut app, KeyCode::Char('c'));
+    press(&mut rt, &mut app, KeyCode::Char('c'));
     wait(&mut rt, &mut app, "the agent context", |a| {
         matches!(
             &ex(a).view,
@@ -692,7 +695,7 @@ async fn agent_context_is_what_the_search_tool_returned_with_the_vision_preface(
     snapshot_both(&mut app, "explorer_context");
 
     // The chunk's uses in the session: retrieved and cited in question 1.
-    press(&rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Esc);
     let uses = chunk_uses(&app.transcript, &figure_chunk);
     assert_eq!(
         uses.first(),
@@ -716,7 +719,7 @@ async fn agent_context_is_what_the_search_tool_returned_with_the_vision_preface(
         vec![],
         false,
     ));
-    press(&rt, &mut app, KeyCode::Char('c'));
+    press(&mut rt, &mut app, KeyCode::Char('c'));
     wait(&mut rt, &mut app, "the agent context with vision", |a| {
         matches!(
             &ex(a).view,
@@ -788,14 +791,14 @@ async fn a_haiku_rag_database_is_browsed_with_its_docling_fields() {
             .iter()
             .position(|c| c.headings.as_ref().is_some_and(|h| !h.is_empty()))
         {
-            press(&rt, &mut app, KeyCode::Tab);
+            press(&mut rt, &mut app, KeyCode::Tab);
             for _ in 0..k {
-                press(&rt, &mut app, KeyCode::Down);
+                press(&mut rt, &mut app, KeyCode::Down);
             }
             found = true;
             break;
         }
-        press(&rt, &mut app, KeyCode::Down);
+        press(&mut rt, &mut app, KeyCode::Down);
     }
     assert!(found, "a haiku.rag chunk with headings");
     let c = ex(&app).highlighted_chunk().cloned().unwrap();
@@ -809,7 +812,7 @@ async fn a_haiku_rag_database_is_browsed_with_its_docling_fields() {
             .map(|v| v.as_str().unwrap().to_string())
             .collect::<Vec<_>>()
     );
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     let s = screen(&mut app, 160, 48);
     let section = c.headings.clone().unwrap().join(" > ");
     assert!(s.contains(&format!("Section: {section}")), "{s}");
@@ -831,7 +834,7 @@ async fn without_a_database_the_explorer_says_so() {
         vec![],
         false,
     ));
-    press(&rt, &mut app, KeyCode::F(6));
+    press(&mut rt, &mut app, KeyCode::F(6));
     wait(&mut rt, &mut app, "the first batch", |a| {
         !ex(a).docs_loading
     })
@@ -839,7 +842,7 @@ async fn without_a_database_the_explorer_says_so() {
     assert_eq!(ex(&app).docs_error.as_deref(), Some("no database is open"));
     assert!(screen(&mut app, 80, 24).contains("no database is open"));
     // `v` with no chunk highlighted says what to highlight.
-    press(&rt, &mut app, KeyCode::Char('v'));
+    press(&mut rt, &mut app, KeyCode::Char('v'));
     assert!(app.grounding.view.is_none());
     assert!(
         app.notice
@@ -848,7 +851,7 @@ async fn without_a_database_the_explorer_says_so() {
             .contains("highlight a chunk first")
     );
     // F6 again closes it.
-    press(&rt, &mut app, KeyCode::F(6));
+    press(&mut rt, &mut app, KeyCode::F(6));
     assert!(app.explorer.is_none());
 }
 

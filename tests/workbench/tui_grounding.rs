@@ -266,7 +266,7 @@ async fn the_page_images_pane_and_the_grounding_view_outline_the_cited_items() {
                 app.ledger.chunk = 0;
             }
             screen(&mut app, w, h);
-            press_mod(&rt, &mut app, KeyCode::Char('V'), KeyModifiers::SHIFT);
+            press_mod(&mut rt, &mut app, KeyCode::Char('V'), KeyModifiers::SHIFT);
             let view = app
                 .grounding
                 .view
@@ -289,13 +289,13 @@ async fn the_page_images_pane_and_the_grounding_view_outline_the_cited_items() {
             assert!(n > 0);
             if from == Pane::Images {
                 insta::assert_snapshot!(format!("grounding_{size}"), screen(&mut app, w, h));
-                press(&rt, &mut app, KeyCode::Right);
+                press(&mut rt, &mut app, KeyCode::Right);
                 let at = app.grounding.view.as_ref().unwrap().page;
                 assert_eq!(at, 1.min(n - 1), "→ pages on, never past the last page");
-                press(&rt, &mut app, KeyCode::Left);
+                press(&mut rt, &mut app, KeyCode::Left);
                 assert_eq!(app.grounding.view.as_ref().unwrap().page, 0);
             }
-            press(&rt, &mut app, KeyCode::Esc);
+            press(&mut rt, &mut app, KeyCode::Esc);
             assert!(app.grounding.view.is_none(), "Esc closes");
         }
         app.ledger.in_chunks = false;
@@ -306,12 +306,12 @@ async fn the_page_images_pane_and_the_grounding_view_outline_the_cited_items() {
 async fn without_selected_evidence_v_says_what_to_select_and_boxless_evidence_says_why() {
     let (_kb, _server, mut rt, mut app, _dir) = cited_pdf_chunk().await;
     app.focus = Pane::Ledger;
-    press_mod(&rt, &mut app, KeyCode::Char('V'), KeyModifiers::SHIFT);
+    press_mod(&mut rt, &mut app, KeyCode::Char('V'), KeyModifiers::SHIFT);
     assert!(app.grounding.view.is_none());
     assert!(app.notice.as_deref().unwrap().contains("select a citation"));
     // In the inspector, the evidence is a capsule entry, and none is selected yet.
     app.focus = Pane::Inspector;
-    press_mod(&rt, &mut app, KeyCode::Char('V'), KeyModifiers::SHIFT);
+    press_mod(&mut rt, &mut app, KeyCode::Char('V'), KeyModifiers::SHIFT);
     assert!(app.grounding.view.is_none());
     assert_eq!(
         app.notice.as_deref(),
@@ -424,7 +424,7 @@ async fn a_capsule_entry_in_the_inspector_opens_its_visual_grounding_and_chunk()
     // Question 1's requests carry no capsule: `c` says so and selects nothing.
     app.inspector.selected = Some(0);
     screen(&mut app, 80, 24);
-    press(&rt, &mut app, KeyCode::Char('c'));
+    press(&mut rt, &mut app, KeyCode::Char('c'));
     assert_eq!(app.inspector.entry, None);
     assert_eq!(
         app.notice.as_deref(),
@@ -456,7 +456,7 @@ async fn a_capsule_entry_in_the_inspector_opens_its_visual_grounding_and_chunk()
             before.contains("capsule: 1 entry · c/C select one"),
             "{before}"
         );
-        press(&rt, &mut app, KeyCode::Char('c'));
+        press(&mut rt, &mut app, KeyCode::Char('c'));
         assert_eq!(app.inspector.entry, Some(0));
         let text = screen(&mut app, w, h);
         assert!(text.contains("capsule entry 1/1 · V grounding"), "{text}");
@@ -469,7 +469,7 @@ async fn a_capsule_entry_in_the_inspector_opens_its_visual_grounding_and_chunk()
         assert_eq!(app.images.target.as_ref().unwrap().chunk_id, cited);
 
         // `V`: visual grounding of exactly that chunk, on its PDF's pages.
-        press_mod(&rt, &mut app, KeyCode::Char('V'), KeyModifiers::SHIFT);
+        press_mod(&mut rt, &mut app, KeyCode::Char('V'), KeyModifiers::SHIFT);
         let view = app
             .grounding
             .view
@@ -495,12 +495,12 @@ async fn a_capsule_entry_in_the_inspector_opens_its_visual_grounding_and_chunk()
             text.contains("harbor-point-field-report-2026.pdf"),
             "{text}"
         );
-        press(&rt, &mut app, KeyCode::Esc);
+        press(&mut rt, &mut app, KeyCode::Esc);
         assert!(app.grounding.view.is_none());
         assert_eq!(app.inspector.entry, Some(0), "closing keeps the entry");
 
         // Enter: the entry's chunk, every field, as the ledger's chunk viewer shows it.
-        press(&rt, &mut app, KeyCode::Enter);
+        press(&mut rt, &mut app, KeyCode::Enter);
         match &app.popup {
             Some(groundwork::tui::app::Popup::ChunkDetail { chunk_id, .. }) => {
                 assert_eq!(chunk_id, &cited)
@@ -511,28 +511,28 @@ async fn a_capsule_entry_in_the_inspector_opens_its_visual_grounding_and_chunk()
             !app.inspector.diff,
             "Enter on an entry does not toggle the diff"
         );
-        press(&rt, &mut app, KeyCode::Esc);
+        press(&mut rt, &mut app, KeyCode::Esc);
         assert!(app.popup.is_none());
 
         // `C` stays on the only entry; Backspace unselects; Enter toggles the diff again.
-        press_mod(&rt, &mut app, KeyCode::Char('C'), KeyModifiers::SHIFT);
+        press_mod(&mut rt, &mut app, KeyCode::Char('C'), KeyModifiers::SHIFT);
         assert_eq!(app.inspector.entry, Some(0));
-        press(&rt, &mut app, KeyCode::Backspace);
+        press(&mut rt, &mut app, KeyCode::Backspace);
         assert_eq!(app.inspector.entry, None);
-        press(&rt, &mut app, KeyCode::Enter);
+        press(&mut rt, &mut app, KeyCode::Enter);
         assert!(app.inspector.diff);
         // In the diff, the selected entry is marked too.
-        press(&rt, &mut app, KeyCode::Char('c'));
+        press(&mut rt, &mut app, KeyCode::Char('c'));
         let text = screen(&mut app, w, h);
         assert!(text.contains("▶+"), "{text}");
-        press(&rt, &mut app, KeyCode::Enter);
-        press(&rt, &mut app, KeyCode::Esc);
-        press(&rt, &mut app, KeyCode::Backspace);
-        press(&rt, &mut app, KeyCode::Char('d'));
+        press(&mut rt, &mut app, KeyCode::Enter);
+        press(&mut rt, &mut app, KeyCode::Esc);
+        press(&mut rt, &mut app, KeyCode::Backspace);
+        press(&mut rt, &mut app, KeyCode::Char('d'));
         assert!(!app.inspector.diff);
         // Another request forgets the entry.
-        press(&rt, &mut app, KeyCode::Char('c'));
-        press(&rt, &mut app, KeyCode::Char('['));
+        press(&mut rt, &mut app, KeyCode::Char('c'));
+        press(&mut rt, &mut app, KeyCode::Char('['));
         assert_eq!(app.inspector.entry, None);
     }
 
@@ -542,9 +542,9 @@ async fn a_capsule_entry_in_the_inspector_opens_its_visual_grounding_and_chunk()
     app.keymap =
         groundwork::tui::keymap::Keymap::with_overrides(&keys, Path::new("config.toml")).unwrap();
     app.inspector.selected = Some(with_capsule);
-    press(&rt, &mut app, KeyCode::Char('c'));
+    press(&mut rt, &mut app, KeyCode::Char('c'));
     assert_eq!(app.inspector.entry, None, "c is no longer bound");
-    press(&rt, &mut app, KeyCode::Char('X'));
+    press(&mut rt, &mut app, KeyCode::Char('X'));
     assert_eq!(app.inspector.entry, Some(0));
     let text = screen(&mut app, 160, 48);
     assert!(text.contains("X/C entries"), "{text}");
@@ -597,7 +597,7 @@ async fn grounding_opens_on_the_page_of_the_matched_item() {
     app.focus = Pane::Conversation;
     app.conversation.selected_citation = Some((0, 0));
     screen(&mut app, 160, 48);
-    press_mod(&rt, &mut app, KeyCode::Char('V'), KeyModifiers::SHIFT);
+    press_mod(&mut rt, &mut app, KeyCode::Char('V'), KeyModifiers::SHIFT);
     // While the pages are drawn: a spinner and the seconds waited.
     let loading = screen(&mut app, 160, 48);
     assert!(
@@ -628,15 +628,15 @@ async fn grounding_opens_on_the_page_of_the_matched_item() {
     assert!(shown.contains(&format!("page {page_no} · ")), "{shown}");
     assert!(shown.contains("n next match"), "{shown}");
     // `N` from here: no earlier match, said so; Home then `n` comes back.
-    press_mod(&rt, &mut app, KeyCode::Char('N'), KeyModifiers::SHIFT);
+    press_mod(&mut rt, &mut app, KeyCode::Char('N'), KeyModifiers::SHIFT);
     assert_eq!(app.grounding.view.as_ref().unwrap().page, first);
     assert_eq!(
         app.notice.as_deref(),
         Some("no matched item on an earlier page")
     );
-    press(&rt, &mut app, KeyCode::Home);
+    press(&mut rt, &mut app, KeyCode::Home);
     assert_eq!(app.grounding.view.as_ref().unwrap().page, 0);
-    press(&rt, &mut app, KeyCode::Char('n'));
+    press(&mut rt, &mut app, KeyCode::Char('n'));
     assert_eq!(app.grounding.view.as_ref().unwrap().page, first);
     // `x` hides the context's outlines (drawn again, on the same page), and shows them.
     let ready = |a: &App| {
@@ -645,7 +645,7 @@ async fn grounding_opens_on_the_page_of_the_matched_item() {
             GroundingState::Loading
         )
     };
-    press(&rt, &mut app, KeyCode::Char('x'));
+    press(&mut rt, &mut app, KeyCode::Char('x'));
     assert!(rt.until(&mut app, Duration::from_secs(60), ready).await);
     let view = app.grounding.view.as_ref().unwrap();
     let GroundingState::Ready(p) = &view.state else {
@@ -655,7 +655,7 @@ async fn grounding_opens_on_the_page_of_the_matched_item() {
     assert_eq!(p.pages[view.page].page_no, page_no, "the same page");
     let shown = screen(&mut app, 160, 48);
     assert!(shown.contains("context hidden (x shows)"), "{shown}");
-    press(&rt, &mut app, KeyCode::Char('x'));
+    press(&mut rt, &mut app, KeyCode::Char('x'));
     assert!(rt.until(&mut app, Duration::from_secs(60), ready).await);
     let shown = screen(&mut app, 160, 48);
     assert!(shown.contains("context (yellow, x hides)"), "{shown}");
@@ -669,7 +669,7 @@ async fn grounding_opens_on_the_page_of_the_matched_item() {
             .as_ref()
             .is_some_and(|z| z.at == (v.page, Zoom::Width, step))
     };
-    press(&rt, &mut app, KeyCode::Char('z'));
+    press(&mut rt, &mut app, KeyCode::Char('z'));
     assert_eq!(app.notice.as_deref(), Some("zoom: fit width"));
     assert!(
         rt.until(&mut app, Duration::from_secs(30), |a| drawn(a, 0))
@@ -677,7 +677,7 @@ async fn grounding_opens_on_the_page_of_the_matched_item() {
     );
     let shown = screen(&mut app, 160, 48);
     assert!(shown.contains("z fit width, ↑/↓ scroll"), "{shown}");
-    press(&rt, &mut app, KeyCode::Down);
+    press(&mut rt, &mut app, KeyCode::Down);
     assert_eq!(app.grounding.view.as_ref().unwrap().step, 1);
     assert!(
         rt.until(&mut app, Duration::from_secs(30), |a| drawn(a, 1))
@@ -688,8 +688,8 @@ async fn grounding_opens_on_the_page_of_the_matched_item() {
         first,
         "↓ scrolls, not pages"
     );
-    press(&rt, &mut app, KeyCode::Char('z'));
-    press(&rt, &mut app, KeyCode::Char('z'));
+    press(&mut rt, &mut app, KeyCode::Char('z'));
+    press(&mut rt, &mut app, KeyCode::Char('z'));
     let v = app.grounding.view.as_ref().unwrap();
     assert_eq!((v.zoom, v.step), (Zoom::Page, 0));
 }

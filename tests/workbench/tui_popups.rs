@@ -36,21 +36,21 @@ fn offline() -> (tempfile::TempDir, Runtime, App) {
 
 #[tokio::test]
 async fn help() {
-    let (_dir, rt, mut app) = offline();
-    press(&rt, &mut app, KeyCode::F(1));
+    let (_dir, mut rt, mut app) = offline();
+    press(&mut rt, &mut app, KeyCode::F(1));
     assert!(matches!(app.popup, Some(Popup::Help { .. })));
     snapshot_both(&mut app, "help");
 }
 
 #[tokio::test]
 async fn palette() {
-    let (_dir, rt, mut app) = offline();
-    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    let (_dir, mut rt, mut app) = offline();
+    press_mod(&mut rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
     assert!(matches!(app.popup, Some(Popup::Palette { .. })));
     snapshot_both(&mut app, "palette");
     // Typing filters the commands; the selection moves.
-    type_text(&rt, &mut app, "export");
-    press(&rt, &mut app, KeyCode::Down);
+    type_text(&mut rt, &mut app, "export");
+    press(&mut rt, &mut app, KeyCode::Down);
     snapshot_both(&mut app, "palette_query");
 }
 
@@ -91,8 +91,8 @@ fn palette_rows_hold(app: &mut App, w: u16, whole: bool) {
 
 #[tokio::test]
 async fn palette_keys_are_never_run_into_or_cut() {
-    let (_dir, rt, mut app) = offline();
-    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    let (_dir, mut rt, mut app) = offline();
+    press_mod(&mut rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
     // The longest name fits at 80 columns; at 50 the names are cut, never the keys.
     palette_rows_hold(&mut app, 80, true);
     palette_rows_hold(&mut app, 160, true);
@@ -103,8 +103,8 @@ async fn palette_keys_are_never_run_into_or_cut() {
 
 #[tokio::test]
 async fn help_shows_every_description_whole_at_80_columns() {
-    let (_dir, rt, mut app) = offline();
-    press(&rt, &mut app, KeyCode::F(1));
+    let (_dir, mut rt, mut app) = offline();
+    press(&mut rt, &mut app, KeyCode::F(1));
     let rows = app.keymap.help_rows();
     // Tall enough for every row: what is cut shows as missing words.
     let text = screen(&mut app, 80, rows.len() as u16 * 2 + 4);
@@ -144,9 +144,9 @@ async fn document_filter() {
     let dir = tempfile::tempdir().unwrap();
     let mut app = new_app(dir.path());
     let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
-    press_mod(&rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
-    type_text(&rt, &mut app, "filter");
-    press(&rt, &mut app, KeyCode::Enter);
+    press_mod(&mut rt, &mut app, KeyCode::Char('p'), KeyModifiers::CONTROL);
+    type_text(&mut rt, &mut app, "filter");
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(matches!(app.popup, Some(Popup::Filter { all: None, .. })));
     snapshot_both(&mut app, "filter_loading");
     assert!(
@@ -155,8 +155,8 @@ async fn document_filter() {
         })
         .await
     );
-    press(&rt, &mut app, KeyCode::Down);
-    press(&rt, &mut app, KeyCode::Char(' '));
+    press(&mut rt, &mut app, KeyCode::Down);
+    press(&mut rt, &mut app, KeyCode::Char(' '));
     snapshot_both(&mut app, "filter");
 }
 
@@ -167,7 +167,7 @@ async fn database_info() {
     let mut app = new_app(dir.path());
     let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
     app.focus = Pane::Ledger;
-    press(&rt, &mut app, KeyCode::Char('I'));
+    press(&mut rt, &mut app, KeyCode::Char('I'));
     assert!(matches!(app.popup, Some(Popup::Info(None))));
     assert!(
         rt.until(&mut app, Duration::from_secs(10), |a| {
@@ -216,31 +216,31 @@ async fn path_prompts() {
 
     path_prompt(&mut rt, &mut app, PathPurpose::AttachImage).await;
     snapshot_both(&mut app, "path_attach_image");
-    press(&rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Esc);
 
     path_prompt(&mut rt, &mut app, PathPurpose::SaveAs).await;
     snapshot_both(&mut app, "path_save_as");
-    press(&rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Esc);
 
     path_prompt(&mut rt, &mut app, PathPurpose::Open).await;
     snapshot_both(&mut app, "path_open");
     // Typing narrows the completions (listed by the Runtime, newest wins); Tab takes the
     // highlighted one; Enter on a folder goes into it.
-    type_text(&rt, &mut app, "o");
+    type_text(&mut rt, &mut app, "o");
     assert!(
         rt.until(&mut app, Duration::from_secs(10), |a| {
             matches!(&a.popup, Some(Popup::Path { entries, .. }) if entries.len() == 1)
         })
         .await
     );
-    press(&rt, &mut app, KeyCode::Tab);
+    press(&mut rt, &mut app, KeyCode::Tab);
     let older = format!("{}/older/", dir.path().display());
     let Some(Popup::Path { input, .. }) = &app.popup else {
         panic!("the prompt stays open")
     };
     assert_eq!(input.lines().join(""), older);
     settle(&mut rt, &mut app).await;
-    press(&rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Esc);
     assert!(app.popup.is_none());
 }
 
@@ -257,7 +257,7 @@ async fn path_prompt_enter_goes_into_a_folder_and_opens_a_session() {
     assert!(
         matches!(&app.popup, Some(Popup::Path { entries, selected: 0, .. }) if entries[0] == older)
     );
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     let kept = format!("{older}kept.json");
     assert!(
         rt.until(&mut app, Duration::from_secs(10), |a| {
@@ -268,7 +268,7 @@ async fn path_prompt_enter_goes_into_a_folder_and_opens_a_session() {
     );
     // Enter on the highlighted session opens it; a JSON session is continued in the
     // SQLite file beside it, and the notice says so.
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     let continued = format!("{older}kept.sqlite");
     assert!(
         rt.until(&mut app, Duration::from_secs(10), |a| a.popup.is_none()
@@ -293,11 +293,11 @@ async fn chunk_detail() {
     let mut app = App::new(session, None, host());
     let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
     screen(&mut app, 160, 48);
-    press(&rt, &mut app, KeyCode::F(4));
-    press(&rt, &mut app, KeyCode::Char('g'));
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::F(4));
+    press(&mut rt, &mut app, KeyCode::Char('g'));
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(app.ledger.in_chunks);
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(matches!(
         app.popup,
         Some(Popup::ChunkDetail { text: None, .. })
@@ -348,8 +348,8 @@ async fn a_silent_model_shows_how_long_the_question_has_waited() {
     let mut app = new_app(dir.path());
     let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
     app.focus = Pane::Input;
-    type_text(&rt, &mut app, "Anyone there?");
-    press(&rt, &mut app, KeyCode::Enter);
+    type_text(&mut rt, &mut app, "Anyone there?");
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(
         rt.until(&mut app, Duration::from_secs(10), |a| {
             a.live.as_ref().is_some_and(|l| l.waiting.is_some())
@@ -421,20 +421,20 @@ async fn q_asks_before_losing_a_typed_question_and_the_tab_row_fits_80_columns()
     let dir = tempfile::tempdir().unwrap();
     let kb = demo_kb().await;
     let mut app = new_app(dir.path());
-    let rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
+    let mut rt = Runtime::new(services(&kb.store, "http://127.0.0.1:9/v1"));
     app.focus = Pane::Input;
-    type_text(&rt, &mut app, "half a question");
+    type_text(&mut rt, &mut app, "half a question");
     app.focus = Pane::Ledger;
-    press(&rt, &mut app, KeyCode::Char('q'));
+    press(&mut rt, &mut app, KeyCode::Char('q'));
     assert!(!app.quit, "asked first");
     assert_eq!(
         app.notice.as_deref(),
         Some("the question input holds text: press q again to quit, any other key to stay")
     );
-    press(&rt, &mut app, KeyCode::Char('j'));
-    press(&rt, &mut app, KeyCode::Char('q'));
+    press(&mut rt, &mut app, KeyCode::Char('j'));
+    press(&mut rt, &mut app, KeyCode::Char('q'));
     assert!(!app.quit, "another key disarmed it");
-    press(&rt, &mut app, KeyCode::Char('q'));
+    press(&mut rt, &mut app, KeyCode::Char('q'));
     assert!(app.quit, "the second q quits");
 
     let mut app = new_app(dir.path());
@@ -446,6 +446,6 @@ async fn q_asks_before_losing_a_typed_question_and_the_tab_row_fits_80_columns()
         assert!(row.split_whitespace().any(|w| w == tab), "{row}");
     }
     // With nothing typed, q quits at once.
-    press(&rt, &mut app, KeyCode::Char('q'));
+    press(&mut rt, &mut app, KeyCode::Char('q'));
     assert!(app.quit);
 }

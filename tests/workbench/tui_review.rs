@@ -138,7 +138,7 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
     // Filters: differing (u1, u2: missing without the policy, declarations with it),
     // violations (none here: the policy turned both into declarations), one label; shown
     // in the header.
-    press(&rt, &mut app, KeyCode::Char('d'));
+    press(&mut rt, &mut app, KeyCode::Char('d'));
     let differing = shown(&mut app, 80, 24);
     insta::assert_snapshot!("review_differing", differing);
     assert!(differing.contains("filters: differing"));
@@ -149,25 +149,25 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
             .iter()
             .any(|id| differing.contains(id))
     );
-    press(&rt, &mut app, KeyCode::Char('d'));
-    press(&rt, &mut app, KeyCode::Char('v'));
+    press(&mut rt, &mut app, KeyCode::Char('d'));
+    press(&mut rt, &mut app, KeyCode::Char('v'));
     let violations = shown(&mut app, 80, 24);
     assert!(violations.contains("filters: violations"), "{violations}");
     assert!(violations.contains("0/5 questions"), "{violations}");
     assert!(violations.contains("no question passes the filters"));
-    press(&rt, &mut app, KeyCode::Char('v'));
-    press(&rt, &mut app, KeyCode::Char('f'));
+    press(&mut rt, &mut app, KeyCode::Char('v'));
+    press(&mut rt, &mut app, KeyCode::Char('f'));
     let labelled = shown(&mut app, 80, 24);
     insta::assert_snapshot!("review_label_answerable", labelled);
     assert!(labelled.contains("label=answerable"));
-    press(&rt, &mut app, KeyCode::Char('f'));
+    press(&mut rt, &mut app, KeyCode::Char('f'));
     assert!(shown(&mut app, 80, 24).contains("label=unanswerable"));
-    press(&rt, &mut app, KeyCode::Char('f'));
+    press(&mut rt, &mut app, KeyCode::Char('f'));
     assert!(shown(&mut app, 80, 24).contains("filters: none"));
 
     // Mark u1 in base (row 3, arm 0) invented, with a note, on the table.
-    press(&rt, &mut app, KeyCode::Down);
-    press(&rt, &mut app, KeyCode::Down);
+    press(&mut rt, &mut app, KeyCode::Down);
+    press(&mut rt, &mut app, KeyCode::Down);
     let session = dir.join("sessions/base/u1.json");
     assert_eq!(
         app.review.as_ref().unwrap().selected(),
@@ -175,7 +175,7 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
         "u1, base"
     );
     let before = std::fs::read(&session).unwrap();
-    press(&rt, &mut app, KeyCode::Char('n'));
+    press(&mut rt, &mut app, KeyCode::Char('n'));
     assert!(
         app.error
             .as_deref()
@@ -183,15 +183,15 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
             .contains("mark the answer first")
     );
     mark(&mut rt, &mut app, KeyCode::Char('i')).await;
-    press(&rt, &mut app, KeyCode::Char('n'));
-    type_text(&rt, &mut app, "no such painter");
+    press(&mut rt, &mut app, KeyCode::Char('n'));
+    type_text(&mut rt, &mut app, "no such painter");
     let with_note = shown(&mut app, 80, 24);
     assert!(with_note.contains("Note") && with_note.contains("no such painter"));
     mark(&mut rt, &mut app, KeyCode::Enter).await;
     assert!(shown(&mut app, 80, 24).contains("note: no such painter"));
 
     // Enter opens its session in the usual panes, read-only.
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(
         rt.until(&mut app, Duration::from_secs(10), |a| !a
             .review
@@ -225,10 +225,10 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
     // Asking and saving are refused with one line; nothing is written.
     app.focus = Pane::Input;
     app.input.insert_str("Ask something more");
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(!app.running());
     assert!(app.notice.as_deref().unwrap().starts_with("read-only"));
-    press_mod(&rt, &mut app, KeyCode::Char('s'), KeyModifiers::CONTROL);
+    press_mod(&mut rt, &mut app, KeyCode::Char('s'), KeyModifiers::CONTROL);
     assert!(app.notice.as_deref().unwrap().starts_with("read-only"));
     assert!(app.popup.is_none());
     // A mark inside the session replaces the table's (the note is kept).
@@ -241,7 +241,7 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
         collection: None,
     });
     rt.carry_out(&mut app, effects);
-    press(&rt, &mut app, KeyCode::Char('x'));
+    press(&mut rt, &mut app, KeyCode::Char('x'));
     assert!(!app.grounding.view.as_ref().unwrap().context);
     assert_eq!(
         app.review.as_ref().unwrap().table.rows[2].cells[0]
@@ -249,20 +249,20 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
             .as_deref(),
         Some("wrong")
     );
-    press(&rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Esc);
     assert!(app.grounding.view.is_none());
     assert!(!app.review.as_ref().unwrap().showing_table);
     settle(&mut rt, &mut app).await;
-    press(&rt, &mut app, KeyCode::Esc);
+    press(&mut rt, &mut app, KeyCode::Esc);
     assert!(app.review.as_ref().unwrap().showing_table);
     let back = shown(&mut app, 80, 24);
     assert!(back.contains("marked wrong") && back.contains("note: no such painter"));
 
     // Mark a2 in policy supported.
-    press(&rt, &mut app, KeyCode::Up);
-    press(&rt, &mut app, KeyCode::Right);
+    press(&mut rt, &mut app, KeyCode::Up);
+    press(&mut rt, &mut app, KeyCode::Right);
     mark(&mut rt, &mut app, KeyCode::Char('s')).await;
-    press(&rt, &mut app, KeyCode::Char('q'));
+    press(&mut rt, &mut app, KeyCode::Char('q'));
     assert!(app.quit);
     settle(&mut rt, &mut app).await;
 
@@ -290,8 +290,8 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
     // The selected cell shows what the set expects and the answer's first lines.
     let answer = t.rows[2].cells[0].answer.clone().unwrap();
     let mut rt = _rt;
-    press(&rt, &mut again, KeyCode::Down);
-    press(&rt, &mut again, KeyCode::Down);
+    press(&mut rt, &mut again, KeyCode::Down);
+    press(&mut rt, &mut again, KeyCode::Down);
     let u1 = shown(&mut again, 160, 48);
     assert!(
         u1.contains("expected: a declaration: the guide names no painter"),
@@ -304,15 +304,15 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
     );
     // `m` keeps the questions with an answer not marked yet: every one but a2 (marked in
     // policy only) has one; u1 has base marked and policy not.
-    press(&rt, &mut again, KeyCode::Char('m'));
+    press(&mut rt, &mut again, KeyCode::Char('m'));
     let unmarked = shown(&mut again, 80, 24);
     assert!(unmarked.contains("filters: unmarked"), "{unmarked}");
     assert!(unmarked.contains("5/5 questions"), "{unmarked}");
-    press(&rt, &mut again, KeyCode::Char('m'));
+    press(&mut rt, &mut again, KeyCode::Char('m'));
     // `x` takes u1's base mark and note back; the line stays in reviews.jsonl.
     again.review.as_mut().unwrap().row = 2;
     again.review.as_mut().unwrap().arm = 0;
-    press(&rt, &mut again, KeyCode::Char('x'));
+    press(&mut rt, &mut again, KeyCode::Char('x'));
     assert!(
         rt.until(&mut again, Duration::from_secs(10), |a| a
             .notice
@@ -329,7 +329,7 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
     let t = &again.review.as_ref().unwrap().table;
     assert_eq!(t.rows[2].cells[0].mark, None);
     assert_eq!(t.rows[2].cells[0].note, None);
-    press(&rt, &mut again, KeyCode::Char('x'));
+    press(&mut rt, &mut again, KeyCode::Char('x'));
     assert_eq!(
         again.notice.as_deref(),
         Some("this answer has no mark to clear")
@@ -373,13 +373,13 @@ async fn violations_filter_unrun_cells_missing_sessions_and_bad_folders() {
     let (mut app, mut rt) = review_app(dir.path());
     let settings = redactions();
     let _guard = settings.bind_to_scope();
-    press(&rt, &mut app, KeyCode::Char('v'));
+    press(&mut rt, &mut app, KeyCode::Char('v'));
     let violations = shown(&mut app, 80, 24);
     insta::assert_snapshot!("review_violations", violations);
     assert!(violations.contains("1/2 questions") && violations.contains("missing ↻ !"));
     assert!(!violations.contains("q2 "));
     // Its session file is gone: opening says so in one line and the table stays.
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(
         rt.until(&mut app, Duration::from_secs(10), |a| a.error.is_some())
             .await
@@ -391,12 +391,12 @@ async fn violations_filter_unrun_cells_missing_sessions_and_bad_folders() {
     );
     assert!(app.review.as_ref().unwrap().showing_table);
     // q2 was not run in arm b: nothing to open, nothing to mark.
-    press(&rt, &mut app, KeyCode::Char('v'));
-    press(&rt, &mut app, KeyCode::Down);
-    press(&rt, &mut app, KeyCode::Right);
-    press(&rt, &mut app, KeyCode::Enter);
+    press(&mut rt, &mut app, KeyCode::Char('v'));
+    press(&mut rt, &mut app, KeyCode::Down);
+    press(&mut rt, &mut app, KeyCode::Right);
+    press(&mut rt, &mut app, KeyCode::Enter);
     assert!(app.notice.as_deref().unwrap().contains("no answer"));
-    press(&rt, &mut app, KeyCode::Char('s'));
+    press(&mut rt, &mut app, KeyCode::Char('s'));
     assert!(app.error.as_deref().unwrap().contains("no answer"));
     settle(&mut rt, &mut app).await;
     assert!(!std::fs::exists(dir.path().join("reviews.jsonl")).unwrap());

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use crossterm::event::KeyEvent;
 
-use crate::session::Session;
 use crate::tui::keymap::Action;
 use crate::tui::theme::{Theme, ThemeName};
 
@@ -141,22 +140,12 @@ impl App {
                     self.notice = Some("cancel the running question first".into());
                     return Vec::new();
                 }
-                let model = self.session.groundwork.model.clone();
-                let mut s = Session::new(model.unwrap_or_default());
-                s.groundwork.model = self.session.groundwork.model.clone();
                 let path = self
                     .session_path
                     .as_ref()
                     .and_then(|p| p.parent())
-                    .map(|d| {
-                        d.join(format!(
-                            "{}.json",
-                            chrono::Local::now().format("%Y%m%d-%H%M%S")
-                        ))
-                    });
-                self.load_session(s, path);
-                self.notice = Some("new session".into());
-                Vec::new()
+                    .map(crate::session::new_session_path);
+                vec![Effect::NewSession(path)]
             }
             Action::ExportMarkdown | Action::ExportJson => {
                 let base = self

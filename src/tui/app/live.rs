@@ -2,7 +2,7 @@
 //! requests built from the engine's `CoreEvent`s, and the commit when the run finishes.
 
 use crate::engine::cancel::CancelToken;
-use crate::engine::events::{CoreEvent, OutputSummary, RequestSnapshot, ToolCallStatus};
+use crate::engine::events::{CoreEvent, RequestSnapshot, ToolCallStatus};
 use crate::host::transcript::{StepStatus, ToolKind, ToolStep, Turn, tool_kind, tool_summary};
 
 use super::{App, Effect};
@@ -23,6 +23,8 @@ pub enum Phase {
     Tools(Vec<String>),
     /// The tool calls ended; the next request is being built.
     NextRequest,
+    /// The run finished; the answer is being committed.
+    Saving,
 }
 
 impl Phase {
@@ -40,6 +42,7 @@ impl Phase {
                 format!("{}…", what.join(", "))
             }
             Phase::NextRequest => "preparing the next request…".into(),
+            Phase::Saving => "committing the answer…".into(),
         }
     }
 }
@@ -94,6 +97,28 @@ pub enum Ended {
 }
 
 impl App {
+    /// The conversation's owner committed the running question: `session` is the
+    /// conversation with it, shown from now on.
+    pub(super) fn committed(
+        &mut self,
+        run_id: String,
+        session: std::sync::Arc<crate::session::Session>,
+        deferred: bool,
+    ) -> Vec<Effect> {
+        self.session = session;
+        if self.live.as_ref().is_some_and(|l| l.run_id == run_id) {
+            self.live = None;
+        }
+        if deferred {
+            self.notice = Some("the run paused for deferred tool calls".into());
+        }
+        self.rebuild();
+        self.inspector.selected = None;
+        self.ledger.selected = self.transcript.ledger.len().saturating_sub(1);
+        self.ledger.in_chunks = false;
+        self.select_latest_citation()
+    }
+
     /// One engine event of the running question; events of other runs are dropped.
     pub(super) fn on_core(&mut self, ev: CoreEvent) -> Vec<Effect> {
         let Some(live) = &mut self.live else {
@@ -211,41 +236,11 @@ impl App {
                 }
                 self.bump();
             }
-            CoreEvent::RunFinished {
-                messages,
-                state,
-                usage,
-                output,
-                ..
-            } => {
-                let live = self.live.take().expect("checked above");
-                crate::session::knowledge::record(
-                    &mut self.session.groundwork.extra,
-                    &self.host.knowledge_bases,
-                    live.turn.question,
-                );
-                crate::host::conversation::commit_finished(
-                    &mut self.session,
-                    live.run_id,
-                    messages,
-                    state,
-                    live.requests,
-                    live.started,
-                    usage.requests,
-                );
-                if let OutputSummary::Deferred { .. } = output {
-                    self.notice = Some("the run paused for deferred tool calls".into());
-                }
-                self.rebuild();
-                self.inspector.selected = None;
-                self.ledger.selected = self.transcript.ledger.len().saturating_sub(1);
-                self.ledger.in_chunks = false;
-                let mut effects = Vec::new();
-                if let Some(path) = &self.session_path {
-                    effects.push(Effect::Save(path.clone()));
-                }
-                effects.extend(self.select_latest_citation());
-                return effects;
+            // The conversation's owner commits the outcome and sends it (`committed`);
+            // until then the answer stays on screen as it streamed.
+            CoreEvent::RunFinished { .. } => {
+                live.phase = Phase::Saving;
+                self.bump();
             }
             CoreEvent::RunFailed { error, .. } => {
                 let live = self.live.take().expect("checked above");

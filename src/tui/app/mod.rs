@@ -50,7 +50,7 @@ pub use grounding::{
 pub use input::build_prompt;
 use input::new_input;
 pub use live::{Ended, LiveRun, Phase, Waiting};
-pub use msg::{Effect, ImageMeta, ImageTarget, Msg, PathOutcome};
+pub use msg::{Answered, Effect, ImageMeta, ImageTarget, Msg, PathOutcome};
 pub use navigation::{
     Areas, ConversationView, IMAGE_LIST_ROWS, ImageItem, ImageState, ImagesView, InspectorView,
     LedgerView, image_cells,
@@ -134,7 +134,9 @@ pub type InspectorCache = (
 pub type WrapCache = (u16, u64, std::rc::Rc<Vec<ratatui::text::Line<'static>>>);
 
 pub struct App {
-    pub session: Session,
+    /// The conversation as its owner (the runtime's `Conversation`) last sent it: a
+    /// snapshot that never changes; every change comes as a new one.
+    pub session: std::sync::Arc<Session>,
     pub session_path: Option<PathBuf>,
     pub transcript: Transcript,
     /// Committed request snapshots (or reconstructed for sessions without them).
@@ -210,7 +212,7 @@ pub struct App {
 impl App {
     pub fn new(session: Session, session_path: Option<PathBuf>, host: HostInfo) -> Self {
         let mut app = App {
-            session,
+            session: std::sync::Arc::new(session),
             session_path,
             transcript: Transcript::default(),
             committed_requests: Vec::new(),
@@ -498,7 +500,16 @@ impl App {
         effects.extend(self.want_passages());
         if self.read_only {
             // Reviewing never writes the session it shows.
-            effects.retain(|e| !matches!(e, Effect::Save(_) | Effect::Ask { .. }));
+            effects.retain(|e| {
+                !matches!(
+                    e,
+                    Effect::SaveAs(_)
+                        | Effect::Ask { .. }
+                        | Effect::Mark { .. }
+                        | Effect::Filter(_)
+                        | Effect::NewSession(_)
+                )
+            });
         }
         effects
     }
@@ -604,12 +615,33 @@ impl App {
             Msg::SessionOpened(result) => {
                 match result {
                     Ok((path, session)) => {
-                        self.load_session(*session, Some(path.clone()));
+                        self.load_session(session, Some(path.clone()));
                         self.notice = Some(format!("opened {}", path.display()));
                         return self.select_latest_citation();
                     }
                     Err(e) => self.error = Some(e),
                 }
+                Vec::new()
+            }
+            Msg::NewSession(session, path) => {
+                self.load_session(session, path);
+                self.notice = Some("new session".into());
+                Vec::new()
+            }
+            Msg::Committed {
+                run_id,
+                session,
+                deferred,
+            } => self.committed(run_id, session, deferred),
+            Msg::Updated(session) => {
+                self.session = session;
+                self.marks = crate::session::marks::marks(&self.session.groundwork.extra);
+                self.version += 1;
+                Vec::new()
+            }
+            // The runtime's: it commits, then says so with `Committed`.
+            Msg::Answered(_) => {
+                self.dirty = false;
                 Vec::new()
             }
             Msg::Notice(n) => {
@@ -633,8 +665,8 @@ impl App {
         }
     }
 
-    /// Replaces the session (new, opened).
-    pub fn load_session(&mut self, session: Session, path: Option<PathBuf>) {
+    /// Shows another session (new, opened), as the conversation's owner sent it.
+    fn load_session(&mut self, session: std::sync::Arc<Session>, path: Option<PathBuf>) {
         self.session = session;
         self.session_path = path;
         self.live = None;

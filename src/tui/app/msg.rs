@@ -3,6 +3,7 @@
 //! do (`execute` in `tui/runtime.rs`); every effect's result comes back as a `Msg`.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use crossterm::event::{KeyEvent, MouseEvent};
 
@@ -14,6 +15,12 @@ use crate::session::Session;
 
 use super::PathPurpose;
 use super::explorer::{ExploreRequest, Explored};
+
+/// How a question ended, for the conversation's owner.
+pub struct Answered {
+    pub run_id: String,
+    pub outcome: Result<crate::engine::agent::RunResult, crate::engine::agent::RunError>,
+}
 
 /// Everything the loop feeds into `update`.
 pub enum Msg {
@@ -61,8 +68,24 @@ pub enum Msg {
     Explored(Explored),
     /// Database info text.
     DbInfo(Result<String, String>),
-    /// A session file was opened.
-    SessionOpened(Result<(PathBuf, Box<Session>), String>),
+    /// A session file was opened: the conversation's owner holds it from now on, and
+    /// this is its first snapshot (the file it is saved to, and the session).
+    SessionOpened(Result<(PathBuf, Arc<Session>), String>),
+    /// A new, empty session replaced the one shown (saved to the path, if any).
+    NewSession(Arc<Session>, Option<PathBuf>),
+    /// The running question `run_id` was committed (when it had not been cancelled);
+    /// `session` is the conversation as it is now. `deferred`: the run paused for
+    /// deferred tool calls.
+    Committed {
+        run_id: String,
+        session: Arc<Session>,
+        deferred: bool,
+    },
+    /// The conversation changed (a mark, the document filter): the snapshot to show.
+    Updated(Arc<Session>),
+    /// A question's outcome, for the conversation's owner (the runtime); the app is
+    /// told through `Committed` and the run's own events.
+    Answered(Box<Answered>),
     /// Directory entries completing `typed` in the path prompt.
     PathEntries {
         typed: String,
@@ -103,8 +126,19 @@ pub enum Effect {
         options: AskOptions,
         cancel: CancelToken,
     },
-    /// Save the session (atomically) to this path.
-    Save(PathBuf),
+    /// Set (`None`: take back) the reviewer's mark on the answer to `question` in the
+    /// conversation, and save it.
+    Mark {
+        question: u64,
+        mark: Option<(String, Option<String>)>,
+    },
+    /// Restrict later questions to these documents (`NAME: document` labels when
+    /// several collections are open; none: all).
+    Filter(Vec<String>),
+    /// Save the conversation to this file from now on, now.
+    SaveAs(PathBuf),
+    /// Replace the conversation with a new, empty one saved to this file.
+    NewSession(Option<PathBuf>),
     /// Write an export.
     Export {
         path: PathBuf,

@@ -78,7 +78,7 @@ impl App {
                 .session_path
                 .as_ref()
                 .map(|p| p.display().to_string())
-                .unwrap_or_else(|| "session.json".into()),
+                .unwrap_or_else(|| "session.sqlite".into()),
             _ => self.start_dir.clone(),
         };
         input.insert_str(start);
@@ -360,7 +360,7 @@ impl App {
                     }
                     KeyCode::Enter => {
                         let chosen = chosen.clone();
-                        self.apply_filter(chosen);
+                        effects.extend(self.apply_filter(chosen));
                         false
                     }
                     KeyCode::Char(c) if !ctrl => {
@@ -462,29 +462,21 @@ impl App {
             Some((m, None)) => format!("marked the answer to question {} {m}", turn + 1),
             None => format!("cleared the mark of the answer to question {}", turn + 1),
         };
-        crate::session::marks::set(&mut self.session.groundwork.extra, question, mark);
-        self.marks = crate::session::marks::marks(&self.session.groundwork.extra);
-        self.version += 1;
-        match self.session_path.clone() {
-            Some(path) => {
-                self.notice = Some(what);
-                vec![Effect::Save(path)]
-            }
-            None => {
-                self.notice = Some(format!(
-                    "{what}; the session is not saved yet ({} saves it)",
-                    self.keymap.hint(Action::SaveAs)
-                ));
-                Vec::new()
-            }
-        }
+        self.notice = Some(match &self.session_path {
+            Some(_) => what,
+            None => format!(
+                "{what}; the session is not saved yet ({} saves it)",
+                self.keymap.hint(Action::SaveAs)
+            ),
+        });
+        vec![Effect::Mark { question, mark }]
     }
 
     fn finish_path(&mut self, purpose: PathPurpose, path: PathBuf) -> Vec<Effect> {
         match purpose {
             PathPurpose::SaveAs => {
                 self.session_path = Some(path.clone());
-                vec![Effect::Save(path)]
+                vec![Effect::SaveAs(path)]
             }
             PathPurpose::Open => {
                 if self.running() {
@@ -497,23 +489,15 @@ impl App {
         }
     }
 
-    fn apply_filter(&mut self, labels: Vec<String>) {
-        if self.host.collections.len() > 1 {
-            // Labels are `NAME: document`: the filter is per collection.
-            crate::host::transcript::apply_collection_filter(
-                &mut self.session.state,
-                &labels,
-                &self.host.collections,
-            );
-        } else {
-            crate::host::transcript::apply_document_filter(&mut self.session.state, &labels);
-        }
+    /// Asks the conversation's owner to restrict later questions to `labels`.
+    fn apply_filter(&mut self, labels: Vec<String>) -> Vec<Effect> {
         self.notice = Some(if labels.is_empty() {
             "No filter (all documents)".into()
         } else {
             format!("{} document(s) selected", labels.len())
         });
-        self.filter_labels = labels;
+        self.filter_labels = labels.clone();
+        vec![Effect::Filter(labels)]
     }
 
     /// Completions of the path prompt arrived; those for text since changed are dropped.
@@ -711,15 +695,16 @@ mod tests {
     }
 
     #[test]
-    fn the_document_filter_is_written_through_the_host() {
+    fn the_document_filter_is_asked_of_the_conversation_owner() {
         let mut app = app();
-        app.apply_filter(vec!["Battery Guide".into()]);
-        let sql = app.document_filter().expect("a filter");
+        let effects = app.apply_filter(vec!["Battery Guide".into()]);
         assert!(
-            sql.contains("LOWER(title) LIKE LOWER('%BatteryGuide%')"),
-            "{sql}"
+            matches!(effects.as_slice(), [Effect::Filter(l)] if l == &["Battery Guide".to_string()])
         );
-        app.apply_filter(Vec::new());
+        // The app changes nothing itself: the owner's next snapshot carries the filter.
         assert_eq!(app.document_filter(), None);
+        assert!(
+            matches!(app.apply_filter(Vec::new()).as_slice(), [Effect::Filter(l)] if l.is_empty())
+        );
     }
 }

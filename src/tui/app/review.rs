@@ -181,7 +181,7 @@ impl App {
                         let (row, arm) = cell.unwrap_or_default();
                         let id = review.table.rows[row].id.clone();
                         let name = review.table.arms[arm].clone();
-                        self.load_session(*session, Some(path));
+                        self.load_session(session, Some(path));
                         self.focus = Pane::Conversation;
                         self.error = None;
                         self.notice = Some(format!(
