@@ -89,6 +89,63 @@ fn capsule_groups(text: &str) -> Vec<Vec<String>> {
     groups
 }
 
+/// A capsule's entries (`[<id>] Source: …` and the cited text) in order: chunk id, length
+/// in characters, SHA-256, as `record_session.py`'s `capsule_entries` reads haiku.rag's.
+/// Blocks are joined by the entry separator; one that starts neither an entry nor a group
+/// label belongs to the entry before it (cited text with blank lines).
+fn capsule_entries(text: &str) -> Vec<Value> {
+    use sha2::Digest;
+    let sep = groundwork::capabilities::compaction::ENTRY_SEPARATOR;
+    let starts_entry = |b: &str| {
+        b.starts_with('[')
+            && b.len() > 37
+            && line_ids(b)
+                .first()
+                .is_some_and(|id| b[1 + id.len()..].starts_with("] Source: "))
+    };
+    let is_label = |b: &str| (1..=200).any(|k| b == group_label(k));
+    let mut blocks: Vec<String> = Vec::new();
+    for piece in text.split(sep) {
+        match blocks.last_mut() {
+            Some(last) if !starts_entry(piece) && !is_label(piece) => {
+                last.push_str(sep);
+                last.push_str(piece);
+            }
+            _ => blocks.push(piece.to_string()),
+        }
+    }
+    blocks
+        .iter()
+        .filter(|b| starts_entry(b))
+        .map(|b| {
+            json!({
+                "chunk_id": line_ids(b)[0],
+                "chars": b.chars().count(),
+                "sha256": format!("{:x}", sha2::Sha256::digest(b.as_bytes())),
+            })
+        })
+        .collect()
+}
+
+/// Characters of the evidence tool's returns among `messages`, as `record_session.py`'s
+/// `evidence_chars` counts them.
+fn evidence_chars(messages: &[ModelMessage]) -> usize {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            ModelMessage::Request(r) => Some(&r.parts),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|p| match p {
+            ModelRequestPart::ToolReturn(t) if t.tool_name == "rag_search" => {
+                Some(t.content_text().chars().count())
+            }
+            _ => None,
+        })
+        .sum()
+}
+
 /// The prose-free structure of one message, in the shape of `wire.json`.
 fn structure(m: &ModelMessage) -> Value {
     let capsule_first = capsule_header().lines().next().unwrap();
@@ -152,6 +209,7 @@ fn structure(m: &ModelMessage) -> Value {
                         let role = match t.tool_name.as_str() {
                             "rag_search" if text.contains(capsule_first) => {
                                 v["capsule_groups"] = json!(capsule_groups(&text));
+                                v["capsule_entries"] = json!(capsule_entries(&text));
                                 "capsule"
                             }
                             "rag_search" if text.trim() == receipt().trim() => "receipt",
@@ -194,6 +252,7 @@ fn recorded(m: &Value) -> Value {
                 "images",
                 "chunk_ids",
                 "capsule_groups",
+                "capsule_entries",
             ] {
                 if let Some(v) = p.get(k)
                     && !v.is_null()
@@ -327,6 +386,7 @@ async fn the_same_conversation_has_the_same_structure_on_the_wire_as_haiku_rag()
     let requests: Vec<_> = session.requests().collect();
     let wire = wire.as_array().unwrap();
     assert_eq!(requests.len(), wire.len(), "number of model requests");
+    let mut compared_sizes = Vec::new();
     for (ours, theirs) in requests.iter().zip(wire) {
         let n = theirs["request"].as_u64().unwrap();
         let mut tools: Vec<&str> = ours.tools.iter().map(|t| t.name.as_str()).collect();
@@ -359,7 +419,38 @@ async fn the_same_conversation_has_the_same_structure_on_the_wire_as_haiku_rag()
                 serde_json::to_string(w).unwrap()
             );
         }
+        // What compaction did to the evidence, in size: the history's evidence returns
+        // are the same text on both sides; as sent, the capsule's entries are the same
+        // bytes (compared above) and only the prose around them is ours, so the request
+        // shrinks, stays or grows exactly where haiku.rag's does.
+        let (raw, sent) = (evidence_chars(&ours.raw), evidence_chars(&ours.compacted));
+        let theirs_chars = &theirs["evidence_chars"];
+        let (their_raw, their_sent) = (
+            theirs_chars["raw"].as_u64().unwrap() as usize,
+            theirs_chars["sent"].as_u64().unwrap() as usize,
+        );
+        assert_eq!(raw, their_raw, "request {n}: evidence in the history");
+        assert_eq!(
+            sent.cmp(&raw),
+            their_sent.cmp(&their_raw),
+            "request {n}: compaction changed the evidence sent {raw} → {sent}; haiku.rag's {their_raw} → {their_sent}"
+        );
+        compared_sizes.push((n, raw, sent, their_sent));
     }
+    // Compaction was exercised: some request sent less evidence than its history held,
+    // and capsules carried entries on both sides.
+    assert!(
+        compared_sizes.iter().any(|&(_, raw, sent, _)| sent < raw),
+        "{compared_sizes:?}"
+    );
+    let entries = wire
+        .iter()
+        .flat_map(|r| r["messages"].as_array().unwrap())
+        .flat_map(|m| m["parts"].as_array().unwrap())
+        .filter_map(|p| p["capsule_entries"].as_array())
+        .map(Vec::len)
+        .sum::<usize>();
+    assert!(entries >= 10, "capsule entries compared: {entries}");
 
     // The final state, apart from prose: citations, index, evidence record, policy.
     let rag = &session.state["rag"];
