@@ -10,7 +10,11 @@ use super::args::{ExportArgs, InspectArgs};
 
 /// `groundwork export`: the session as JSON (the file format pydantic-ai and haiku.rag
 /// read) or Markdown, to standard output or a file; the session itself is only read.
-pub(super) fn export(a: ExportArgs) -> Result<ExitCode> {
+pub(super) async fn export(
+    ctx: &super::context::CmdContext,
+    global: &super::args::GlobalArgs,
+    a: ExportArgs,
+) -> Result<ExitCode> {
     let session = crate::session::load_named(&a.session)?;
     let text = match a.format.as_str() {
         "md" => {
@@ -19,9 +23,41 @@ pub(super) fn export(a: ExportArgs) -> Result<ExitCode> {
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "session".into());
-            crate::host::conversation::Conversation::new(session, a.session.clone())
-                .export(crate::host::conversation::ExportFormat::Markdown, &title)
-                .into_bytes()
+            let mut t =
+                crate::host::transcript::Transcript::build(&session.messages, &session.state);
+            // Sources quote the cited chunks themselves, read from the knowledge base the
+            // session's questions ran against (or `--db`); without one they quote the
+            // context the model saw, and say so.
+            let recorded = crate::session::knowledge::latest(&session.groundwork.extra);
+            if !recorded.is_empty() || ctx.db_named {
+                let opened = match ctx.reopening(global, &a.session, &recorded) {
+                    Ok(ctx) => ctx.open_collections(None).await,
+                    Err(e) => Err(e),
+                };
+                match opened {
+                    Ok(opened) => {
+                        let stores: Vec<_> = opened
+                            .into_iter()
+                            .map(|(n, s)| (n, std::sync::Arc::new(s)))
+                            .collect();
+                        let unread = crate::host::explore::read_passages(&mut t, &stores).await;
+                        if unread > 0 {
+                            crate::errors::say!(
+                                "warning: {unread} cited chunk(s) are not in the knowledge base; their sources quote the context the model saw"
+                            );
+                        }
+                    }
+                    Err(e) => crate::errors::say!(
+                        "warning: {e:#}; the sources quote the context the model saw"
+                    ),
+                }
+            }
+            crate::host::transcript::to_markdown_marked(
+                &t,
+                &title,
+                &crate::session::marks::marks(&session.groundwork.extra),
+            )
+            .into_bytes()
         }
         _ => session.to_json()?,
     };

@@ -107,7 +107,7 @@ pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
         Some(Command::Delete(a)) => db::delete(&ctx, a).await,
         Some(Command::List(a)) => db::list(&ctx, a).await,
         Some(Command::Inspect(a)) => inspect::inspect(a),
-        Some(Command::Export(a)) => inspect::export(a),
+        Some(Command::Export(a)) => inspect::export(&ctx, &cli.global, a).await,
         Some(Command::Ask(a)) => ask::ask(&ctx, &cli.global, a).await,
         Some(Command::Eval(a)) => eval::eval(&ctx, &cli.global, a).await,
         Some(Command::Replay(a)) => replay::replay(&ctx, &cli.global, a).await,

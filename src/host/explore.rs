@@ -198,6 +198,64 @@ pub async fn agent_context(
     })
 }
 
+/// A cited chunk's own passage: from its collection when it names one that is open,
+/// else from whichever open store holds it.
+pub async fn find_passage(
+    stores: &[(Option<String>, std::sync::Arc<Store>)],
+    collection: Option<&str>,
+    chunk_id: &str,
+) -> Result<super::transcript::Passage, String> {
+    let named: Vec<_> = stores
+        .iter()
+        .filter(|(n, _)| collection.is_some() && n.as_deref() == collection)
+        .collect();
+    let order: Vec<_> = if named.is_empty() {
+        stores.iter().collect()
+    } else {
+        named
+    };
+    for (_, s) in order {
+        if let Some(r) = s
+            .result_for_chunk(chunk_id)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            return Ok(super::transcript::Passage {
+                text: r.content,
+                pages: r.page_numbers,
+                headings: r.headings.unwrap_or_default(),
+            });
+        }
+    }
+    Err(format!(
+        "chunk {chunk_id} is not in the open knowledge base"
+    ))
+}
+
+/// Reads the own passage of every citation of `t` that has none yet from `stores`;
+/// returns how many could not be read (their sources then quote the context the model
+/// saw, and say so).
+pub async fn read_passages(
+    t: &mut Transcript,
+    stores: &[(Option<String>, std::sync::Arc<Store>)],
+) -> usize {
+    let mut unread = 0;
+    for c in t
+        .turns
+        .iter_mut()
+        .flat_map(|turn| turn.citations.iter_mut())
+    {
+        if c.passage.is_some() {
+            continue;
+        }
+        match find_passage(stores, c.collection.as_deref(), &c.chunk_id).await {
+            Ok(p) => c.passage = Some(p),
+            Err(_) => unread += 1,
+        }
+    }
+    unread
+}
+
 /// One question of the session in which a chunk was retrieved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkUse {

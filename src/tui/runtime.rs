@@ -515,7 +515,9 @@ fn execute(effect: Effect, app: &App, services: &Arc<Services>, msg_tx: &Unbound
             tokio::spawn(async move {
                 let mut read = Vec::with_capacity(wanted.len());
                 for (collection, id) in wanted {
-                    let passage = find_passage(&stores, collection.as_deref(), &id).await;
+                    let passage =
+                        crate::host::explore::find_passage(&stores, collection.as_deref(), &id)
+                            .await;
                     read.push((id, passage));
                 }
                 let _ = tx.send(Msg::Passages(read));
@@ -791,40 +793,6 @@ async fn db_info(stores: &[(Option<String>, Arc<Store>)]) -> Result<String, Stri
         out.push_str(&format_info(&info));
     }
     Ok(out)
-}
-
-/// A cited chunk's own passage: from its collection when it names one that is open,
-/// else from whichever open store holds it.
-async fn find_passage(
-    stores: &[(Option<String>, Arc<Store>)],
-    collection: Option<&str>,
-    chunk_id: &str,
-) -> Result<crate::host::transcript::Passage, String> {
-    let named: Vec<&(Option<String>, Arc<Store>)> = stores
-        .iter()
-        .filter(|(n, _)| collection.is_some() && n.as_deref() == collection)
-        .collect();
-    let order: Vec<&(Option<String>, Arc<Store>)> = if named.is_empty() {
-        stores.iter().collect()
-    } else {
-        named
-    };
-    for (_, s) in order {
-        if let Some(r) = s
-            .result_for_chunk(chunk_id)
-            .await
-            .map_err(|e| e.to_string())?
-        {
-            return Ok(crate::host::transcript::Passage {
-                text: r.content,
-                pages: r.page_numbers,
-                headings: r.headings.unwrap_or_default(),
-            });
-        }
-    }
-    Err(format!(
-        "chunk {chunk_id} is not in the open knowledge base"
-    ))
 }
 
 /// A chunk's text from whichever open store holds it (collections in order).

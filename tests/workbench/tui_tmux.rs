@@ -439,7 +439,8 @@ async fn a_session_over_the_libtasn1_manual_shows_the_evidence_itself() {
     ])
     .await;
     let session = home.path().join("manual-session.sqlite");
-    let tmux = Tmux::new("libtasn1");
+    // tmux takes OSC 52 from the programs in it into its paste buffer (`y` below).
+    let tmux = Tmux::with_config("libtasn1", "set -g set-clipboard on\n");
     let env = format!(
         "env -u GROUNDWORK_MODEL_URL -u GROUNDWORK_MODEL -u HAIKU_RAG_DB HOME={home} \
          XDG_DATA_HOME={home}/data XDG_CONFIG_HOME={home}/config GROUNDWORK_DISCOVER=off \
@@ -520,9 +521,101 @@ async fn a_session_over_the_libtasn1_manual_shows_the_evidence_itself() {
     );
     assert!(!status.contains(" 0 matched"), "{status}");
     tmux.send(&["Escape"]);
+
+    // Reading it: `y` copies the selected source with its page-precise reference.
+    let reference = format!(
+        "Libtasn1, p. {}, §3.1 Invoking asn1Parser",
+        stored.page_numbers[0]
+    );
+    tmux.send(&["y"]);
+    tmux.wait_for("the copy notice", 30, |s| s.contains("copied source [1]"))
+        .await;
+    let buffer = tmux.cmd().args(["show-buffer"]).output().unwrap();
+    let buffer = String::from_utf8_lossy(&buffer.stdout).into_owned();
+    assert!(
+        buffer.starts_with("Usage: asn1Parser [OPTION] FILE"),
+        "{buffer:?}"
+    );
+    assert!(buffer.contains(&reference), "{buffer:?}");
+    assert!(
+        buffer.contains(&format!("(chunk {})", cited.id)),
+        "{buffer:?}"
+    );
+    // `/` finds text of the conversation: the redirected answer's.
+    tmux.send(&["/"]);
+    tmux.send(&["Fabio Fiorina"]);
+    tmux.send(&["Enter"]);
+    tmux.wait_for("the find notice", 30, |s| {
+        s.contains("\"Fabio Fiorina\": line 1 of 1")
+    })
+    .await;
+
+    // Reviewing it: the first answer marked supported from its source, the redirected one
+    // invented from the ledger, with a note; both kept in the session file at once.
+    tmux.send(&["m"]);
+    tmux.send(&["s"]);
+    tmux.wait_for("the first mark", 30, |s| {
+        s.contains("ledger: grounded · marked supported")
+    })
+    .await;
+    tmux.send(&["F4"]);
+    tmux.send(&["m"]);
+    tmux.send(&["i"]);
+    tmux.wait_for("the second mark", 30, |s| s.contains("marked invented"))
+        .await;
+    tmux.send(&["m"]);
+    tmux.send(&["n"]);
+    tmux.send(&["the manual names no author"]);
+    tmux.send(&["Enter"]);
+    // A question's identity is the index of the message that asked it.
+    let second = |saved: &serde_json::Value| {
+        saved["messages"].as_array().unwrap().iter().position(|m| {
+            m["parts"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|p| p["content"] == "Who wrote asn1Parser?"))
+        })
+    };
+    let want = |q: usize| {
+        json!([
+            {"question": 0, "mark": "supported"},
+            {"question": q, "mark": "invented", "note": "the manual names no author"}
+        ])
+    };
+    // The marks are saved as they are made (the save is the workbench's, off its UI task).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let saved = crate::support::session_json(&session);
+        let q = second(&saved).expect("the second question in the session");
+        if saved["groundwork"]["reviews"] == want(q) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the marks in the file: {}",
+            saved["groundwork"]["reviews"]
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     tmux.send(&["C-q"]);
     let screen = tmux.wait_exit().await;
     assert_restored(&screen, "Ask a question about the knowledge base");
+    // The export quotes the cited passage with its reference, and carries the marks.
+    let mut export = std::process::Command::new(bin);
+    export
+        .args(["export"])
+        .arg(&session)
+        .args(["--format", "md"]);
+    hermetic(&mut export, home.path());
+    let o = export.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = String::from_utf8_lossy(&o.stdout);
+    assert!(md.contains("Usage: asn1Parser [OPTION] FILE"), "{md}");
+    assert!(md.contains(&reference), "{md}");
+    assert!(md.contains("*Review: marked supported"), "{md}");
+    assert!(
+        md.contains("*Review: marked invented") && md.contains("the manual names no author"),
+        "{md}"
+    );
 
     // Opened again without --db: the manual's database, and the same passage.
     let tmux = Tmux::new("libtasn1-reopen");
