@@ -37,6 +37,7 @@ impl Cli {
                     | Command::Inspect(_)
                     | Command::Export(_)
                     | Command::Replay(_)
+                    | Command::Tag(_)
             )
         )
     }
@@ -76,6 +77,10 @@ pub struct GlobalArgs {
     /// Session file to continue and save to (default: a new file under <data dir>/sessions).
     #[arg(long, global = true, value_name = "FILE")]
     pub session: Option<PathBuf>,
+    /// Read the knowledge base(s) as they were at this tag (`groundwork tag create`, or
+    /// haiku.rag's `tag create`), read-only: search, ask, list, info, open.
+    #[arg(long, global = true, value_name = "TAG")]
+    pub at: Option<String>,
     /// OpenAI-compatible chat endpoint, e.g. http://127.0.0.1:11434/v1 (env GROUNDWORK_MODEL_URL).
     #[arg(long, global = true, value_name = "URL")]
     pub model_url: Option<String>,
@@ -126,6 +131,36 @@ pub enum Command {
     /// Open a saved session in the workbench (Groundwork's or a haiku.rag host's; `demo`
     /// opens the scripted demo session), or review an experiment folder of `eval`.
     Open(OpenArgs),
+    /// Name the knowledge base as it is now (a tag on every table, as haiku.rag's `tag`
+    /// makes), list the tags, or delete one; `--at TAG` reads it as it was.
+    #[command(subcommand)]
+    Tag(TagCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TagCommand {
+    /// Tag the current version of every table.
+    Create {
+        name: String,
+        /// Only this collection (of those `--db NAME=PATH` or [collections] open).
+        #[arg(long, value_name = "NAME")]
+        collection: Option<String>,
+    },
+    /// List the tags, with the version each names per table.
+    List {
+        #[arg(long)]
+        json: bool,
+        /// Only this collection.
+        #[arg(long, value_name = "NAME")]
+        collection: Option<String>,
+    },
+    /// Delete a tag from every table.
+    Delete {
+        name: String,
+        /// Only this collection.
+        #[arg(long, value_name = "NAME")]
+        collection: Option<String>,
+    },
 }
 
 #[derive(Debug, Args, Default)]
@@ -282,6 +317,11 @@ pub struct ReplayArgs {
         allow_hyphen_values = true
     )]
     pub arm: String,
+    /// Which knowledge base the replay searches: `recorded` (default), the versions of its
+    /// tables the question read, as the session recorded them (read-only); `now`, as it is
+    /// now.
+    #[arg(long, value_name = "recorded|now", default_value = "recorded", value_parser = ["recorded", "now"])]
+    pub kb: String,
     /// Save the replay as a new session: at PATH, or beside the session
     /// (`S.replay-N-CHANGES.json`) without one. Without --save nothing is written.
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]

@@ -21,7 +21,7 @@ async fn composer(
     app: crate::config::AppConfig,
 ) -> Result<(Composer, Vec<crate::session::knowledge::KnowledgeBase>)> {
     let opened = ctx.open_collections(None).await?;
-    let kbs = super::context::knowledge_bases_of(&opened);
+    let kbs = super::context::knowledge_bases_of(&opened).await;
     Ok((super::context::composer_over(Some(model), opened, app), kbs))
 }
 

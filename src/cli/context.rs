@@ -26,6 +26,8 @@ pub struct CmdContext {
     /// Whether the database was chosen by `--db`, `[collections]` or `$HAIKU_RAG_DB`.
     pub db_named: bool,
     pub overrides: EmbedOverrides,
+    /// `--at TAG`: every database is read as it was at this tag, read-only.
+    pub at: Option<String>,
 }
 
 impl CmdContext {
@@ -63,7 +65,17 @@ impl CmdContext {
             databases,
             db_named,
             overrides,
+            at: global.at.clone(),
         })
+    }
+
+    /// Opens the database `db`: as it is now, or at `--at TAG` (read-only).
+    pub async fn open_db(&self, db: &str) -> Result<Store> {
+        let mut store = Store::open(db).await?;
+        if let Some(tag) = &self.at {
+            store.check_out_tag(tag).await?;
+        }
+        Ok(store)
     }
 
     /// This context over the knowledge bases a session recorded (reopening it), unless
@@ -125,7 +137,7 @@ impl CmdContext {
                 Some(n) => e.context(format!("collection {n}")),
                 None => e,
             };
-            let mut store = Store::open(&db).await.map_err(|e| named(e.into()))?;
+            let mut store = self.open_db(&db).await.map_err(named)?;
             self.attach_cached(&mut store, &mut embedders)
                 .await
                 .map_err(named)?;
@@ -137,7 +149,7 @@ impl CmdContext {
     /// Opens the database and attaches the query embedder: the one the database records,
     /// unless overridden.
     pub async fn open_store(&self) -> Result<Store> {
-        let mut store = Store::open(&self.db).await?;
+        let mut store = self.open_db(&self.db).await?;
         self.attach_embedder(&mut store).await?;
         Ok(store)
     }
@@ -283,8 +295,15 @@ fn expand(collections: Vec<(String, String)>, env: &crate::paths::Env) -> Databa
 pub(super) async fn open_or_create(ctx: &CmdContext, db: &str) -> Result<Store> {
     Ok(match Store::open(db).await {
         Ok(mut store) => {
+            if let Some(tag) = &ctx.at {
+                // Read-only at the tag: its writes are refused in one line.
+                store.check_out_tag(tag).await?;
+            }
             ctx.attach_embedder(&mut store).await?;
             store
+        }
+        Err(StoreError::NotFound { .. }) if ctx.at.is_some() => {
+            anyhow::bail!("there is no knowledge base at {db} to read at a tag")
         }
         Err(StoreError::NotFound { .. }) => {
             let spec = ctx.new_db_embedder().await?;
@@ -325,17 +344,20 @@ pub fn composer_over(
 }
 
 /// What a session records of the databases a question ran against.
-pub fn knowledge_bases_of(
+pub async fn knowledge_bases_of(
     opened: &[(Option<String>, Store)],
 ) -> Vec<crate::session::knowledge::KnowledgeBase> {
-    opened
-        .iter()
-        .map(|(name, s)| knowledge_base_of(name.clone(), s))
-        .collect()
+    let mut out = Vec::with_capacity(opened.len());
+    for (name, s) in opened {
+        out.push(knowledge_base_of(name.clone(), s).await);
+    }
+    out
 }
 
-/// What a session records of one database a question ran against.
-pub fn knowledge_base_of(
+/// What a session records of one database a question ran against: where it is, its
+/// embedder, and the versions of its tables the open store reads (a store's tables stay
+/// at the versions they were opened at, so these are the versions its questions read).
+pub async fn knowledge_base_of(
     name: Option<String>,
     s: &Store,
 ) -> crate::session::knowledge::KnowledgeBase {
@@ -345,5 +367,13 @@ pub fn knowledge_base_of(
         location: s.uri().to_string(),
         embedder: Some(format!("{}:{} ({})", e.provider, e.name, e.vector_dim)),
         questions: Vec::new(),
+        versions: Default::default(),
+        reading: match s.table_versions().await {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::warn!("the versions of {} could not be read: {e}", s.uri());
+                None
+            }
+        },
     }
 }

@@ -151,7 +151,7 @@ pub(super) async fn info(ctx: &CmdContext, a: InfoArgs) -> Result<ExitCode> {
     let chosen = ctx.databases.only(a.collection.as_deref())?;
     let mut infos = Vec::new();
     for (name, db) in chosen.entries() {
-        let opened = Store::open(&db).await.map_err(anyhow::Error::from);
+        let opened = ctx.open_db(&db).await;
         let info = match opened {
             Ok(store) => store.info().await.map_err(anyhow::Error::from),
             Err(e) => Err(e),
@@ -253,7 +253,9 @@ fn print_info(
 }
 
 pub(super) async fn delete(ctx: &CmdContext, a: DeleteArgs) -> Result<ExitCode> {
-    let store = Store::open(&ctx.databases.one(a.collection.as_deref(), "delete")?).await?;
+    let store = ctx
+        .open_db(&ctx.databases.one(a.collection.as_deref(), "delete")?)
+        .await?;
     let doc = match store.get_document(&a.document).await? {
         Some(d) => Some(d),
         None => store.find_by_uri(&a.document).await?,
@@ -280,11 +282,10 @@ pub(super) async fn list(ctx: &CmdContext, a: ListArgs) -> Result<ExitCode> {
     let mut rows = Vec::new();
     for (name, db) in chosen.entries() {
         let docs = async {
-            let store = Store::open(&db).await?;
-            store.list_documents(a.filter.as_deref()).await
+            let store = ctx.open_db(&db).await?;
+            Ok::<_, anyhow::Error>(store.list_documents(a.filter.as_deref()).await?)
         }
-        .await
-        .map_err(anyhow::Error::from);
+        .await;
         let docs = match &name {
             Some(n) => docs.with_context(|| format!("collection {n}"))?,
             None => docs?,
@@ -326,4 +327,88 @@ pub(super) async fn list(ctx: &CmdContext, a: ListArgs) -> Result<ExitCode> {
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `groundwork tag create|list|delete`: database-level tags (the same tag on every table,
+/// as haiku.rag's `tag` makes them), on the database as it is now.
+pub(super) async fn tag(ctx: &CmdContext, cmd: super::args::TagCommand) -> Result<ExitCode> {
+    use super::args::TagCommand;
+    if ctx.at.is_some() {
+        anyhow::bail!("--at reads the knowledge base at a tag; `tag` works on it as it is now");
+    }
+    let collection = match &cmd {
+        TagCommand::Create { collection, .. }
+        | TagCommand::List { collection, .. }
+        | TagCommand::Delete { collection, .. } => collection.clone(),
+    };
+    let chosen = ctx.databases.only(collection.as_deref())?;
+    let mut out = crate::errors::stdout();
+    let mut listed = Vec::new();
+    for (name, db) in chosen.entries() {
+        let label = name.clone().unwrap_or_else(|| db.clone());
+        let store = Store::open(&db)
+            .await
+            .with_context(|| format!("collection {label}"))?;
+        match &cmd {
+            TagCommand::Create { name: tag, .. } => {
+                let versions = store.create_tag(tag).await?;
+                writeln!(
+                    out,
+                    "tagged {label} '{tag}': {}",
+                    describe_versions(&versions)
+                )?;
+            }
+            TagCommand::Delete { name: tag, .. } => {
+                store.delete_tag(tag).await?;
+                writeln!(out, "deleted tag '{tag}' of {label}")?;
+            }
+            TagCommand::List { json, .. } => {
+                let tags = store.tags().await?;
+                if *json {
+                    listed.push(serde_json::json!({
+                        "collection": name,
+                        "database": db,
+                        "tags": tags.iter().map(|t| serde_json::json!({
+                            "name": t.name,
+                            "tables": t.tables,
+                            "missing": t.missing,
+                        })).collect::<Vec<_>>(),
+                    }));
+                    continue;
+                }
+                if tags.is_empty() {
+                    writeln!(
+                        out,
+                        "{label}: no tags (`groundwork tag create NAME` makes one)"
+                    )?;
+                }
+                for t in tags {
+                    let partial = if t.complete() {
+                        String::new()
+                    } else {
+                        format!(" (partial: missing on {})", t.missing.join(", "))
+                    };
+                    writeln!(
+                        out,
+                        "{label}\t{}\t{}{partial}",
+                        t.name,
+                        describe_versions(&t.tables)
+                    )?;
+                }
+            }
+        }
+    }
+    if let TagCommand::List { json: true, .. } = cmd {
+        serde_json::to_writer_pretty(&mut out, &listed)?;
+        writeln!(out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `documents 3, document_meta 4, …`.
+fn describe_versions(v: &crate::store::versions::TableVersions) -> String {
+    v.iter()
+        .map(|(t, n)| format!("{t} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

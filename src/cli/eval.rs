@@ -107,7 +107,7 @@ pub(super) async fn eval(ctx: &CmdContext, global: &GlobalArgs, a: EvalArgs) -> 
             settings,
             composer,
             model_name,
-            knowledge_bases: vec![super::context::knowledge_base_of(None, &store)],
+            knowledge_bases: vec![super::context::knowledge_base_of(None, &store).await],
         });
     }
 

@@ -111,6 +111,7 @@ pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
         Some(Command::Ask(a)) => ask::ask(&ctx, &cli.global, a).await,
         Some(Command::Eval(a)) => eval::eval(&ctx, &cli.global, a).await,
         Some(Command::Replay(a)) => replay::replay(&ctx, &cli.global, a).await,
+        Some(Command::Tag(cmd)) => db::tag(&ctx, cmd).await,
     }
 }
 
@@ -153,6 +154,7 @@ fn command_name(c: &Command) -> &'static str {
         Command::Eval(_) => "eval",
         Command::Replay(_) => "replay",
         Command::Open(_) => "open",
+        Command::Tag(_) => "tag",
     }
 }
 

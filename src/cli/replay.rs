@@ -28,20 +28,52 @@ pub(super) async fn replay(
     // Refused before any model is asked when the question cannot be replayed.
     let prepared = replay::prepare(&session, a.question)
         .map_err(|e| anyhow!("{}: {e}", a.session.display()))?;
-    // The knowledge base that question ran against, unless --db says otherwise.
-    let recorded = crate::host::transcript::question_starts(&session.messages)
+    // The knowledge base that question ran against, unless --db says otherwise; by
+    // default as that question read it (the versions of its tables the session recorded).
+    let identity = crate::host::transcript::question_starts(&session.messages)
         .get(a.question.saturating_sub(1))
-        .map(|&q| crate::session::knowledge::for_question(&session.groundwork.extra, q as u64))
+        .map(|&q| q as u64);
+    let recorded = identity
+        .map(|q| crate::session::knowledge::for_question(&session.groundwork.extra, q))
         .unwrap_or_default();
     let ctx = &ctx.reopening(global, &a.session, &recorded)?;
-    let store = Arc::new(ctx.open_store().await?);
+    let mut store = ctx.open_store().await?;
+    let versions = identity.and_then(|q| {
+        recorded
+            .iter()
+            .find(|k| k.location == store.uri())
+            .and_then(|k| k.versions.get(&q).cloned())
+    });
+    let knowledge_base = match (&ctx.at, a.kb.as_str(), versions) {
+        (Some(tag), ..) => format!("at tag '{tag}' (--at)"),
+        (None, "now", _) => "as it is now (--kb now)".to_string(),
+        (None, _, Some(v)) => {
+            store.check_out(&v).await.map_err(|e| {
+                anyhow!("{e}; --kb now replays over the knowledge base as it is now")
+            })?;
+            format!(
+                "as question {} read it ({})",
+                a.question,
+                v.iter()
+                    .map(|(t, n)| format!("{t} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+        (None, _, None) => format!(
+            "as it is now (the session records no versions of {} for this question)",
+            store.uri()
+        ),
+    };
+    let store = Arc::new(store);
     let (composer, _) = arm_composer(ctx, global, "replay", &settings, &store).await?;
     let agent = composer.agent(&options)?;
     let cancel = CancelToken::new();
     let on_ctrl_c = super::cancel_on_ctrl_c(&cancel);
     let outcome = prepared.start(agent, None, None, cancel).outcome().await;
     on_ctrl_c.abort();
-    let replayed = prepared.finish(outcome, &a.arm)?;
+    let mut replayed = prepared.finish(outcome, &a.arm)?;
+    replayed.comparison.knowledge_base = Some(knowledge_base);
     let saved = match &a.save {
         None => None,
         Some(p) => {

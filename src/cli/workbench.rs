@@ -86,10 +86,10 @@ pub(super) async fn workbench(
     };
     // Probing for a model (up to 400 ms) overlaps opening the store.
     let (opened, choice) = tokio::join!(ctx.open_collections(None), choose_model(ctx));
-    let knowledge_bases = opened
-        .as_ref()
-        .map(|o| super::context::knowledge_bases_of(o))
-        .unwrap_or_default();
+    let knowledge_bases = match &opened {
+        Ok(o) => super::context::knowledge_bases_of(o).await,
+        Err(_) => Vec::new(),
+    };
     let choice = choice?;
     let counter = crate::host::compose::token_counter(
         &model_name(&choice),

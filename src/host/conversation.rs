@@ -502,8 +502,7 @@ mod tests {
         let kb = crate::session::knowledge::KnowledgeBase {
             name: None,
             location: "/kb.lancedb".into(),
-            embedder: None,
-            questions: Vec::new(),
+            ..Default::default()
         };
         let outcome = c
             .start(agent(&model), "first?", None, None, CancelToken::new())

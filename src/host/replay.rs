@@ -69,6 +69,10 @@ pub struct Comparison {
     /// A unified line diff of everything sent, request by request (original → replay);
     /// empty when both sent the same.
     pub diff: String,
+    /// Which knowledge base the replay searched, when the face says (`as question 2 read
+    /// it (chunks 7, …)`, `as it is now`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub knowledge_base: Option<String>,
 }
 
 /// A question ready to be run again.
@@ -300,6 +304,7 @@ impl Prepared {
             original: self.original,
             replay,
             diff,
+            knowledge_base: None,
         };
         // The replay's session is a conversation of its own, committed as every other.
         let mut replayed = super::conversation::Conversation::shown(Arc::new(self.prefix), None);
@@ -385,9 +390,13 @@ pub fn render(c: &Comparison) -> String {
         &c.changes
     };
     let mut out = format!(
-        "question {}: {}\nreplayed with: {changes}\n\n",
+        "question {}: {}\nreplayed with: {changes}\n",
         c.question, c.prompt
     );
+    if let Some(kb) = &c.knowledge_base {
+        out.push_str(&format!("knowledge base: {kb}\n"));
+    }
+    out.push('\n');
     let rows: [(&str, String, String); 7] = [
         ("outcome", outcome(o), outcome(r)),
         ("requests", o.requests.to_string(), r.requests.to_string()),

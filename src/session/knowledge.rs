@@ -3,14 +3,20 @@
 //! it), so that opening the session later reopens them instead of whatever database is
 //! the default then. Sessions recorded by haiku.rag hosts carry none.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+/// The version of each table of a knowledge base, by table name (what
+/// `crate::store::versions::TableVersions` holds; the session keeps it as data).
+pub type TableVersions = BTreeMap<String, u64>;
 
 /// The key under the session's `groundwork` section.
 pub const KEY: &str = "knowledge_bases";
 
 /// One database a session's questions searched.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KnowledgeBase {
     /// The collection's name, when several were open side by side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -24,6 +30,14 @@ pub struct KnowledgeBase {
     /// The questions (their identities) that ran against it.
     #[serde(default)]
     pub questions: Vec<u64>,
+    /// The versions of its tables each question read (LanceDB dataset versions), by
+    /// question identity: what pins a question to the knowledge base it saw.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub versions: BTreeMap<u64, TableVersions>,
+    /// The versions the open database reads now (not saved: recorded under each question
+    /// asked over it).
+    #[serde(skip)]
+    pub reading: Option<TableVersions>,
 }
 
 impl KnowledgeBase {
@@ -57,6 +71,8 @@ pub fn record(extra: &mut Map<String, Value>, open: &[KnowledgeBase], question: 
             None => {
                 all.push(KnowledgeBase {
                     questions: Vec::new(),
+                    versions: BTreeMap::new(),
+                    reading: None,
                     ..kb.clone()
                 });
                 all.last_mut().expect("just pushed")
@@ -65,6 +81,9 @@ pub fn record(extra: &mut Map<String, Value>, open: &[KnowledgeBase], question: 
         entry.embedder = kb.embedder.clone().or(entry.embedder.take());
         if !entry.questions.contains(&question) {
             entry.questions.push(question);
+        }
+        if let Some(v) = &kb.reading {
+            entry.versions.insert(question, v.clone());
         }
     }
     if let Ok(v) = serde_json::to_value(&all) {
@@ -104,6 +123,8 @@ mod tests {
             location: location.into(),
             embedder: Some("openai:e (8)".into()),
             questions: Vec::new(),
+            versions: BTreeMap::new(),
+            reading: None,
         }
     }
 
@@ -136,6 +157,23 @@ mod tests {
             }]
         );
         assert_eq!(for_question(&extra, 99).len(), 2, "unknown: the latest");
+        // What each question read is kept under it; the open database's versions are not
+        // themselves saved.
+        let reading = |n: u64| KnowledgeBase {
+            reading: Some(TableVersions::from([("chunks".to_string(), n)])),
+            ..kb(None, "/a.lancedb")
+        };
+        record(&mut extra, &[reading(3)], 12);
+        record(&mut extra, &[reading(5)], 16);
+        let a = &recorded(&extra)[0];
+        assert_eq!(a.versions[&12]["chunks"], 3);
+        assert_eq!(a.versions[&16]["chunks"], 5);
+        assert!(
+            !a.versions.contains_key(&0),
+            "recorded before versions were"
+        );
+        assert_eq!(extra[KEY][0]["versions"]["16"]["chunks"], 5);
+        assert!(extra[KEY][0].get("reading").is_none());
         // It travels as JSON under the key, so any reader of the session keeps it.
         assert_eq!(extra[KEY][0]["location"], "/a.lancedb");
     }

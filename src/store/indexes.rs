@@ -45,6 +45,7 @@ impl Store {
     /// once `chunks` is large enough for one to pay off.
     pub async fn ensure_indexes(&self) -> Result<()> {
         use lancedb::table::{OptimizeOptions, optimize::OptimizeAction};
+        self.writable()?;
         for (name, table) in self.tables() {
             let existing = table.list_indices().await?;
             for (col, kind) in schema::index_specs(name) {

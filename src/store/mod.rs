@@ -34,6 +34,7 @@ pub mod rerank;
 pub mod schema;
 pub mod search;
 pub mod types;
+pub mod versions;
 mod write;
 
 pub use indexes::VECTOR_INDEX_MIN_ROWS;
@@ -93,7 +94,10 @@ pub struct Store {
     meta: Table,
     chunks: Table,
     items: Table,
+    settings_table: Table,
     settings: Value,
+    /// Where it reads when checked out at a tag or recorded versions (read-only then).
+    pinned: Option<versions::Pinned>,
     embedder_spec: EmbedderSpec,
     embedder: Option<Arc<dyn Embedder>>,
     search_config: SearchConfig,

@@ -122,6 +122,7 @@ impl Store {
         id: &str,
         seed: Option<&str>,
     ) -> Result<DocumentMeta> {
+        self.writable()?;
         let rows = self.prepare(doc, seed).await?;
         let temp = replacement_id(id);
         let both = self

@@ -73,6 +73,7 @@ impl Store {
         replaces: Option<&str>,
         seed: Option<&str>,
     ) -> Result<DocumentMeta> {
+        self.writable()?;
         if let Some(old) = replaces {
             return self.replace_document(doc, old, seed).await;
         }
@@ -234,6 +235,7 @@ impl Store {
     /// before its parts do; `document_items` goes last (it is written first), so any rows
     /// an interrupted write or delete left under an id include items.
     pub async fn delete_document(&self, id: &str) -> Result<()> {
+        self.writable()?;
         let by_id = format!("id = {}", sql_str(id));
         let by_doc = format!("document_id = {}", sql_str(id));
         self.meta.delete(by_id.as_str()).await?;

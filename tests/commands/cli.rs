@@ -355,3 +355,126 @@ async fn errors_are_clear_and_non_zero() {
             .exists()
     );
 }
+
+/// Issue 44 §1: `tag create` names the knowledge base as it is now (a tag on every table);
+/// `--at TAG` reads it as it was then, for listing and search, and refuses writes in one
+/// line; `tag list` and `tag delete` manage the tags.
+#[tokio::test]
+async fn a_tag_names_the_knowledge_base_and_at_reads_it_as_it_was() {
+    let server = hashembed::start().await;
+    let env = Env::new();
+    let db = env.home.path().join("kb.lancedb");
+    let db = db.to_str().unwrap();
+    let run = |args: Vec<&str>| {
+        let mut all = vec!["--db", db];
+        all.extend(args);
+        let all: Vec<String> = all.into_iter().map(String::from).collect();
+        let env = &env;
+        async move {
+            let args: Vec<&str> = all.iter().map(String::as_str).collect();
+            env.run(&args, &[]).await
+        }
+    };
+    let md = fixture("sample.md");
+    // Added after the tag: a document of its own.
+    let battery = env.home.path().join("battery.md");
+    std::fs::write(
+        &battery,
+        "# Battery Storage\n\nLithium batteries store the surplus energy for the night.\n",
+    )
+    .unwrap();
+    let battery = battery.to_string_lossy().into_owned();
+    let embed = [
+        "--embed-url",
+        server.url.as_str(),
+        "--embed-model",
+        hashembed::MODEL,
+    ];
+    let mut ingest_md = vec!["ingest", md.as_str()];
+    ingest_md.extend(embed);
+    let o = run(ingest_md).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    let o = run(vec!["tag", "create", "v1"]).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with(&format!("tagged {db} 'v1': chunks ")),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(vec!["tag", "create", "v1"]).await;
+    assert!(!o.status.success());
+    assert_eq!(stderr(&o).trim(), "error: tag 'v1' already exists");
+
+    let mut ingest_battery = vec!["ingest", battery.as_str()];
+    ingest_battery.extend(embed);
+    let o = run(ingest_battery).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    let titles = |o: &Output| -> Vec<String> {
+        let v: Value = serde_json::from_str(&stdout(o)).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["title"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let now = run(vec!["list", "--json"]).await;
+    assert_eq!(titles(&now).len(), 2, "{}", stderr(&now));
+    let then = run(vec!["--at", "v1", "list", "--json"]).await;
+    assert!(then.status.success(), "{}", stderr(&then));
+    assert_eq!(titles(&then).len(), 1);
+    assert!(titles(&now).contains(&"Battery Storage".to_string()));
+    assert!(!titles(&then).contains(&"Battery Storage".to_string()));
+
+    // Search at the tag does not find what was added after it; now it does.
+    let found = |o: &Output| stdout(o).contains("surplus energy");
+    let o = run(vec!["search", "lithium batteries surplus energy", "--json"]).await;
+    assert!(found(&o), "{}", stderr(&o));
+    let o = run(vec![
+        "--at",
+        "v1",
+        "search",
+        "lithium batteries surplus energy",
+        "--json",
+    ])
+    .await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!found(&o), "{}", stdout(&o));
+
+    // Writes at a tag are refused in one line, and change nothing.
+    let pdf = fixture("sample.pdf");
+    let mut at_ingest = vec!["--at", "v1", "ingest", pdf.as_str()];
+    at_ingest.extend(embed);
+    let o = run(at_ingest).await;
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("is open read-only at tag 'v1'"), "{err}");
+    assert_eq!(titles(&run(vec!["list", "--json"]).await).len(), 2);
+    let o = run(vec!["--at", "v9", "list"]).await;
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("has no tag 'v9' (its tags: v1)"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Listing and deleting.
+    let o = run(vec!["tag", "list", "--json"]).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let listed: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let tag = &listed[0]["tags"][0];
+    assert_eq!(tag["name"], "v1");
+    assert_eq!(tag["missing"], serde_json::json!([]));
+    assert_eq!(tag["tables"].as_object().unwrap().len(), 5);
+    let o = run(vec!["--at", "v1", "tag", "list"]).await;
+    assert!(
+        !o.status.success(),
+        "`tag` works on the database as it is now"
+    );
+    let o = run(vec!["tag", "delete", "v1"]).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(vec!["tag", "list"]).await;
+    assert!(stdout(&o).contains("no tags"), "{}", stdout(&o));
+}

@@ -196,6 +196,55 @@ async fn replaying_a_redirected_question_without_the_policy_changes_its_outcome_
     assert_eq!(std::fs::read(&session).unwrap(), before);
 }
 
+/// Issue 44 §1: a replay searches the knowledge base as the question read it (the
+/// versions of its tables the session recorded), unless `--kb now`; the comparison says
+/// which.
+#[tokio::test]
+async fn a_replay_searches_the_knowledge_base_as_the_question_read_it() {
+    let home = Home::new().await;
+    let model = ScriptedServer::responding(researcher::researcher(researches)).await;
+    let url = model.base_url();
+    asked_session(&home, &url, &["Which lighthouse towers guide ships?"]).await;
+    let recorded = crate::support::session_json(&home.path("s.sqlite"));
+    let versions = &recorded["groundwork"]["knowledge_bases"][0]["versions"]["0"];
+    assert!(versions["chunks"].as_u64().is_some(), "{recorded}");
+    // A document added since, which the question's search now finds.
+    std::fs::write(
+        home.path("keepers.md"),
+        "# Lighthouse keepers\n\nLighthouse keepers tend the lighthouse towers that guide \
+         ships: which lighthouse towers guide ships is their whole trade.\n",
+    )
+    .unwrap();
+    let o = home.run(&["ingest", "keepers.md"]).await;
+    assert!(o.status.success(), "{}", err(&o));
+
+    let o = replay(&home, &url, &["--question", "1", "--json"]).await;
+    assert!(o.status.success(), "{}", err(&o));
+    let pinned: Value = serde_json::from_str(&out(&o)).unwrap();
+    let kb = pinned["knowledge_base"].as_str().unwrap();
+    assert!(kb.starts_with("as question 1 read it (chunks "), "{kb}");
+    assert_eq!(
+        pinned["diff"], "",
+        "the same knowledge base: the same requests"
+    );
+    let o = replay(&home, &url, &["--question", "1", "--kb", "now", "--json"]).await;
+    assert!(o.status.success(), "{}", err(&o));
+    let now: Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(now["knowledge_base"], "as it is now (--kb now)");
+    assert!(
+        now["diff"].as_str().unwrap().contains("Lighthouse keepers"),
+        "{}",
+        now["diff"]
+    );
+    // The text output says it too.
+    let o = replay(&home, &url, &["--question", "1"]).await;
+    assert!(
+        out(&o).contains("knowledge base: as question 1 read it"),
+        "{}",
+        out(&o)
+    );
+}
+
 #[tokio::test]
 async fn replaying_the_second_of_three_questions_starts_from_what_the_first_committed() {
     let home = Home::new().await;

@@ -362,3 +362,125 @@ async fn full_schema_mismatch_names_the_column() {
         "{msg}"
     );
 }
+
+/// The knowledge base at a point of its history: a tag names every table's version (as
+/// haiku.rag's `tag create` does, so each tool reads the other's tags); a store checked
+/// out at a tag or at recorded versions reads what was there then and refuses writes in
+/// one line; the newest versions are untouched.
+#[tokio::test]
+async fn tags_and_versions_pin_the_knowledge_base_and_haiku_rag_shares_the_tags() {
+    let server = hashembed::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = new_store(dir.path(), &server.url).await;
+    let uri = dir.path().join("kb.lancedb").to_string_lossy().into_owned();
+    store.add_document(solar(), None).await.unwrap();
+    let before = store.table_versions().await.unwrap();
+    assert_eq!(
+        before.keys().map(String::as_str).collect::<Vec<_>>(),
+        [
+            "chunks",
+            "document_items",
+            "document_meta",
+            "documents",
+            "settings"
+        ]
+    );
+    assert_eq!(store.create_tag("v1").await.unwrap(), before);
+    let refused = store.create_tag("v1").await.unwrap_err().to_string();
+    assert_eq!(refused, "tag 'v1' already exists");
+    let refused = store.create_tag("two words").await.unwrap_err().to_string();
+    assert!(refused.contains("cannot be a tag"), "{refused}");
+    store.add_document(battery(), None).await.unwrap();
+    assert_ne!(store.table_versions().await.unwrap(), before);
+
+    let opened = |versions: Option<groundwork::store::versions::TableVersions>,
+                  tag: Option<&'static str>| {
+        let (uri, url) = (uri.clone(), server.url.clone());
+        async move {
+            let mut s = Store::open(&uri).await.unwrap();
+            s.set_embedder(embed::build(&spec(&url, hashembed::DIM), &Default::default()).unwrap())
+                .unwrap();
+            match (versions, tag) {
+                (Some(v), _) => s.check_out(&v).await.unwrap(),
+                (None, Some(t)) => {
+                    s.check_out_tag(t).await.unwrap();
+                }
+                _ => {}
+            }
+            s
+        }
+    };
+    for at in [
+        opened(None, Some("v1")).await,
+        opened(Some(before.clone()), None).await,
+    ] {
+        let titles: Vec<_> = at
+            .list_documents(None)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter_map(|d| d.title)
+            .collect();
+        assert_eq!(titles, ["Solar Panels"], "{:?}", at.pinned());
+        assert_eq!(at.table_versions().await.unwrap(), before);
+        let hits = at
+            .search("lithium batteries at night", Some(5), None)
+            .await
+            .unwrap();
+        assert!(
+            hits.iter()
+                .all(|h| h.document_title.as_deref() != Some("Battery Storage")),
+            "a document added after the tag is not found at it"
+        );
+        let refused = at
+            .add_document(battery(), None)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("is open read-only at"), "{refused}");
+        assert_eq!(refused.lines().count(), 1);
+        let refused = at.delete_document("x").await.unwrap_err().to_string();
+        assert!(refused.contains("read-only"), "{refused}");
+    }
+    // The newest versions are still the newest.
+    assert_eq!(
+        opened(None, None)
+            .await
+            .list_documents(None)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    let unknown = opened(None, None)
+        .await
+        .check_out_tag("v9")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        unknown.contains("has no tag 'v9' (its tags: v1)"),
+        "{unknown}"
+    );
+
+    // haiku.rag 0.77 reads our tag, whole, at the same versions; we read the one it makes.
+    let theirs = crate::support::run_haiku_script("tags.py", &[&uri, "create", "from-haiku"]);
+    assert_eq!(theirs["v1"]["missing"], json!([]));
+    let want: Map<String, Value> = before.iter().map(|(t, v)| (t.clone(), json!(v))).collect();
+    assert_eq!(theirs["v1"]["tables"], Value::Object(want));
+    let ours = store.tags().await.unwrap();
+    let made = ours.iter().find(|t| t.name == "from-haiku").unwrap();
+    assert!(made.complete());
+    assert_eq!(made.tables, store.table_versions().await.unwrap());
+
+    store.delete_tag("v1").await.unwrap();
+    assert_eq!(
+        store.delete_tag("v1").await.unwrap_err().to_string(),
+        "there is no tag 'v1'"
+    );
+    let left = crate::support::run_haiku_script("tags.py", &[&uri, "list"]);
+    assert_eq!(
+        left.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["from-haiku"]
+    );
+}

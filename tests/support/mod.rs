@@ -93,3 +93,39 @@ pub fn session_json(path: &std::path::Path) -> serde_json::Value {
 pub fn session_text(path: &std::path::Path) -> String {
     session_json(path).to_string()
 }
+
+/// Runs one of haiku.rag 0.77's own scripts under `tests/fixtures/haiku/` in its pinned
+/// venv (`.ci/setup-tests` builds it with `tests/fixtures/haiku/venv.sh`; never a silent
+/// pass without it) and returns its last line of output as JSON.
+pub fn run_haiku_script(script: &str, args: &[&str]) -> serde_json::Value {
+    let venv = std::env::var("FIXTURE_VENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| {
+            std::path::Path::new(&std::env::var("HOME").unwrap_or_default())
+                .join(".cache/groundwork-fixture-venv")
+        });
+    let python = venv.join("bin/python");
+    assert!(
+        python.exists() && venv.join(".groundwork-lock.sha256").exists(),
+        "haiku.rag's venv is missing at {}: run .ci/setup-tests (or bash tests/fixtures/haiku/venv.sh)",
+        venv.display()
+    );
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/haiku")
+        .join(script);
+    let out = std::process::Command::new(python)
+        .arg(&script)
+        .args(args)
+        .env("LOGFIRE_IGNORE_NO_CONFIG", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed: {}\n{stdout}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap()
+}

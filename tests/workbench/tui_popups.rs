@@ -394,11 +394,14 @@ async fn a_workbench_question_records_its_knowledge_base() {
     let server = ScriptedServer::start(vec![Reply::text("Hello.")]).await;
     let dir = tempfile::tempdir().unwrap();
     let mut app = new_app(dir.path());
+    // The versions of its tables the open store reads: each question records them.
+    let versions = kb.store.table_versions().await.unwrap();
     let open = KnowledgeBase {
         name: None,
         location: kb.db.clone(),
         embedder: Some("openai:hashembed (64)".into()),
-        questions: Vec::new(),
+        reading: Some(versions.clone()),
+        ..Default::default()
     };
     app.host.knowledge_bases = vec![open.clone()];
     let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
@@ -408,6 +411,8 @@ async fn a_workbench_question_records_its_knowledge_base() {
         recorded(&saved.groundwork.extra),
         [KnowledgeBase {
             questions: vec![0],
+            versions: [(0, versions)].into(),
+            reading: None,
             ..open
         }]
     );
