@@ -10,6 +10,9 @@
 //!   file (what continuing a JSON session does once);
 //! - opening it: load, then the workbench's model (`App::new`: transcript, ledger,
 //!   request index), up to the first frame's data;
+//! - what `PRAGMA synchronous` costs a save: SQLite alone writing the bytes the last
+//!   question adds, in one transaction of a copy of the session file, at FULL (what
+//!   sessions use: SQLite's default in rollback-journal mode), NORMAL and OFF;
 //! - `inspect --request N`: load, rebuild request N, render it;
 //! - a counterfactual replay's preparation of question N (the prefix, the start state
 //!   rebuilt from the timings' recorded starts, the original run's figures and sent text),
@@ -345,6 +348,32 @@ fn sessions(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
+    // The bytes the last question added to the file, written by SQLite alone at each
+    // `synchronous` setting (sessions are saved at FULL).
+    let added = (file as usize).saturating_sub(pristine.len());
+    println!("the last question adds {added} bytes to the file");
+    let scratch = dir.path().join("sync.sqlite");
+    std::fs::copy(&path, &scratch).unwrap();
+    let blob = vec![7u8; added.max(1)];
+    for sync in ["FULL", "NORMAL", "OFF"] {
+        let conn = rusqlite::Connection::open(&scratch).unwrap();
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {sync}; CREATE TABLE IF NOT EXISTS bench_sync (b BLOB);"
+        ))
+        .unwrap();
+        g.bench_function(
+            format!("SQLite alone: one transaction of the question's bytes, synchronous={sync}"),
+            |b| {
+                b.iter(|| {
+                    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+                    conn.execute("DELETE FROM bench_sync", []).unwrap();
+                    conn.execute("INSERT INTO bench_sync VALUES (?1)", [&blob])
+                        .unwrap();
+                    conn.execute_batch("COMMIT").unwrap();
+                })
+            },
+        );
+    }
     g.bench_function("open: load and the workbench's model", |b| {
         b.iter(|| {
             let s = Session::load(&path).unwrap();

@@ -320,6 +320,9 @@ impl ScriptedServer {
             .route("/v1/chat/completions", post(chat))
             .route("/v1/models", get(models))
             .route("/v1/embeddings", post(embeddings))
+            // A model server reads the conversation however long it is (axum's 2 MB
+            // default would refuse the benches' 5,000-question sessions).
+            .layer(axum::extract::DefaultBodyLimit::disable())
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
