@@ -40,7 +40,12 @@ pub(super) async fn export(
                             .into_iter()
                             .map(|(n, s)| (n, std::sync::Arc::new(s)))
                             .collect();
-                        let unread = crate::host::explore::read_passages(&mut t, &stores).await;
+                        let unread = crate::host::explore::read_passages(
+                            &mut t,
+                            &stores,
+                            &session.groundwork.extra,
+                        )
+                        .await;
                         if unread > 0 {
                             crate::errors::say!(
                                 "warning: {unread} cited chunk(s) are not in the knowledge base; their sources quote the context the model saw"

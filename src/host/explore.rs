@@ -220,11 +220,7 @@ pub async fn find_passage(
             .await
             .map_err(|e| e.to_string())?
         {
-            return Ok(super::transcript::Passage {
-                text: r.content,
-                pages: r.page_numbers,
-                headings: r.headings.unwrap_or_default(),
-            });
+            return Ok(passage_of(r, false));
         }
     }
     Err(format!(
@@ -232,25 +228,85 @@ pub async fn find_passage(
     ))
 }
 
-/// Reads the own passage of every citation of `t` that has none yet from `stores`;
+fn passage_of(r: SearchResult, as_cited: bool) -> super::transcript::Passage {
+    super::transcript::Passage {
+        text: r.content,
+        pages: r.page_numbers,
+        headings: r.headings.unwrap_or_default(),
+        as_cited,
+    }
+}
+
+/// Where the knowledge base a question read is recorded, for a chunk of `collection` it
+/// cited: the database's location and the versions of its tables the question read (none
+/// when the session records none, as earlier sessions and haiku.rag hosts' do not).
+pub fn as_read_point(
+    extra: &serde_json::Map<String, serde_json::Value>,
+    collection: Option<&str>,
+    question: u64,
+) -> Option<(String, crate::session::knowledge::TableVersions)> {
+    crate::session::knowledge::recorded(extra)
+        .into_iter()
+        .filter(|k| k.questions.contains(&question))
+        .find(|k| collection.is_none() || k.name.as_deref() == collection)
+        .and_then(|k| Some((k.location, k.versions.get(&question)?.clone())))
+}
+
+/// The knowledge base `location` as it was at `versions`, read-only (for
+/// [`passage_as_read`]).
+pub async fn open_as_read(
+    location: &str,
+    versions: &crate::session::knowledge::TableVersions,
+) -> Result<Store, String> {
+    let mut s = Store::open(location).await.map_err(|e| e.to_string())?;
+    s.check_out(versions).await.map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+/// A chunk's passage from `then` (a knowledge base checked out at the versions a question
+/// read, [`open_as_read`]), for a chunk no longer in it as it is now: marked
+/// [`super::transcript::Passage::as_cited`].
+pub async fn passage_as_read(then: &Store, chunk_id: &str) -> Option<super::transcript::Passage> {
+    match then.result_for_chunk(chunk_id).await {
+        Ok(Some(r)) => Some(passage_of(r, true)),
+        _ => None,
+    }
+}
+
+/// Reads the own passage of every citation of `t` that has none yet from `stores`, and
+/// a chunk that is gone now as its question read it (the versions recorded in `extra`);
 /// returns how many could not be read (their sources then quote the context the model
 /// saw, and say so).
 pub async fn read_passages(
     t: &mut Transcript,
     stores: &[(Option<String>, std::sync::Arc<Store>)],
+    extra: &serde_json::Map<String, serde_json::Value>,
 ) -> usize {
     let mut unread = 0;
-    for c in t
-        .turns
-        .iter_mut()
-        .flat_map(|turn| turn.citations.iter_mut())
-    {
-        if c.passage.is_some() {
-            continue;
-        }
-        match find_passage(stores, c.collection.as_deref(), &c.chunk_id).await {
-            Ok(p) => c.passage = Some(p),
-            Err(_) => unread += 1,
+    let mut opened: Vec<(_, Option<Store>)> = Vec::new();
+    for turn in &mut t.turns {
+        let question = turn.question;
+        for c in &mut turn.citations {
+            if c.passage.is_some() {
+                continue;
+            }
+            let collection = c.collection.as_deref();
+            let mut found = find_passage(stores, collection, &c.chunk_id).await.ok();
+            if found.is_none()
+                && let Some(point) = as_read_point(extra, collection, question)
+            {
+                if !opened.iter().any(|(p, _)| *p == point) {
+                    let then = open_as_read(&point.0, &point.1).await.ok();
+                    opened.push((point.clone(), then));
+                }
+                if let Some((_, Some(then))) = opened.iter().find(|(p, _)| *p == point) {
+                    found = passage_as_read(then, &c.chunk_id).await;
+                }
+            }
+            match found {
+                Some(p) => c.passage = Some(p),
+                None => unread += 1,
+            }
         }
     }
     unread

@@ -507,17 +507,50 @@ fn execute(effect: Effect, app: &App, services: &Arc<Services>, msg_tx: &Unbound
                 // Nothing to read (a session opened for review only): said at once.
                 let none = wanted
                     .into_iter()
-                    .map(|(_, id)| (id, Err("no knowledge base is open".to_string())))
+                    .map(|(_, id, _)| (id, Err("no knowledge base is open".to_string())))
                     .collect();
                 let _ = tx.send(Msg::Passages(none));
                 return;
             }
+            // Where each chunk was when its question read it (the database and the versions
+            // of its tables the session recorded), for a chunk that is gone now.
+            let extra = &app.session.groundwork.extra;
+            let wanted: Vec<_> = wanted
+                .into_iter()
+                .map(|(collection, id, question)| {
+                    let as_read =
+                        crate::host::explore::as_read_point(extra, collection.as_deref(), question);
+                    (collection, id, as_read)
+                })
+                .collect();
             tokio::spawn(async move {
                 let mut read = Vec::with_capacity(wanted.len());
-                for (collection, id) in wanted {
-                    let passage =
+                // Each recorded point opened once (and only when a chunk is gone now).
+                let mut opened: Vec<(_, Option<Store>)> = Vec::new();
+                for (collection, id, as_read) in wanted {
+                    let now =
                         crate::host::explore::find_passage(&stores, collection.as_deref(), &id)
                             .await;
+                    let passage = match (now, as_read) {
+                        (Err(e), Some(point)) => {
+                            if !opened.iter().any(|(p, _)| *p == point) {
+                                let then =
+                                    crate::host::explore::open_as_read(&point.0, &point.1).await;
+                                opened.push((point.clone(), then.ok()));
+                            }
+                            let then = opened
+                                .iter()
+                                .find(|(p, _)| *p == point)
+                                .and_then(|(_, s)| s.as_ref());
+                            match then {
+                                Some(then) => crate::host::explore::passage_as_read(then, &id)
+                                    .await
+                                    .ok_or(e),
+                                None => Err(e),
+                            }
+                        }
+                        (now, _) => now,
+                    };
                     read.push((id, passage));
                 }
                 let _ = tx.send(Msg::Passages(read));

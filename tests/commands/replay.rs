@@ -243,6 +243,22 @@ async fn a_replay_searches_the_knowledge_base_as_the_question_read_it() {
         "{}",
         out(&o)
     );
+
+    // Once the cited documents are deleted, the export still quotes the cited chunk, as
+    // the question read it, and says its source changed since.
+    let o = home.run(&["list", "--json"]).await;
+    let docs: Value = serde_json::from_str(&out(&o)).unwrap();
+    for d in docs.as_array().unwrap() {
+        if d["title"] != "Lighthouse keepers" {
+            let o = home.run(&["delete", d["id"].as_str().unwrap()]).await;
+            assert!(o.status.success(), "{}", err(&o));
+        }
+    }
+    let o = home.run(&["export", "s.sqlite", "--format", "md"]).await;
+    assert!(o.status.success(), "{}", err(&o));
+    let md = out(&o);
+    assert!(md.contains("source changed since cited"), "{md}");
+    assert!(!md.contains("the cited chunk was not read"), "{md}");
 }
 
 #[tokio::test]

@@ -418,6 +418,98 @@ async fn a_workbench_question_records_its_knowledge_base() {
     );
 }
 
+/// Issue 44 §1: a cited chunk whose document was deleted since is shown as the question
+/// read it (from the table versions the session recorded), saying its source changed
+/// since it was cited; the Markdown export says so too.
+#[tokio::test]
+async fn a_source_deleted_since_it_was_cited_is_shown_as_the_question_read_it() {
+    use crate::support::scripted_server::{Reply, ScriptedServer};
+    use groundwork::session::knowledge::KnowledgeBase;
+    let kb = demo_kb().await;
+    let cited = hit(&kb.store, "battery state of charge", |r| {
+        r.chunk_id.is_some()
+    })
+    .await;
+    let chunk = cited.chunk_id.clone().unwrap();
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call(
+            "rag_search",
+            serde_json::json!({"query": "battery state of charge"}),
+        ),
+        Reply::tool_call(
+            "rag_cite",
+            serde_json::json!({"chunk_ids": [chunk.clone()]}),
+        ),
+        Reply::text("The battery is kept between bounds [1]."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    app.host.knowledge_bases = vec![KnowledgeBase {
+        location: kb.db.clone(),
+        reading: Some(kb.store.table_versions().await.unwrap()),
+        ..Default::default()
+    }];
+    let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
+    ask(&mut rt, &mut app, "How is the battery kept?").await;
+    let text = app.transcript.turns[0].citations[0]
+        .passage
+        .as_ref()
+        .expect("the passage, read from the knowledge base as it is")
+        .text
+        .clone();
+    let first_line: String = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap()
+        .chars()
+        .take(40)
+        .collect();
+
+    // Later, the cited document is deleted, and the session opened again.
+    kb.store
+        .delete_document(cited.document_id.as_deref().unwrap())
+        .await
+        .unwrap();
+    let mut fresh = groundwork::store::Store::open(&kb.db).await.unwrap();
+    assert!(
+        fresh.result_for_chunk(&chunk).await.unwrap().is_none(),
+        "gone now"
+    );
+    fresh
+        .set_embedder(
+            groundwork::embed::build(&kb.store.embedder_spec().clone(), &Default::default())
+                .unwrap(),
+        )
+        .unwrap();
+    let fresh = std::sync::Arc::new(fresh);
+    let saved = groundwork::session::Session::load(&dir.path().join("session.json")).unwrap();
+    let mut app = App::new(saved, None, host());
+    let mut rt = Runtime::new(services(&fresh, &server.base_url()));
+    rt.handle(&mut app, groundwork::tui::app::Msg::Started);
+    assert!(
+        rt.until(&mut app, Duration::from_secs(30), |a| {
+            a.transcript.turns[0].citations[0].passage.is_some()
+        })
+        .await,
+        "the passage, as the question read it"
+    );
+    let passage = app.transcript.turns[0].citations[0]
+        .passage
+        .clone()
+        .unwrap();
+    assert_eq!(passage.text, text);
+    assert!(passage.as_cited, "read at the recorded versions");
+    let screen = screen(&mut app, 160, 48);
+    assert!(
+        screen.contains("source changed since cited: not in the knowledge base now"),
+        "{screen}"
+    );
+    assert!(screen.contains(&first_line), "{screen}");
+    let md = groundwork::host::transcript::to_markdown(&app.transcript, "s");
+    assert!(md.contains("source changed since cited"), "{md}");
+}
+
 /// Issue 41: `q` asks before quitting when a question is typed (or running); a second
 /// `q` quits, another key keeps the workbench. At 80 columns the tab row names every pane
 /// whole.

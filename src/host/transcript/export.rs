@@ -83,6 +83,11 @@ pub fn to_markdown_marked(
                     // The cited chunk itself, whole, with a page-precise reference.
                     Some(p) => {
                         out.push_str(&format!("  {}\n", p.reference(&c.source)));
+                        if p.as_cited {
+                            out.push_str(
+                                "  *source changed since cited: not in the knowledge base now; quoted as the question read it*\n",
+                            );
+                        }
                         for line in p.text.lines().filter(|l| !l.trim().is_empty()) {
                             out.push_str(&format!("  > {line}\n"));
                         }

@@ -93,6 +93,10 @@ pub struct Passage {
     pub text: String,
     pub pages: Vec<i64>,
     pub headings: Vec<String>,
+    /// The chunk is no longer in the knowledge base as it is now: this is the passage as
+    /// the question read it (from the table versions the session recorded).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub as_cited: bool,
 }
 
 impl Passage {
@@ -355,12 +359,14 @@ fn evidence_states(state: &Map<String, Value>) -> Vec<EvidenceState> {
 }
 
 impl Transcript {
-    /// Every cited chunk, once: (its collection, its id).
-    pub fn cited_chunks(&self) -> Vec<(Option<String>, String)> {
-        let mut out: Vec<(Option<String>, String)> = Vec::new();
-        for c in self.turns.iter().flat_map(|t| &t.citations) {
-            if !out.iter().any(|(_, id)| *id == c.chunk_id) {
-                out.push((c.collection.clone(), c.chunk_id.clone()));
+    /// Every cited chunk, once: (its collection, its id, the first question citing it).
+    pub fn cited_chunks(&self) -> Vec<(Option<String>, String, u64)> {
+        let mut out: Vec<(Option<String>, String, u64)> = Vec::new();
+        for t in &self.turns {
+            for c in &t.citations {
+                if !out.iter().any(|(_, id, _)| *id == c.chunk_id) {
+                    out.push((c.collection.clone(), c.chunk_id.clone(), t.question));
+                }
             }
         }
         out

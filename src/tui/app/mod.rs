@@ -328,17 +328,17 @@ impl App {
 
     /// A read of the cited chunks not asked for yet, if there are any.
     fn want_passages(&mut self) -> Vec<Effect> {
-        let wanted: Vec<(Option<String>, String)> = self
+        let wanted: Vec<(Option<String>, String, u64)> = self
             .transcript
             .cited_chunks()
             .into_iter()
-            .filter(|(_, id)| !self.passages_asked.contains(id))
+            .filter(|(_, id, _)| !self.passages_asked.contains(id))
             .collect();
         if wanted.is_empty() {
             return Vec::new();
         }
         self.passages_asked
-            .extend(wanted.iter().map(|(_, id)| id.clone()));
+            .extend(wanted.iter().map(|(_, id, _)| id.clone()));
         vec![Effect::LoadPassages(wanted)]
     }
 

@@ -176,8 +176,9 @@ pub enum Effect {
     LoadChunk(String),
     /// Text for the clipboard, sent to the terminal as OSC 52.
     Copy(String),
-    /// Read cited chunks' own passages (`Msg::Passages`): (collection, chunk id).
-    LoadPassages(Vec<(Option<String>, String)>),
+    /// Read cited chunks' own passages (`Msg::Passages`): (collection, chunk id, the
+    /// question citing it, whose recorded versions give the chunk when it is gone now).
+    LoadPassages(Vec<(Option<String>, String, u64)>),
     LoadDocuments,
     LoadDbInfo,
     /// A store read of the knowledge-base explorer (`Msg::Explored`).

@@ -230,7 +230,14 @@ fn passage_lines(t: &Theme, p: &Passage, source: &str, out: &mut Vec<Line<'stati
         format!("      {}", p.reference(source)),
         t.dim,
     ));
+    if p.as_cited {
+        out.push(Line::styled(format!("      {AS_CITED}"), t.error));
+    }
 }
+
+/// Under a passage read at the versions its question read: the chunk is gone now.
+pub const AS_CITED: &str =
+    "source changed since cited: not in the knowledge base now; shown as the question read it";
 
 /// Whether question `index`'s answer (its last response) was cut off at the token limit
 /// (the transcript's flag, from the response's `finish_reason`).
