@@ -312,6 +312,68 @@ pub async fn read_passages(
     unread
 }
 
+/// What changed in a knowledge base between the point a question read and now, in
+/// documents: added, replaced (the same id, updated since) and deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KbChanges {
+    pub added: usize,
+    pub replaced: usize,
+    pub deleted: usize,
+}
+
+impl KbChanges {
+    /// `1 document deleted`, `3 documents: 1 added, 2 replaced` (none: `no document
+    /// changed`).
+    pub fn describe(&self) -> String {
+        let kinds: Vec<(usize, &str)> = [
+            (self.added, "added"),
+            (self.replaced, "replaced"),
+            (self.deleted, "deleted"),
+        ]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .collect();
+        let total = self.added + self.replaced + self.deleted;
+        let documents = |n: usize| format!("{n} document{}", if n == 1 { "" } else { "s" });
+        match kinds.as_slice() {
+            [] => "no document changed".into(),
+            [(n, what)] => format!("{} {what}", documents(*n)),
+            more => format!(
+                "{}: {}",
+                documents(total),
+                more.iter()
+                    .map(|(n, what)| format!("{n} {what}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+}
+
+/// The documents of `now` against those of `then` (the same database at the versions a
+/// question read, [`open_as_read`]).
+pub async fn kb_changes(then: &Store, now: &Store) -> Result<KbChanges, String> {
+    async fn ids(s: &Store) -> Result<std::collections::HashMap<String, String>, String> {
+        Ok(s.list_documents(None)
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|d| (d.id, d.updated_at))
+            .collect())
+    }
+    let (before, after) = (ids(then).await?, ids(now).await?);
+    let mut c = KbChanges::default();
+    for (id, updated) in &after {
+        match before.get(id) {
+            None => c.added += 1,
+            Some(was) if was != updated => c.replaced += 1,
+            Some(_) => {}
+        }
+    }
+    c.deleted = before.keys().filter(|id| !after.contains_key(*id)).count();
+    Ok(c)
+}
+
 /// One question of the session in which a chunk was retrieved.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkUse {
@@ -337,4 +399,26 @@ pub fn chunk_uses(transcript: &Transcript, chunk_id: &str) -> Vec<ChunkUse> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KbChanges;
+
+    #[test]
+    fn knowledge_base_changes_read_as_a_reviewer_says_them() {
+        let c = |added, replaced, deleted| KbChanges {
+            added,
+            replaced,
+            deleted,
+        };
+        assert_eq!(c(0, 0, 0).describe(), "no document changed");
+        assert_eq!(c(0, 0, 1).describe(), "1 document deleted");
+        assert_eq!(c(2, 0, 0).describe(), "2 documents added");
+        assert_eq!(c(1, 2, 0).describe(), "3 documents: 1 added, 2 replaced");
+        assert_eq!(
+            c(1, 1, 1).describe(),
+            "3 documents: 1 added, 1 replaced, 1 deleted"
+        );
+    }
 }

@@ -556,6 +556,37 @@ fn execute(effect: Effect, app: &App, services: &Arc<Services>, msg_tx: &Unbound
                 let _ = tx.send(Msg::Passages(read));
             });
         }
+        Effect::CompareKnowledgeBases(points) => {
+            let tx = msg_tx.clone();
+            let stores = services.stores();
+            tokio::spawn(async move {
+                let mut changes = Vec::new();
+                // Each recorded point compared once, with the open store at its location.
+                let mut compared: Vec<(
+                    String,
+                    crate::session::knowledge::TableVersions,
+                    Option<String>,
+                )> = Vec::new();
+                for (question, location, versions) in points {
+                    let known = compared
+                        .iter()
+                        .find(|(l, v, _)| *l == location && *v == versions)
+                        .map(|(.., c)| c.clone());
+                    let change = match known {
+                        Some(c) => c,
+                        None => {
+                            let c = compare_point(&stores, &location, &versions).await;
+                            compared.push((location, versions, c.clone()));
+                            c
+                        }
+                    };
+                    if let Some(c) = change {
+                        changes.push((question, c));
+                    }
+                }
+                let _ = tx.send(Msg::KbChanges(changes));
+            });
+        }
         // What goes to the clipboard passes the redactor like every other output.
         Effect::Copy(text) => match &services.clipboard {
             Clipboard::Terminal => {
@@ -694,6 +725,24 @@ fn execute(effect: Effect, app: &App, services: &Arc<Services>, msg_tx: &Unbound
             });
         }
     }
+}
+
+/// What changed in the open database at `location` since `versions` (none: it is not
+/// open, it has not changed, or the versions cannot be read any more).
+async fn compare_point(
+    stores: &[(Option<String>, Arc<Store>)],
+    location: &str,
+    versions: &crate::session::knowledge::TableVersions,
+) -> Option<String> {
+    let (_, now) = stores.iter().find(|(_, s)| s.uri() == location)?;
+    if now.table_versions().await.ok().as_ref() == Some(versions) {
+        return None;
+    }
+    let then = crate::host::explore::open_as_read(location, versions)
+        .await
+        .ok()?;
+    let c = crate::host::explore::kb_changes(&then, now).await.ok()?;
+    Some(c.describe())
 }
 
 /// Runs one store read of the explorer through `host::explore`.

@@ -508,6 +508,26 @@ async fn a_source_deleted_since_it_was_cited_is_shown_as_the_question_read_it() 
     assert!(screen.contains(&first_line), "{screen}");
     let md = groundwork::host::transcript::to_markdown(&app.transcript, "s");
     assert!(md.contains("source changed since cited"), "{md}");
+    // The ledger says what changed in the knowledge base since the question read it.
+    assert!(
+        rt.until(&mut app, Duration::from_secs(30), |a| a
+            .kb_changes
+            .contains_key(&0))
+            .await,
+        "the knowledge base compared"
+    );
+    assert_eq!(app.kb_changes[&0], "1 document deleted");
+    let ledger = pane(&mut app, Pane::Ledger, 160, 48);
+    assert!(
+        ledger.contains("knowledge base changed since: 1 document deleted"),
+        "{ledger}"
+    );
+    // And the inspector, on the question's requests.
+    let inspector = pane(&mut app, Pane::Inspector, 160, 48);
+    assert!(
+        inspector.contains("knowledge base changed since this question: 1 document deleted"),
+        "{inspector}"
+    );
 }
 
 /// Issue 41: `q` asks before quitting when a question is typed (or running); a second

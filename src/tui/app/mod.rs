@@ -197,6 +197,11 @@ pub struct App {
     /// The reviewer's marks on the session's answers, by question (kept in the session).
     pub marks: std::collections::BTreeMap<u64, crate::session::marks::AnswerMark>,
     passages_asked: std::collections::HashSet<String>,
+    /// What changed in the knowledge base since each question read it (by question
+    /// identity; absent: unchanged, or not recorded).
+    pub kb_changes: std::collections::HashMap<u64, String>,
+    /// Whether the session's recorded knowledge-base points were asked to be compared.
+    kb_changes_asked: bool,
     /// `q` was pressed once where quitting loses something; the next `q` quits.
     pub(super) quit_armed: bool,
     /// Questions cannot be asked and the session is never saved (reviewing).
@@ -256,6 +261,8 @@ impl App {
             passages: Default::default(),
             marks: Default::default(),
             passages_asked: Default::default(),
+            kb_changes: Default::default(),
+            kb_changes_asked: false,
             quit_armed: false,
             read_only: false,
             review: None,
@@ -340,6 +347,28 @@ impl App {
         self.passages_asked
             .extend(wanted.iter().map(|(_, id, _)| id.clone()));
         vec![Effect::LoadPassages(wanted)]
+    }
+
+    /// A comparison of the knowledge bases the session's questions read with them as they
+    /// are now, once per session shown.
+    fn want_kb_changes(&mut self) -> Vec<Effect> {
+        if self.kb_changes_asked {
+            return Vec::new();
+        }
+        self.kb_changes_asked = true;
+        let points: Vec<(u64, String, crate::session::knowledge::TableVersions)> =
+            crate::session::knowledge::recorded(&self.session.groundwork.extra)
+                .into_iter()
+                .flat_map(|k| {
+                    k.versions
+                        .into_iter()
+                        .map(move |(q, v)| (q, k.location.clone(), v))
+                })
+                .collect();
+        if points.is_empty() {
+            return Vec::new();
+        }
+        vec![Effect::CompareKnowledgeBases(points)]
     }
 
     /// Live content changed (the committed part, and so `version`, did not).
@@ -498,6 +527,7 @@ impl App {
         };
         let mut effects = self.update_panes(msg);
         effects.extend(self.want_passages());
+        effects.extend(self.want_kb_changes());
         if self.read_only {
             // Reviewing never writes the session it shows.
             effects.retain(|e| {
@@ -582,6 +612,11 @@ impl App {
                 result,
             } => {
                 self.grounding_zoomed(generation, at, result);
+                Vec::new()
+            }
+            Msg::KbChanges(changes) => {
+                self.kb_changes.extend(changes);
+                self.version += 1;
                 Vec::new()
             }
             Msg::Passages(read) => {
@@ -669,6 +704,8 @@ impl App {
     fn load_session(&mut self, session: std::sync::Arc<Session>, path: Option<PathBuf>) {
         self.session = session;
         self.session_path = path;
+        self.kb_changes.clear();
+        self.kb_changes_asked = false;
         self.live = None;
         self.ended = None;
         self.inspector = InspectorView::default();

@@ -55,6 +55,9 @@ pub enum Msg {
         at: (usize, super::Zoom, u32),
         result: Result<(Box<ratatui_image::protocol::Protocol>, bool), String>,
     },
+    /// What changed in the knowledge base since questions read it: (question identity,
+    /// `1 document deleted`), for those where something did.
+    KbChanges(Vec<(u64, String)>),
     /// Cited chunks' own passages, or why one could not be read.
     Passages(Vec<(String, Result<crate::host::transcript::Passage, String>)>),
     /// A chunk's full text for the ledger detail.
@@ -179,6 +182,9 @@ pub enum Effect {
     /// Read cited chunks' own passages (`Msg::Passages`): (collection, chunk id, the
     /// question citing it, whose recorded versions give the chunk when it is gone now).
     LoadPassages(Vec<(Option<String>, String, u64)>),
+    /// Compare each (question, database, versions it read) with the database as it is
+    /// open now (`Msg::KbChanges`).
+    CompareKnowledgeBases(Vec<(u64, String, crate::session::knowledge::TableVersions)>),
     LoadDocuments,
     LoadDbInfo,
     /// A store read of the knowledge-base explorer (`Msg::Explored`).

@@ -134,6 +134,17 @@ fn header(
             t.dim,
         ),
     ])];
+    // The knowledge base its question read has changed since (documents added, replaced,
+    // deleted): a replay or a grounding now reads another one.
+    let question = crate::host::transcript::question_starts(&s.raw)
+        .last()
+        .copied();
+    if let Some(c) = question.and_then(|q| app.kb_changes.get(&(q as u64))) {
+        lines.push(Line::styled(
+            format!("knowledge base changed since this question: {c}"),
+            t.ungrounded,
+        ));
+    }
     if recorded {
         lines.push(Line::from(vec![
             Span::styled("tokens ", t.dim),

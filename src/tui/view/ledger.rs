@@ -59,6 +59,9 @@ fn detail_lines(app: &App, i: usize, width: u16) -> Vec<Line<'static>> {
     if let Some(m) = app.marks.get(&r.question) {
         more.push(format!("marked {}", m.mark));
     }
+    if let Some(c) = app.kb_changes.get(&r.question) {
+        more.push(format!("knowledge base changed since: {c}"));
+    }
     if let Some((raw, sent, n)) = app.question_tokens(r.question) {
         more.push(format!(
             "tokens raw {} → sent {} in {n} request{}",
