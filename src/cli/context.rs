@@ -26,7 +26,7 @@ pub struct CmdContext {
     /// Whether the database was chosen by `--db`, `[collections]` or `$HAIKU_RAG_DB`.
     pub db_named: bool,
     pub overrides: EmbedOverrides,
-    /// `--at TAG`: every database is read as it was at this tag, read-only.
+    /// `--at TAG|TIME`: every database is read as it was then, read-only.
     pub at: Option<String>,
 }
 
@@ -72,8 +72,8 @@ impl CmdContext {
     /// Opens the database `db`: as it is now, or at `--at TAG` (read-only).
     pub async fn open_db(&self, db: &str) -> Result<Store> {
         let mut store = Store::open(db).await?;
-        if let Some(tag) = &self.at {
-            store.check_out_tag(tag).await?;
+        if let Some(at) = &self.at {
+            store.check_out_at(at).await?;
         }
         Ok(store)
     }
@@ -295,9 +295,9 @@ fn expand(collections: Vec<(String, String)>, env: &crate::paths::Env) -> Databa
 pub(super) async fn open_or_create(ctx: &CmdContext, db: &str) -> Result<Store> {
     Ok(match Store::open(db).await {
         Ok(mut store) => {
-            if let Some(tag) = &ctx.at {
-                // Read-only at the tag: its writes are refused in one line.
-                store.check_out_tag(tag).await?;
+            if let Some(at) = &ctx.at {
+                // Read-only at the tag or time: its writes are refused in one line.
+                store.check_out_at(at).await?;
             }
             ctx.attach_embedder(&mut store).await?;
             store

@@ -30,43 +30,20 @@ pub(super) async fn replay(
         .map_err(|e| anyhow!("{}: {e}", a.session.display()))?;
     // The knowledge base that question ran against, unless --db says otherwise; by
     // default as that question read it (the versions of its tables the session recorded).
-    let identity = crate::host::transcript::question_starts(&session.messages)
+    let recorded = crate::host::transcript::question_starts(&session.messages)
         .get(a.question.saturating_sub(1))
-        .map(|&q| q as u64);
-    let recorded = identity
-        .map(|q| crate::session::knowledge::for_question(&session.groundwork.extra, q))
+        .map(|&q| crate::session::knowledge::for_question(&session.groundwork.extra, q as u64))
         .unwrap_or_default();
     let ctx = &ctx.reopening(global, &a.session, &recorded)?;
-    let mut store = ctx.open_store().await?;
-    let versions = identity.and_then(|q| {
-        recorded
-            .iter()
-            .find(|k| k.location == store.uri())
-            .and_then(|k| k.versions.get(&q).cloned())
-    });
-    let knowledge_base = match (&ctx.at, a.kb.as_str(), versions) {
-        (Some(tag), ..) => format!("at tag '{tag}' (--at)"),
-        (None, "now", _) => "as it is now (--kb now)".to_string(),
-        (None, _, Some(v)) => {
-            store.check_out(&v).await.map_err(|e| {
-                anyhow!("{e}; --kb now replays over the knowledge base as it is now")
-            })?;
-            format!(
-                "as question {} read it ({})",
-                a.question,
-                v.iter()
-                    .map(|(t, n)| format!("{t} {n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        }
-        (None, _, None) => format!(
-            "as it is now (the session records no versions of {} for this question)",
-            store.uri()
-        ),
+    let store = Arc::new(ctx.open_store().await?);
+    let (mut composer, _) = arm_composer(ctx, global, "replay", &settings, &store).await?;
+    let knowledge_base = match (&ctx.at, a.kb.as_str()) {
+        (Some(at), _) => format!("as it was at '{at}' (--at)"),
+        (None, "now") => "as it is now (--kb now)".to_string(),
+        (None, _) => replay::pin_to_question(&mut composer, &session, a.question)
+            .await
+            .map_err(|e| anyhow!("{e}; --kb now replays over the knowledge base as it is now"))?,
     };
-    let store = Arc::new(store);
-    let (composer, _) = arm_composer(ctx, global, "replay", &settings, &store).await?;
     let agent = composer.agent(&options)?;
     let cancel = CancelToken::new();
     let on_ctrl_c = super::cancel_on_ctrl_c(&cancel);

@@ -329,6 +329,71 @@ pub async fn replay(
     prepared.finish(outcome, changes)
 }
 
+/// Points `composer`'s knowledge bases at the versions question `question` (1-based) of
+/// `session` read, as the session recorded them, read-only, so that a replay searches
+/// what the question searched; returns what it searches, in words (`as question 2 read it
+/// (chunks 7, …)`). A database whose versions the session does not record is searched as
+/// it is now, and the words say so; versions cleaned up since are an error naming them.
+pub async fn pin_to_question(
+    composer: &mut super::compose::Composer,
+    session: &Session,
+    question: usize,
+) -> Result<String, ReplayError> {
+    let identity = super::transcript::question_starts(&session.messages)
+        .get(question.saturating_sub(1))
+        .map(|&q| q as u64);
+    let extra = &session.groundwork.extra;
+    let describe = |v: &crate::session::knowledge::TableVersions| {
+        v.iter()
+            .map(|(t, n)| format!("{t} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut read = Vec::new();
+    let mut now = Vec::new();
+    let mut stores: Vec<(Option<String>, &mut std::sync::Arc<crate::store::Store>)> =
+        if composer.collections.is_empty() {
+            composer.store.iter_mut().map(|s| (None, s)).collect()
+        } else {
+            composer
+                .collections
+                .iter_mut()
+                .map(|(n, s)| (Some(n.clone()), s))
+                .collect()
+        };
+    for (name, store) in &mut stores {
+        let point = identity
+            .and_then(|q| super::explore::as_read_point(extra, name.as_deref(), q))
+            .filter(|(location, _)| location == store.uri());
+        match point {
+            Some((_, versions)) => {
+                let pinned = store
+                    .at_versions(&versions)
+                    .await
+                    .map_err(|e| fail(e.to_string()))?;
+                **store = std::sync::Arc::new(pinned);
+                read.push(describe(&versions));
+            }
+            None => now.push(store.uri().to_string()),
+        }
+    }
+    if !composer.collections.is_empty() {
+        composer.store = composer.collections.first().map(|(_, s)| s.clone());
+    }
+    Ok(match (read.is_empty(), now.is_empty()) {
+        (false, true) => format!("as question {question} read it ({})", read.join("; ")),
+        (true, _) => format!(
+            "as it is now (the session records no versions of {} for this question)",
+            now.join(", ")
+        ),
+        (false, false) => format!(
+            "as question {question} read it ({}); {} as it is now (no versions recorded)",
+            read.join("; "),
+            now.join(", ")
+        ),
+    })
+}
+
 /// The changes as a file-name part: `--no-policy --eager` → `no-policy-eager`.
 pub fn changes_slug(changes: &str) -> String {
     let mut slug = String::new();

@@ -91,6 +91,21 @@ pub fn record(extra: &mut Map<String, Value>, open: &[KnowledgeBase], question: 
     }
 }
 
+/// Every point the session's questions read: (question identity, database location,
+/// the versions of its tables), the latest question first.
+pub fn points(extra: &Map<String, Value>) -> Vec<(u64, String, TableVersions)> {
+    let mut out: Vec<(u64, String, TableVersions)> = recorded(extra)
+        .into_iter()
+        .flat_map(|k| {
+            k.versions
+                .into_iter()
+                .map(move |(q, v)| (q, k.location.clone(), v))
+        })
+        .collect();
+    out.sort_by_key(|p| std::cmp::Reverse(p.0));
+    out
+}
+
 /// The knowledge bases question `question` (its identity) ran against; when none is
 /// recorded for it, those of the latest question.
 pub fn for_question(extra: &Map<String, Value>, question: u64) -> Vec<KnowledgeBase> {

@@ -38,12 +38,15 @@ impl TagInfo {
 pub enum Pinned {
     Tag(String),
     Versions(TableVersions),
+    /// As it was at this time (each table's newest version made at or before it).
+    Time(chrono::DateTime<chrono::Utc>),
 }
 
 impl std::fmt::Display for Pinned {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Pinned::Tag(t) => write!(f, "tag '{t}'"),
+            Pinned::Time(t) => write!(f, "{}", t.format("%Y-%m-%dT%H:%M:%SZ")),
             Pinned::Versions(v) => write!(
                 f,
                 "versions {}",
@@ -189,6 +192,16 @@ impl Store {
         Ok(())
     }
 
+    /// Another handle of this database, checked out at `versions` (read-only), searching
+    /// as this one does (its query embedder and search settings).
+    pub async fn at_versions(&self, versions: &TableVersions) -> Result<Store> {
+        let mut s = Store::open(&self.uri).await?;
+        s.embedder = self.embedder.clone();
+        s.set_search_config(self.search_config.clone());
+        s.check_out(versions).await?;
+        Ok(s)
+    }
+
     /// Reads the knowledge base as it was at tag `name` from now on (read-only). A partial
     /// tag or an unknown one is refused in one line (naming the tags there are).
     pub async fn check_out_tag(&mut self, name: &str) -> Result<TableVersions> {
@@ -219,6 +232,77 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The version of every table as it was at `at`: each table's newest version made at
+    /// or before it. A table with no version that old is named in the error.
+    pub async fn versions_at(&self, at: chrono::DateTime<chrono::Utc>) -> Result<TableVersions> {
+        let mut out = TableVersions::new();
+        for (name, table) in self.all_tables() {
+            let v = table
+                .list_versions()
+                .await?
+                .into_iter()
+                .filter(|v| v.timestamp <= at)
+                .map(|v| v.version)
+                .max()
+                .ok_or_else(|| {
+                    StoreError::Other(format!(
+                        "{} had no table {name} yet at {}",
+                        self.uri,
+                        at.format("%Y-%m-%dT%H:%M:%SZ")
+                    ))
+                })?;
+            out.insert(name.to_string(), v);
+        }
+        Ok(out)
+    }
+
+    /// Reads the knowledge base as it was at `at` from now on (read-only): a tag, else a
+    /// time (`2026-12-01T10:00:00Z`, `2026-12-01T10:00`, `2026-12-01`: UTC; a date is its
+    /// first moment). A tag of that name wins over the time.
+    pub async fn check_out_at(&mut self, at: &str) -> Result<TableVersions> {
+        let tags = self.tags().await?;
+        if tags.iter().any(|t| t.name == at) {
+            return self.check_out_tag(at).await;
+        }
+        let Some(time) = parse_time(at) else {
+            // Neither: the tag error names the tags there are.
+            return self.check_out_tag(at).await.map_err(|e| {
+                StoreError::Other(format!(
+                    "{e}; --at also takes a time, e.g. 2026-12-01T10:00"
+                ))
+            });
+        };
+        let versions = self.versions_at(time).await?;
+        self.check_out(&versions).await?;
+        self.pinned = Some(Pinned::Time(time));
+        Ok(versions)
+    }
+}
+
+/// `2026-12-01T10:00:00Z` (RFC 3339, any offset), `2026-12-01T10:00[:00]` or
+/// `2026-12-01 10:00[:00]` (UTC), `2026-12-01` (its first moment, UTC).
+fn parse_time(s: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    use chrono::{NaiveDate, NaiveDateTime, TimeZone, Utc};
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Some(t.with_timezone(&Utc));
+    }
+    for f in [
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+    ] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(s, f) {
+            return Some(Utc.from_utc_datetime(&t));
+        }
+    }
+    NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| Utc.from_utc_datetime(&t))
+}
+
 /// A tag name LanceDB takes: letters, digits, `.`, `_`, `-`, not starting with `.` or `-`.
 fn check_tag_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
@@ -234,5 +318,31 @@ fn check_tag_name(name: &str) -> Result<()> {
         Err(StoreError::Other(format!(
             "'{name}' cannot be a tag: use letters, digits, '.', '_' and '-' (not first)"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_time;
+
+    #[test]
+    fn times_read_as_utc() {
+        let t = |s: &str| parse_time(s).map(|t| t.to_rfc3339());
+        assert_eq!(
+            t("2026-12-01T10:00:00Z").unwrap(),
+            "2026-12-01T10:00:00+00:00"
+        );
+        assert_eq!(
+            t("2026-12-01T11:00:00+01:00").unwrap(),
+            "2026-12-01T10:00:00+00:00"
+        );
+        assert_eq!(t("2026-12-01T10:00").unwrap(), "2026-12-01T10:00:00+00:00");
+        assert_eq!(
+            t("2026-12-01 10:00:30").unwrap(),
+            "2026-12-01T10:00:30+00:00"
+        );
+        assert_eq!(t("2026-12-01").unwrap(), "2026-12-01T00:00:00+00:00");
+        assert_eq!(t("v1"), None);
+        assert_eq!(t("2026-13-01"), None);
     }
 }

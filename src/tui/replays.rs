@@ -60,15 +60,20 @@ async fn replay(
     flags: String,
     cancel: crate::engine::cancel::CancelToken,
 ) -> Result<crate::host::replay::Replayed, String> {
+    let shared = session.clone();
     let prepared = tokio::task::spawn_blocking(move || {
-        crate::host::replay::prepare(&session, question).map_err(|e| e.0)
+        crate::host::replay::prepare(&shared, question).map_err(|e| e.0)
     })
     .await
     .map_err(|e| e.to_string())??;
     let Some(changes) = services.replay_changes.clone() else {
         return Err("replays need the workbench's model and database; none is configured".into());
     };
-    let (composer, mut opts) = changes(flags.clone(), services.composer()).await?;
+    let (mut composer, mut opts) = changes(flags.clone(), services.composer()).await?;
+    // Over the knowledge base as the question read it (the versions the session recorded).
+    let knowledge_base = crate::host::replay::pin_to_question(&mut composer, &session, question)
+        .await
+        .map_err(|e| e.0)?;
     // The workbench's own capabilities unless the changes name others.
     if opts.capabilities.is_empty() {
         opts.capabilities = services.capabilities.clone();
@@ -77,5 +82,7 @@ async fn replay(
     opts.sandbox_worker = services.sandbox_worker.clone();
     let agent = composer.agent(&opts).map_err(|e| e.0)?;
     let outcome = prepared.start(agent, None, None, cancel).outcome().await;
-    prepared.finish(outcome, &flags).map_err(|e| e.0)
+    let mut replayed = prepared.finish(outcome, &flags).map_err(|e| e.0)?;
+    replayed.comparison.knowledge_base = Some(knowledge_base);
+    Ok(replayed)
 }

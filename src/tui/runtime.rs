@@ -682,11 +682,13 @@ fn execute(effect: Effect, app: &App, services: &Arc<Services>, msg_tx: &Unbound
             let tx = msg_tx.clone();
             let stores = services.stores();
             let picker = services.picker.clone();
+            let points = recorded_points(app);
             tokio::spawn(async move {
-                let store = store_holding(
+                let store = store_holding_or_as_read(
                     &stores,
                     target.collection.as_deref(),
                     Held::Document(&target.document_id),
+                    points,
                 )
                 .await;
                 load_images(store, picker, generation, target, size, tx).await
@@ -711,9 +713,15 @@ fn execute(effect: Effect, app: &App, services: &Arc<Services>, msg_tx: &Unbound
                         min_height: 2 * size.1 as u32 * picker.font_size().height as u32,
                         cache,
                     });
+            let points = recorded_points(app);
             tokio::spawn(async move {
-                let store =
-                    store_holding(&stores, collection.as_deref(), Held::Chunk(&chunk_id)).await;
+                let store = store_holding_or_as_read(
+                    &stores,
+                    collection.as_deref(),
+                    Held::Chunk(&chunk_id),
+                    points,
+                )
+                .await;
                 let load = super::images::GroundingLoad {
                     generation,
                     chunk_id,
@@ -805,6 +813,52 @@ enum Held<'a> {
     Chunk(&'a str),
 }
 
+/// Whether `store` holds `held`.
+async fn holds(store: &Store, held: Held<'_>) -> bool {
+    match held {
+        Held::Document(id) => matches!(store.get_document(id).await, Ok(Some(_))),
+        Held::Chunk(id) => matches!(store.get_chunk(id).await, Ok(Some(_))),
+    }
+}
+
+/// Every point of the knowledge bases the session's questions read (database, table
+/// versions), the latest question's first.
+fn recorded_points(app: &App) -> Vec<(String, crate::session::knowledge::TableVersions)> {
+    let points = crate::session::knowledge::points(&app.session.groundwork.extra);
+    let mut out: Vec<(String, crate::session::knowledge::TableVersions)> = Vec::new();
+    for (_, l, v) in points {
+        if !out.iter().any(|(ol, ov)| *ol == l && *ov == v) {
+            out.push((l, v));
+        }
+    }
+    out
+}
+
+/// [`store_holding`]; when no open store holds the evidence any more (deleted or replaced
+/// since it was cited), the knowledge base as a question of the session read it, read-only
+/// (the first recorded point that holds it), so that its pages can still be shown.
+async fn store_holding_or_as_read(
+    stores: &[(Option<String>, Arc<Store>)],
+    collection: Option<&str>,
+    held: Held<'_>,
+    points: Vec<(String, crate::session::knowledge::TableVersions)>,
+) -> Option<Arc<Store>> {
+    let now = store_holding(stores, collection, held).await;
+    if let Some(s) = &now
+        && holds(s, held).await
+    {
+        return now;
+    }
+    for (location, versions) in points {
+        if let Ok(then) = crate::host::explore::open_as_read(&location, &versions).await
+            && holds(&then, held).await
+        {
+            return Some(Arc::new(then));
+        }
+    }
+    now
+}
+
 /// The store that holds `held`: with several collections the first that has it, else the
 /// one store.
 async fn store_holding(
@@ -821,11 +875,7 @@ async fn store_holding(
     }
     if stores.len() > 1 {
         for (_, s) in stores {
-            let holds = match held {
-                Held::Document(id) => matches!(s.get_document(id).await, Ok(Some(_))),
-                Held::Chunk(id) => matches!(s.get_chunk(id).await, Ok(Some(_))),
-            };
-            if holds {
+            if holds(s, held).await {
                 return Some(s.clone());
             }
         }

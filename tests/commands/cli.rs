@@ -405,6 +405,11 @@ async fn a_tag_names_the_knowledge_base_and_at_reads_it_as_it_was() {
     let o = run(vec!["tag", "create", "v1"]).await;
     assert!(!o.status.success());
     assert_eq!(stderr(&o).trim(), "error: tag 'v1' already exists");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let between = chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string();
+    std::thread::sleep(std::time::Duration::from_millis(20));
 
     let mut ingest_battery = vec!["ingest", battery.as_str()];
     ingest_battery.extend(embed);
@@ -424,6 +429,10 @@ async fn a_tag_names_the_knowledge_base_and_at_reads_it_as_it_was() {
     let then = run(vec!["--at", "v1", "list", "--json"]).await;
     assert!(then.status.success(), "{}", stderr(&then));
     assert_eq!(titles(&then).len(), 1);
+    // A time reads each table as it was then: the same as the tag here.
+    let at_time = run(vec!["--at", between.as_str(), "list", "--json"]).await;
+    assert!(at_time.status.success(), "{}", stderr(&at_time));
+    assert_eq!(titles(&at_time), titles(&then));
     assert!(titles(&now).contains(&"Battery Storage".to_string()));
     assert!(!titles(&then).contains(&"Battery Storage".to_string()));
 
@@ -455,7 +464,7 @@ async fn a_tag_names_the_knowledge_base_and_at_reads_it_as_it_was() {
     let o = run(vec!["--at", "v9", "list"]).await;
     assert!(!o.status.success());
     assert!(
-        stderr(&o).contains("has no tag 'v9' (its tags: v1)"),
+        stderr(&o).contains("has no tag 'v9' (its tags: v1); --at also takes a time"),
         "{}",
         stderr(&o)
     );

@@ -442,6 +442,45 @@ mod workbench {
         );
     }
 
+    /// Issue 44 §1: the workbench's replay searches the knowledge base as the question
+    /// read it too, and its screen says so.
+    #[tokio::test]
+    async fn a_workbench_replay_searches_the_knowledge_base_as_the_question_read_it() {
+        let home = Home::new().await;
+        let model = ScriptedServer::responding(researcher::researcher(researches)).await;
+        let url = model.base_url();
+        asked_session(&home, &url, &["Which lighthouse towers guide ships?"]).await;
+        std::fs::write(
+            home.path("keepers.md"),
+            "# Lighthouse keepers\n\nLighthouse keepers tend the lighthouse towers that \
+             guide ships: which lighthouse towers guide ships is their whole trade.\n",
+        )
+        .unwrap();
+        let o = home.run(&["ingest", "keepers.md"]).await;
+        assert!(o.status.success(), "{}", crate::support::home::err(&o));
+        let (mut app, mut rt) = open(&home, &url).await;
+        press(&mut rt, &mut app, KeyCode::F(4));
+        assert_eq!(app.replay_target(), Some(0));
+        press_mod(&mut rt, &mut app, KeyCode::Char('r'), KeyModifiers::ALT);
+        press(&mut rt, &mut app, KeyCode::Enter);
+        finished(&mut rt, &mut app).await;
+        assert_eq!(app.error, None);
+        let Some(ReplayState::Shown { replayed, .. }) = &app.replay else {
+            panic!("the replay is shown")
+        };
+        let kb = replayed.comparison.knowledge_base.clone().unwrap();
+        assert!(kb.starts_with("as question 1 read it (chunks "), "{kb}");
+        assert_eq!(
+            replayed.comparison.diff, "",
+            "the same knowledge base and no change: what the question sent"
+        );
+        let side = screen(&mut app, 160, 48);
+        assert!(
+            side.contains("knowledge base as question 1 read it"),
+            "{side}"
+        );
+    }
+
     #[tokio::test]
     async fn the_replay_popup_runs_the_selected_question_and_shows_both_runs_side_by_side() {
         let home = Home::new().await;

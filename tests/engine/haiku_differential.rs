@@ -500,16 +500,11 @@ async fn the_same_conversation_has_the_same_structure_on_the_wire_as_haiku_rag()
     // continues the conversation with one more grounded question.
     // What it loads is the session as Groundwork keeps it (its SQLite file), exported
     // as `groundwork export` writes it.
-    let loader = haiku_loader();
     let db_file = dir.path().join("groundwork-session.sqlite");
     session.save(&db_file).unwrap();
     let ours = dir.path().join("groundwork-session.json");
     std::fs::write(&ours, Session::load(&db_file).unwrap().to_json().unwrap()).unwrap();
-    let summary = run_loader(
-        &loader,
-        &ours,
-        &["--continue", "--db", &db.to_string_lossy()],
-    );
+    let summary = run_loader(&ours, &["--continue", "--db", &db.to_string_lossy()]);
     assert_eq!(summary["continue"]["committed"], true, "{summary}");
     assert_eq!(summary["continue"]["status"], "grounded", "{summary}");
     for ns in ["rag", "citation_policy"] {
@@ -517,47 +512,14 @@ async fn the_same_conversation_has_the_same_structure_on_the_wire_as_haiku_rag()
     }
 }
 
-/// The haiku.rag venv's loader script, or `None` (with a notice) when the venv is missing
-/// (`.ci/setup-tests` builds it with `tests/fixtures/haiku/venv.sh`).
-fn haiku_loader() -> (PathBuf, PathBuf) {
-    let venv = std::env::var("FIXTURE_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            Path::new(&std::env::var("HOME").unwrap_or_default())
-                .join(".cache/groundwork-fixture-venv")
-        });
-    let python = venv.join("bin/python");
-    // venv.sh writes the stamp only after the pinned packages installed.
-    // Never a silent pass: .ci/setup-tests builds the venv (Python 3.12 and haiku.rag-slim 0.77).
-    assert!(
-        python.exists() && venv.join(".groundwork-lock.sha256").exists(),
-        "the haiku.rag load check needs its venv at {}: run .ci/setup-tests (or bash \
-         tests/fixtures/haiku/venv.sh)",
-        venv.display()
-    );
-    (
-        python,
-        fixtures().join("haiku_session/load_groundwork_session.py"),
-    )
-}
-
-fn run_loader(loader: &(PathBuf, PathBuf), session: &Path, args: &[&str]) -> Value {
-    let out = std::process::Command::new(&loader.0)
-        .arg(&loader.1)
-        .arg(session)
-        .args(args)
-        .env("LOGFIRE_IGNORE_NO_CONFIG", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "haiku.rag refused {}: {}\n{stdout}",
-        session.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+/// haiku.rag 0.77 loads `session` (`load_groundwork_session.py`, in its pinned venv) and
+/// says so in its summary.
+fn run_loader(session: &Path, args: &[&str]) -> Value {
+    let session = session.to_string_lossy();
+    let mut all = vec![session.as_ref()];
+    all.extend_from_slice(args);
+    let summary =
+        crate::support::run_haiku_script("haiku_session/load_groundwork_session.py", &all);
     assert_eq!(summary["ok"], true, "{summary}");
     summary
 }
@@ -565,9 +527,8 @@ fn run_loader(loader: &(PathBuf, PathBuf), session: &Path, args: &[&str]) -> Val
 /// The committed demo session (rag and analysis state) loads in haiku.rag 0.77.
 #[test]
 fn haiku_rag_loads_the_demo_session() {
-    let loader = haiku_loader();
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo.json");
-    let summary = run_loader(&loader, &demo, &[]);
+    let summary = run_loader(&demo, &[]);
     for ns in ["rag", "analysis", "citation_policy"] {
         assert_eq!(summary["state"][ns]["roundtrip"], "identical", "{summary}");
     }

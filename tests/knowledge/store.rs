@@ -390,8 +390,21 @@ async fn tags_and_versions_pin_the_knowledge_base_and_haiku_rag_shares_the_tags(
     assert_eq!(refused, "tag 'v1' already exists");
     let refused = store.create_tag("two words").await.unwrap_err().to_string();
     assert!(refused.contains("cannot be a tag"), "{refused}");
+    // A moment between the two documents: `--at TIME` reads each table as it was then.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let between = chrono::Utc::now();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     store.add_document(battery(), None).await.unwrap();
     assert_ne!(store.table_versions().await.unwrap(), before);
+    assert_eq!(store.versions_at(between).await.unwrap(), before);
+    let long_ago = "2001-01-01T00:00:00Z"
+        .parse::<chrono::DateTime<chrono::Utc>>()
+        .unwrap();
+    let refused = store.versions_at(long_ago).await.unwrap_err().to_string();
+    assert!(
+        refused.contains("had no table documents yet at 2001-01-01T00:00:00Z"),
+        "{refused}"
+    );
 
     let opened = |versions: Option<groundwork::store::versions::TableVersions>,
                   tag: Option<&'static str>| {
@@ -464,7 +477,7 @@ async fn tags_and_versions_pin_the_knowledge_base_and_haiku_rag_shares_the_tags(
     );
 
     // haiku.rag 0.77 reads our tag, whole, at the same versions; we read the one it makes.
-    let theirs = crate::support::run_haiku_script("tags.py", &[&uri, "create", "from-haiku"]);
+    let theirs = crate::support::run_haiku_script("haiku/tags.py", &[&uri, "create", "from-haiku"]);
     assert_eq!(theirs["v1"]["missing"], json!([]));
     let want: Map<String, Value> = before.iter().map(|(t, v)| (t.clone(), json!(v))).collect();
     assert_eq!(theirs["v1"]["tables"], Value::Object(want));
@@ -478,7 +491,7 @@ async fn tags_and_versions_pin_the_knowledge_base_and_haiku_rag_shares_the_tags(
         store.delete_tag("v1").await.unwrap_err().to_string(),
         "there is no tag 'v1'"
     );
-    let left = crate::support::run_haiku_script("tags.py", &[&uri, "list"]);
+    let left = crate::support::run_haiku_script("haiku/tags.py", &[&uri, "list"]);
     assert_eq!(
         left.as_object().unwrap().keys().collect::<Vec<_>>(),
         ["from-haiku"]

@@ -94,9 +94,9 @@ pub fn session_text(path: &std::path::Path) -> String {
     session_json(path).to_string()
 }
 
-/// Runs one of haiku.rag 0.77's own scripts under `tests/fixtures/haiku/` in its pinned
-/// venv (`.ci/setup-tests` builds it with `tests/fixtures/haiku/venv.sh`; never a silent
-/// pass without it) and returns its last line of output as JSON.
+/// Runs one of the scripts under `tests/fixtures/` (`haiku/tags.py`) with haiku.rag 0.77
+/// in its pinned venv (`.ci/setup-tests` builds it with `tests/fixtures/haiku/venv.sh`;
+/// never a silent pass without it) and returns its last line of output as JSON.
 pub fn run_haiku_script(script: &str, args: &[&str]) -> serde_json::Value {
     let venv = std::env::var("FIXTURE_VENV")
         .map(std::path::PathBuf::from)
@@ -111,7 +111,7 @@ pub fn run_haiku_script(script: &str, args: &[&str]) -> serde_json::Value {
         venv.display()
     );
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/haiku")
+        .join("tests/fixtures")
         .join(script);
     let out = std::process::Command::new(python)
         .arg(&script)

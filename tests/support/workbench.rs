@@ -30,6 +30,27 @@ pub struct DemoKb {
     pub db: String,
 }
 
+impl DemoKb {
+    /// The knowledge base as a workbench question records it: where it is and the
+    /// versions of its tables the open store reads.
+    pub async fn recording(&self) -> groundwork::session::knowledge::KnowledgeBase {
+        groundwork::session::knowledge::KnowledgeBase {
+            location: self.db.clone(),
+            reading: Some(self.store.table_versions().await.unwrap()),
+            ..Default::default()
+        }
+    }
+
+    /// The database opened again, as a later process opens it (what was written since
+    /// included), with the query embedder.
+    pub async fn reopened(&self) -> Arc<Store> {
+        let mut s = Store::open(&self.db).await.unwrap();
+        s.set_embedder(embed::build(self.store.embedder_spec(), &Default::default()).unwrap())
+            .unwrap();
+        Arc::new(s)
+    }
+}
+
 pub fn demo_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo")
 }

@@ -693,3 +693,65 @@ async fn grounding_opens_on_the_page_of_the_matched_item() {
     let v = app.grounding.view.as_ref().unwrap();
     assert_eq!((v.zoom, v.step), (Zoom::Page, 0));
 }
+
+/// Issue 44 §1: a cited chunk whose document was deleted since is still grounded on its
+/// pages, read from the knowledge base as the question read it (the table versions the
+/// session recorded).
+#[tokio::test]
+async fn a_chunk_deleted_since_it_was_cited_is_still_grounded_as_it_was() {
+    let kb = demo_kb().await;
+    let found = hit(
+        &kb.store,
+        "Outage one storm tripped the feeder breaker",
+        |r| r.content.contains("a storm tripped the feeder breaker"),
+    )
+    .await;
+    let id = found.chunk_id.clone().unwrap();
+    let cited = kb.store.result_for_chunk(&id).await.unwrap().unwrap();
+    let server = ScriptedServer::start(vec![
+        Reply::tool_call("rag_search", serde_json::json!({"query": "storm outage"})),
+        Reply::tool_call("rag_cite", serde_json::json!({"chunk_ids": [id.clone()]})),
+        Reply::text("A storm tripped the feeder breaker [1]."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut app = new_app(dir.path());
+    app.host.knowledge_bases = vec![kb.recording().await];
+    let mut rt = groundwork::tui::Runtime::new(services(&kb.store, &server.base_url()));
+    ask(&mut rt, &mut app, "What happened in March?").await;
+
+    // The document is deleted; the session is opened again over the database as it is.
+    kb.store
+        .delete_document(found.document_id.as_deref().unwrap())
+        .await
+        .unwrap();
+    let fresh = kb.reopened().await;
+    assert!(fresh.get_chunk(&id).await.unwrap().is_none(), "gone now");
+    let saved = groundwork::session::Session::load(&dir.path().join("session.json")).unwrap();
+    let mut app = App::new(saved, None, host());
+    let mut rt = groundwork::tui::Runtime::new(services(&fresh, &server.base_url()));
+    screen(&mut app, 160, 48);
+    settle(&mut rt, &mut app).await;
+    app.focus = Pane::Conversation;
+    app.conversation.selected_citation = Some((0, 0));
+    screen(&mut app, 160, 48);
+    press_mod(&mut rt, &mut app, KeyCode::Char('V'), KeyModifiers::SHIFT);
+    assert!(
+        rt.until(&mut app, Duration::from_secs(60), |a| {
+            !matches!(
+                a.grounding.view.as_ref().unwrap().state,
+                GroundingState::Loading
+            )
+        })
+        .await
+    );
+    let view = app.grounding.view.as_ref().unwrap();
+    let p = match &view.state {
+        GroundingState::Ready(p) => p,
+        GroundingState::Failed(why) => panic!("not grounded: {why}"),
+        _ => unreachable!(),
+    };
+    let at = &p.pages[view.page];
+    assert!(at.matched > 0, "the page shown has the matched item");
+    assert!(cited.page_numbers.contains(&at.page_no), "{}", at.page_no);
+}

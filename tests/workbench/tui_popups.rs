@@ -424,7 +424,6 @@ async fn a_workbench_question_records_its_knowledge_base() {
 #[tokio::test]
 async fn a_source_deleted_since_it_was_cited_is_shown_as_the_question_read_it() {
     use crate::support::scripted_server::{Reply, ScriptedServer};
-    use groundwork::session::knowledge::KnowledgeBase;
     let kb = demo_kb().await;
     let cited = hit(&kb.store, "battery state of charge", |r| {
         r.chunk_id.is_some()
@@ -445,11 +444,7 @@ async fn a_source_deleted_since_it_was_cited_is_shown_as_the_question_read_it() 
     .await;
     let dir = tempfile::tempdir().unwrap();
     let mut app = new_app(dir.path());
-    app.host.knowledge_bases = vec![KnowledgeBase {
-        location: kb.db.clone(),
-        reading: Some(kb.store.table_versions().await.unwrap()),
-        ..Default::default()
-    }];
+    app.host.knowledge_bases = vec![kb.recording().await];
     let mut rt = Runtime::new(services(&kb.store, &server.base_url()));
     ask(&mut rt, &mut app, "How is the battery kept?").await;
     let text = app.transcript.turns[0].citations[0]
@@ -471,18 +466,11 @@ async fn a_source_deleted_since_it_was_cited_is_shown_as_the_question_read_it() 
         .delete_document(cited.document_id.as_deref().unwrap())
         .await
         .unwrap();
-    let mut fresh = groundwork::store::Store::open(&kb.db).await.unwrap();
+    let fresh = kb.reopened().await;
     assert!(
         fresh.result_for_chunk(&chunk).await.unwrap().is_none(),
         "gone now"
     );
-    fresh
-        .set_embedder(
-            groundwork::embed::build(&kb.store.embedder_spec().clone(), &Default::default())
-                .unwrap(),
-        )
-        .unwrap();
-    let fresh = std::sync::Arc::new(fresh);
     let saved = groundwork::session::Session::load(&dir.path().join("session.json")).unwrap();
     let mut app = App::new(saved, None, host());
     let mut rt = Runtime::new(services(&fresh, &server.base_url()));

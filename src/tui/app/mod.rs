@@ -356,15 +356,7 @@ impl App {
             return Vec::new();
         }
         self.kb_changes_asked = true;
-        let points: Vec<(u64, String, crate::session::knowledge::TableVersions)> =
-            crate::session::knowledge::recorded(&self.session.groundwork.extra)
-                .into_iter()
-                .flat_map(|k| {
-                    k.versions
-                        .into_iter()
-                        .map(move |(q, v)| (q, k.location.clone(), v))
-                })
-                .collect();
+        let points = crate::session::knowledge::points(&self.session.groundwork.extra);
         if points.is_empty() {
             return Vec::new();
         }

@@ -181,7 +181,21 @@ fn shown(
                     t.key,
                 ),
             ]),
-            Line::styled(truncate(&format!(" {}", c.prompt), w), t.user),
+            Line::from(vec![
+                Span::styled(truncate(&format!(" {}", c.prompt), w), t.user),
+                Span::styled(
+                    c.knowledge_base
+                        .as_deref()
+                        .map(|kb| {
+                            truncate(
+                                &format!(" · knowledge base {kb}"),
+                                w.saturating_sub(c.prompt.chars().count() + 1),
+                            )
+                        })
+                        .unwrap_or_default(),
+                    t.dim,
+                ),
+            ]),
         ]),
         head,
     );
