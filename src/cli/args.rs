@@ -300,6 +300,16 @@ pub struct EvalArgs {
     /// Run again the questions whose recorded result is `failed`.
     #[arg(long)]
     pub retry_failed: bool,
+    /// Conditions every arm must meet, e.g. `grounded>=0.9,violations==0,unsupported==0`
+    /// (rates 0 to 1: grounded, ungrounded, missing, failed; counts: violations,
+    /// redirects, declarations, grounded_unanswerable, answerable_grounded and the review
+    /// marks). The run exits with 3 naming each arm and figure that falls short.
+    #[arg(long, value_name = "CONDITIONS")]
+    pub gate: Option<String>,
+    /// Write the questions marked in experiment DIR as a question set on standard output
+    /// (each with its marks and notes as `expect`) and run nothing.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["questions", "arms", "experiment", "out", "gate"])]
+    pub from_reviews: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -68,6 +68,28 @@ fn entry_settings(e: ArmEntry) -> Result<(String, Settings), String> {
 }
 
 pub(super) async fn eval(ctx: &CmdContext, global: &GlobalArgs, a: EvalArgs) -> Result<ExitCode> {
+    if let Some(dir) = &a.from_reviews {
+        let table = eval::review::ReviewTable::load(dir).map_err(|e| anyhow::anyhow!(e.0))?;
+        let (set, n) = eval::review::reviewed_set(&table);
+        {
+            use std::io::Write as _;
+            let mut out = crate::errors::stdout();
+            out.write_all(set.as_bytes())?;
+            out.flush()?;
+        }
+        crate::errors::say!(
+            "{n} reviewed question(s) of {} written as a question set",
+            dir.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    // A gate that cannot be read is refused before anything runs.
+    let gate = a
+        .gate
+        .as_deref()
+        .map(eval::gate::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     let experiment = match &a.experiment {
         Some(p) => eval::experiment::load(p).map_err(anyhow::Error::msg)?,
         None => eval::Experiment::default(),
@@ -183,11 +205,23 @@ pub(super) async fn eval(ctx: &CmdContext, global: &GlobalArgs, a: EvalArgs) -> 
         return Ok(ExitCode::from(130));
     }
     crate::errors::say!("eval done ({counts}); report: {}", report.display());
-    Ok(if summary.failed > 0 {
-        ExitCode::from(2)
-    } else {
-        ExitCode::SUCCESS
-    })
+    if summary.failed > 0 {
+        return Ok(ExitCode::from(2));
+    }
+    if let Some(gate) = &gate {
+        let short = eval::gate::check(&summary.report, gate);
+        if !short.is_empty() {
+            for line in &short {
+                crate::errors::say!("gate: {line}");
+            }
+            return Ok(ExitCode::from(3));
+        }
+        crate::errors::say!(
+            "gate: every arm meets {}",
+            a.gate.as_deref().unwrap_or_default()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The composer of an arm's agents and its model's name: the arm's model flags over the

@@ -6,6 +6,7 @@
 //! given ([`review`]). The face parses the flags and shows the progress.
 
 pub mod experiment;
+pub mod gate;
 pub mod paired;
 pub mod questions;
 pub mod report;

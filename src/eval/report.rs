@@ -55,7 +55,7 @@ impl Stats {
 }
 
 /// One arm's column.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ArmReport {
     pub name: String,
     /// Its settings as `ask` flags.
@@ -94,7 +94,7 @@ pub struct Difference {
     pub outcomes: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Report {
     /// Questions in the set.
     pub questions: usize,

@@ -87,6 +87,53 @@ pub struct ReviewTable {
     pub rows: Vec<Row>,
 }
 
+/// The reviewed questions of an experiment as a question set (`groundwork eval
+/// --from-reviews DIR`): one JSONL line per question marked in any arm, with its id,
+/// label and question, and as its `expect` the marks and notes (after what the set
+/// expected before, when it did), so that a reviewed failure becomes a case of the next
+/// experiment. Returns the lines and how many questions they hold.
+pub fn reviewed_set(table: &ReviewTable) -> (String, usize) {
+    let mut out = String::new();
+    let mut n = 0;
+    for row in &table.rows {
+        let marks: Vec<String> = table
+            .arms
+            .iter()
+            .zip(&row.cells)
+            .filter_map(|(arm, c)| {
+                let mark = c
+                    .mark
+                    .as_deref()
+                    .filter(|m| *m != super::results::CLEARED)?;
+                Some(match c.note.as_deref().filter(|n| !n.trim().is_empty()) {
+                    Some(note) => format!("{arm}: {mark} ({note})"),
+                    None => format!("{arm}: {mark}"),
+                })
+            })
+            .collect();
+        if marks.is_empty() {
+            continue;
+        }
+        let reviewed = format!("reviewed: {}", marks.join("; "));
+        let expect = match &row.expect {
+            Some(before) => format!("{before} — {reviewed}"),
+            None => reviewed,
+        };
+        let mut line = serde_json::json!({
+            "id": row.id,
+            "question": row.question,
+            "expect": expect,
+        });
+        if let Some(label) = &row.label {
+            line["label"] = label.clone().into();
+        }
+        out.push_str(&line.to_string());
+        out.push('\n');
+        n += 1;
+    }
+    (out, n)
+}
+
 fn err(e: impl std::fmt::Display) -> EvalError {
     EvalError(e.to_string())
 }

@@ -778,3 +778,111 @@ async fn unsafe_ids_get_safe_session_files_and_a_failed_save_is_a_failure() {
     let report = read_json(&home.path("ro/report.json"));
     assert_eq!(report["arms"][0]["counts"]["failed"], 3, "{report}");
 }
+
+/// Issue 44 §4: `--gate` names each arm and figure that falls short and exits with 3; a
+/// gate met says so; a gate that cannot be read is refused before anything runs.
+#[tokio::test]
+async fn a_gate_names_the_arm_and_the_figure_that_fall_short() {
+    let home = Home::new().await;
+    let model = ScriptedServer::responding(researcher::researcher(researches)).await;
+    std::fs::write(home.path("set.jsonl"), SET).unwrap();
+    let url = model.base_url();
+    let eval = |gate: &'static str, out: &'static str| {
+        let url = url.clone();
+        let home = &home;
+        async move {
+            home.run(&[
+                "--model-url",
+                &url,
+                "--model",
+                "scripted",
+                "eval",
+                "set.jsonl",
+                "--arm",
+                "base: --no-policy",
+                "--arm",
+                "policy:",
+                "--out",
+                out,
+                "--gate",
+                gate,
+            ])
+            .await
+        }
+    };
+    let o = eval("grounding>=0.9", "refused").await;
+    assert!(!o.status.success());
+    assert!(
+        err(&o).contains("--gate: unknown figure `grounding`"),
+        "{}",
+        err(&o)
+    );
+    assert!(!home.path("refused").exists(), "nothing ran");
+
+    // base answers two unanswerable questions uncited (missing 2 of 5); policy declares.
+    let o = eval("grounded>=0.6,missing==0,violations==0", "exp").await;
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    let e = err(&o);
+    assert!(
+        e.contains("gate: arm 'base': missing 0.40, wanted == 0"),
+        "{e}"
+    );
+    assert!(!e.contains("arm 'policy'"), "{e}");
+    assert!(
+        home.path("exp/report.md").exists(),
+        "the report is written first"
+    );
+
+    // Met: said so, exit 0 (the recorded results are read again, nothing re-run).
+    let o = eval("grounded>=0.6,violations==0", "exp").await;
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        err(&o).contains("gate: every arm meets grounded>=0.6,violations==0"),
+        "{}",
+        err(&o)
+    );
+
+    // Reviews become tests: the marked questions as a question set, their marks and
+    // notes as `expect`, which the next experiment reads.
+    let exp = home.path("exp");
+    for (arm, id, mark, note) in [
+        ("base", "u2", "invented", Some("the guide never says")),
+        ("policy", "u2", "supported", None),
+        ("base", "a1", "supported", None),
+    ] {
+        groundwork::eval::review::save_mark(
+            &exp,
+            &groundwork::eval::results::Review {
+                arm: arm.into(),
+                id: id.into(),
+                mark: mark.into(),
+                note: note.map(String::from),
+            },
+        )
+        .unwrap();
+    }
+    let o = home.run(&["eval", "--from-reviews", "exp"]).await;
+    assert!(o.status.success(), "{}", err(&o));
+    let set = String::from_utf8_lossy(&o.stdout).into_owned();
+    let lines: Vec<Value> = set
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            json!({"id": "a1", "label": "answerable", "question": "How did lighthouses start?",
+                   "expect": "reviewed: base: supported"}),
+            json!({"id": "u2", "label": "unanswerable", "question": "What did the keeper eat?",
+                   "expect": "reviewed: base: invented (the guide never says); policy: supported"}),
+        ]
+    );
+    assert!(err(&o).contains("2 reviewed question(s)"), "{}", err(&o));
+    std::fs::write(home.path("reviewed.jsonl"), &set).unwrap();
+    let entries = groundwork::eval::questions::load(&home.path("reviewed.jsonl")).unwrap();
+    assert_eq!(entries.len(), 2, "a question set the next experiment reads");
+    let o = home
+        .run(&["eval", "--from-reviews", "exp", "--arm", "x:"])
+        .await;
+    assert!(!o.status.success(), "it runs nothing, so it takes no arms");
+}
