@@ -176,15 +176,20 @@ pub enum SessionError {
     },
     /// The file was written by a newer Groundwork, in a format this one does not read.
     #[error(
-        "{} was written by a newer Groundwork (session format {version}; this one reads \
-         formats up to {SESSION_FORMAT_VERSION}): update Groundwork to open it",
+        "{} was written by a newer Groundwork ({kind} {version}; this one reads up to \
+         {newest}): update Groundwork to open it",
         path.display()
     )]
     Newer {
         /// The file.
         path: PathBuf,
-        /// Its format version.
+        /// What is versioned: `session format` (a JSON session) or `session schema` (an
+        /// SQLite one).
+        kind: &'static str,
+        /// Its version.
         version: u64,
+        /// The newest this build reads.
+        newest: u64,
     },
     /// Serializing failed.
     #[error("cannot serialize session: {0}")]
@@ -227,7 +232,9 @@ impl SessionError {
         match file::newer_format(&e) {
             Some(version) => SessionError::Newer {
                 path: path.to_path_buf(),
+                kind: "session format",
                 version,
+                newest: u64::from(SESSION_FORMAT_VERSION),
             },
             None => SessionError::Corrupt {
                 path: path.to_path_buf(),

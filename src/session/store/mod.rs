@@ -434,7 +434,9 @@ fn read_all(conn: &Connection, path: &Path) -> Result<(Session, Image), SessionE
     if schema > SCHEMA {
         return Err(SessionError::Newer {
             path: path.to_path_buf(),
+            kind: "session schema",
             version: schema as u64,
+            newest: SCHEMA as u64,
         });
     }
     let check: String = conn
@@ -984,6 +986,29 @@ mod tests {
         again.state.insert("last".into(), Value::from(true));
         again.save(&path).unwrap();
         assert_eq!(Session::load(&path).unwrap(), again);
+    }
+
+    /// A file of a newer schema is refused in one line naming its schema and the newest
+    /// this build reads, and left as it was.
+    #[test]
+    fn a_newer_schema_is_refused_by_its_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sqlite");
+        Session::new("m").save(&path).unwrap();
+        let newer = SCHEMA + 1;
+        open_write(&path)
+            .unwrap()
+            .execute_batch(&format!("PRAGMA user_version = {newer};"))
+            .unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let e = Session::load(&path).unwrap_err().to_string();
+        assert!(
+            e.ends_with(&format!(
+                "was written by a newer Groundwork (session schema {newer}; this one reads up to {SCHEMA}): update Groundwork to open it"
+            )),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), before);
     }
 
     /// A file of schema 1 (before `state_ops`) reads as it is, and its next commit
