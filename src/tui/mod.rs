@@ -9,6 +9,7 @@ pub mod app;
 pub mod background;
 mod images;
 pub mod keymap;
+mod reads;
 mod replays;
 mod runtime;
 pub mod terminal;
@@ -31,7 +32,8 @@ use app::{App, Msg};
 use keymap::Keymap;
 use theme::ThemeName;
 
-pub use runtime::{Clipboard, ReplayChanges, Runtime, Services, format_info};
+pub use reads::format_info;
+pub use runtime::{Clipboard, ReplayChanges, Runtime, Services};
 
 /// `[tui]` of the config file (plain data; parsed with the rest of the file).
 pub use crate::config::TuiConfig;
