@@ -507,7 +507,7 @@ async fn a_source_deleted_since_it_was_cited_is_shown_as_the_question_read_it() 
     assert_eq!(app.kb_changes[&0], "1 document deleted");
     let ledger = pane(&mut app, Pane::Ledger, 160, 48);
     assert!(
-        ledger.contains("knowledge base changed since: 1 document deleted"),
+        ledger.contains("knowledge base: 1 document deleted since"),
         "{ledger}"
     );
     // And the inspector, on the question's requests.

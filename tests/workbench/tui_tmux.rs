@@ -635,4 +635,34 @@ async fn a_session_over_the_libtasn1_manual_shows_the_evidence_itself() {
     assert!(!screen.contains("haiku.rag.lancedb"), "{screen}");
     tmux.send(&["C-q"]);
     tmux.wait_exit().await;
+
+    // The manual deleted from the database since: opened again, the cited passage is
+    // still quoted, as the question read it, and the ledger says what changed.
+    let mut delete = std::process::Command::new(bin);
+    delete.args(["--db", &db, "delete", &doc.id]);
+    hermetic(&mut delete, home.path());
+    let o = delete.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tmux = Tmux::new("libtasn1-deleted");
+    tmux.start(
+        &format!(
+            "{env} {bin} open {session}; {EXIT_SUFFIX}",
+            session = session.display()
+        ),
+        160,
+        48,
+    );
+    tmux.wait_for("the passage as the question read it", 60, |s| {
+        s.contains(&format!("│ {first_line}"))
+            && s.contains("source changed since cited: not in the knowledge base now")
+    })
+    .await;
+    tmux.send(&["F4"]);
+    tmux.send(&["Up"]);
+    tmux.wait_for("what changed since", 30, |s| {
+        s.contains("knowledge base: 1 document deleted since")
+    })
+    .await;
+    tmux.send(&["C-q"]);
+    tmux.wait_exit().await;
 }

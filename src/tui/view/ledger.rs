@@ -59,9 +59,6 @@ fn detail_lines(app: &App, i: usize, width: u16) -> Vec<Line<'static>> {
     if let Some(m) = app.marks.get(&r.question) {
         more.push(format!("marked {}", m.mark));
     }
-    if let Some(c) = app.kb_changes.get(&r.question) {
-        more.push(format!("knowledge base changed since: {c}"));
-    }
     if let Some((raw, sent, n)) = app.question_tokens(r.question) {
         more.push(format!(
             "tokens raw {} → sent {} in {n} request{}",
@@ -75,6 +72,13 @@ fn detail_lines(app: &App, i: usize, width: u16) -> Vec<Line<'static>> {
     let mut tail = wrap_line(&Line::from(facts), width);
     tail.truncate(room);
     lines.extend(tail);
+    // A line of its own: the figures above are cut to their room, this must not be.
+    if let Some(c) = app.kb_changes.get(&r.question) {
+        lines.push(Line::styled(
+            truncate(&format!("knowledge base: {c} since"), width as usize),
+            t.ungrounded,
+        ));
+    }
     lines
 }
 
@@ -160,7 +164,13 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     }
     let roomy = inner.height >= 10;
     let chunk_h = if roomy { inner.height / 2 } else { 0 };
-    let detail_h = if roomy { 3 } else { 0 };
+    // Three lines, and one more when the knowledge base changed since the question.
+    let selected_question = rows_idx
+        .get(app.ledger.selected.min(rows_idx.len() - 1))
+        .and_then(|&i| app.transcript.ledger.get(i))
+        .map(|r| r.question);
+    let changed = selected_question.is_some_and(|q| app.kb_changes.contains_key(&q));
+    let detail_h = if roomy { 3 + u16::from(changed) } else { 0 };
     let [table_area, detail_area, chunks_area] = Layout::vertical([
         Constraint::Min(3),
         Constraint::Length(detail_h),
