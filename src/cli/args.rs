@@ -38,6 +38,7 @@ impl Cli {
                     | Command::Export(_)
                     | Command::Replay(_)
                     | Command::Tag(_)
+                    | Command::Verify(_)
             )
         )
     }
@@ -126,6 +127,10 @@ pub enum Command {
     Ask(AskArgs),
     /// Run a question set through arms (ask's flags) headless and report them side by side.
     Eval(EvalArgs),
+    /// Check each sentence of the answers that carries a citation marker against the
+    /// passages it cites, with a judge model ([judge] in the config; default the session's
+    /// model); the verdicts are saved with the session.
+    Verify(VerifyArgs),
     /// Run one question of a saved session again with other settings (an arm's flags)
     /// and show both runs side by side; the session itself is never changed.
     Replay(ReplayArgs),
@@ -350,6 +355,25 @@ pub struct InspectArgs {
     #[arg(long)]
     pub request: Option<usize>,
     /// Print the requests (raw and compacted messages, tools, instructions, tokens) as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// A session file (Groundwork's, or one recorded by a haiku.rag host: its checks are
+    /// saved in the SQLite file beside it).
+    pub session: PathBuf,
+    /// Check only this question (1-based, as the conversation numbers them).
+    #[arg(long, value_name = "N")]
+    pub question: Option<usize>,
+    /// The judge's endpoint (default: [judge] base_url, else [model]'s).
+    #[arg(long, value_name = "URL")]
+    pub judge_url: Option<String>,
+    /// The judge model (default: [judge] model, else the model the session was run with).
+    #[arg(long, value_name = "NAME")]
+    pub judge_model: Option<String>,
+    /// Print the checks as JSON.
     #[arg(long)]
     pub json: bool,
 }

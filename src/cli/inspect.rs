@@ -25,38 +25,15 @@ pub(super) async fn export(
                 .unwrap_or_else(|| "session".into());
             let mut t =
                 crate::host::transcript::Transcript::build(&session.messages, &session.state);
-            // Sources quote the cited chunks themselves, read from the knowledge base the
-            // session's questions ran against (or `--db`); without one they quote the
-            // context the model saw, and say so.
-            let recorded = crate::session::knowledge::latest(&session.groundwork.extra);
-            if !recorded.is_empty() || ctx.db_named {
-                let opened = match ctx.reopening(global, &a.session, &recorded) {
-                    Ok(ctx) => ctx.open_collections(None).await,
-                    Err(e) => Err(e),
-                };
-                match opened {
-                    Ok(opened) => {
-                        let stores: Vec<_> = opened
-                            .into_iter()
-                            .map(|(n, s)| (n, std::sync::Arc::new(s)))
-                            .collect();
-                        let unread = crate::host::explore::read_passages(
-                            &mut t,
-                            &stores,
-                            &session.groundwork.extra,
-                        )
-                        .await;
-                        if unread > 0 {
-                            crate::errors::say!(
-                                "warning: {unread} cited chunk(s) are not in the knowledge base; their sources quote the context the model saw"
-                            );
-                        }
-                    }
-                    Err(e) => crate::errors::say!(
-                        "warning: {e:#}; the sources quote the context the model saw"
-                    ),
-                }
-            }
+            quote_cited(
+                ctx,
+                global,
+                &a.session,
+                &session,
+                &mut t,
+                "their sources quote",
+            )
+            .await;
             crate::host::transcript::to_markdown_marked(
                 &t,
                 &title,
@@ -84,6 +61,43 @@ pub(super) async fn export(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reads the chunks `t`'s answers cite from the knowledge base the session's questions
+/// ran against (or `--db`), as each question read it; without one, or for a chunk that is
+/// not there, warns on stderr that `what` the context the model saw instead.
+pub(super) async fn quote_cited(
+    ctx: &super::context::CmdContext,
+    global: &super::args::GlobalArgs,
+    path: &std::path::Path,
+    session: &crate::session::Session,
+    t: &mut crate::host::transcript::Transcript,
+    what: &str,
+) {
+    let recorded = crate::session::knowledge::latest(&session.groundwork.extra);
+    if recorded.is_empty() && !ctx.db_named {
+        return;
+    }
+    let opened = match ctx.reopening(global, path, &recorded) {
+        Ok(ctx) => ctx.open_collections(None).await,
+        Err(e) => Err(e),
+    };
+    match opened {
+        Ok(opened) => {
+            let stores: Vec<_> = opened
+                .into_iter()
+                .map(|(n, s)| (n, std::sync::Arc::new(s)))
+                .collect();
+            let unread =
+                crate::host::explore::read_passages(t, &stores, &session.groundwork.extra).await;
+            if unread > 0 {
+                crate::errors::say!(
+                    "warning: {unread} cited chunk(s) are not in the knowledge base; {what} the context the model saw"
+                );
+            }
+        }
+        Err(e) => crate::errors::say!("warning: {e:#}; {what} the context the model saw"),
+    }
 }
 
 pub(super) fn inspect(a: InspectArgs) -> Result<ExitCode> {

@@ -14,6 +14,7 @@ mod inspect;
 mod live;
 pub mod logging;
 mod replay;
+mod verify;
 mod workbench;
 
 use std::process::ExitCode;
@@ -112,6 +113,7 @@ pub async fn run(cli: Cli, env: Env) -> Result<ExitCode> {
         Some(Command::Eval(a)) => eval::eval(&ctx, &cli.global, a).await,
         Some(Command::Replay(a)) => replay::replay(&ctx, &cli.global, a).await,
         Some(Command::Tag(cmd)) => db::tag(&ctx, cmd).await,
+        Some(Command::Verify(a)) => verify::verify(&ctx, &cli.global, a).await,
     }
 }
 
@@ -155,6 +157,7 @@ fn command_name(c: &Command) -> &'static str {
         Command::Replay(_) => "replay",
         Command::Open(_) => "open",
         Command::Tag(_) => "tag",
+        Command::Verify(_) => "verify",
     }
 }
 

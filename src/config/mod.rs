@@ -13,13 +13,16 @@
 //!   key ([`ModelConfig`], `model.rs`);
 //! - `[tui]`: theme and key bindings as plain data ([`TuiConfig`], `tui.rs`);
 //! - `[collections]`: named databases opened side by side ([`CollectionsConfig`],
-//!   `collections.rs`).
+//!   `collections.rs`);
+//! - `[judge]`: the model that checks claims against what they cite ([`JudgeConfig`],
+//!   `judge.rs`).
 //!
 //! This module uses only `crate::paths` and `crate::errors` from the rest of the crate;
 //! the consumers take the parsed values.
 
 pub mod collections;
 pub mod error;
+pub mod judge;
 pub mod model;
 pub mod rerank;
 pub mod sections;
@@ -33,6 +36,7 @@ use crate::paths::Env;
 
 pub use collections::{CollectionsConfig, check_name as check_collection_name};
 pub use error::{ConfigError, TomlErrorInfo, describe_toml_error, line_col, line_of_key};
+pub use judge::JudgeConfig;
 pub use model::{ApiKey, ModelConfig, ModelOverrides, TOKENIZER_ENCODINGS, TokenizerSetting};
 pub use rerank::RerankerConfig;
 pub use sections::{
@@ -74,6 +78,8 @@ pub struct Config {
     pub tui: TuiConfig,
     /// `[collections]`: named databases opened side by side.
     pub collections: CollectionsConfig,
+    /// `[judge]`: the model that checks claims against what they cite.
+    pub judge: JudgeConfig,
     /// Whether an endpoint was named (`model.base_url`, `GROUNDWORK_MODEL_URL` or a
     /// flag) rather than left to discovery.
     pub endpoint_named: bool,
@@ -94,6 +100,7 @@ struct RawFile {
     model: model::FileModel,
     tui: TuiConfig,
     collections: collections::RawCollections,
+    judge: JudgeConfig,
 }
 
 impl Config {
@@ -164,9 +171,11 @@ impl Config {
             r.validate().map_err(|e| e.in_file(path, text))?;
         }
         let collections = CollectionsConfig::from_file(raw.collections, path, text)?;
+        raw.judge.validate().map_err(|e| e.in_file(path, text))?;
         let model_named = model.model != model::DEFAULT_MODEL;
         Ok(Config {
             collections,
+            judge: raw.judge,
             path: Some(path.to_path_buf()),
             app,
             model,

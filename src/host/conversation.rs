@@ -237,6 +237,11 @@ impl Conversation {
         crate::session::marks::set(&mut self.session_mut().groundwork.extra, question, mark);
     }
 
+    /// Keeps `v` as the check of its question's claims (replacing an earlier one).
+    pub fn set_verification(&mut self, v: &crate::session::verdicts::Verification) {
+        crate::session::verdicts::set(&mut self.session_mut().groundwork.extra, v);
+    }
+
     /// Ends a conversation whose process is about to exit: the lock is released, and the
     /// session is left to the exit rather than freed one string and JSON value at a time
     /// (for a long session that costs more than reading it did).

@@ -2,7 +2,8 @@
 //! agents from the configuration ([`compose`]), asking a question over a session and
 //! committing and saving it ([`conversation`], [`ask`]), and the read-only views of a
 //! session (transcript, ledger, request inspection), and a question run again with
-//! other settings beside the original ([`replay`]).
+//! other settings beside the original ([`replay`]), and an answer's claims checked
+//! against what they cite by a judge model ([`verify`]).
 
 pub mod ask;
 pub mod compose;
@@ -15,3 +16,4 @@ mod inspect_tokens;
 pub mod replay;
 pub mod resume;
 pub mod transcript;
+pub mod verify;

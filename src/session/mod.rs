@@ -25,6 +25,7 @@ pub mod resume;
 mod starts;
 pub mod state_diff;
 pub mod store;
+pub mod verdicts;
 
 use std::borrow::Cow;
 use std::io::Read as _;
