@@ -38,6 +38,7 @@ pub(super) async fn export(
                 &t,
                 &title,
                 &crate::session::marks::marks(&session.groundwork.extra),
+                &crate::session::verdicts::verifications(&session.groundwork.extra),
             )
             .into_bytes()
         }

@@ -158,6 +158,15 @@ pub(super) async fn workbench(
         max_searches: ctx.config.app.qa.max_searches,
         max_executions: ctx.config.app.analysis.max_executions,
     };
+    // The judge: [judge] over the workbench's endpoint, by default the session's model.
+    let judge: Option<std::sync::Arc<dyn crate::engine::chat::ChatModel>> = match choice.config() {
+        Some(c) => Some(std::sync::Arc::new(crate::model::OpenAiModel::new(
+            ctx.config
+                .judge
+                .endpoint(c, None, None, session.groundwork.model.as_deref())?,
+        )?)),
+        None => None,
+    };
     let mut app = tui::app::App::new(session, path, host)
         .with_keymap(keymap)
         .with_theme(theme);
@@ -173,6 +182,7 @@ pub(super) async fn workbench(
     )
     .with_collections(collections);
     services.counter = Some(counter);
+    services.judge = judge;
     services.replay_changes = Some(super::replay::workbench_changes(
         ctx.env.clone(),
         super::context::model_overrides(global),

@@ -370,6 +370,7 @@ impl Conversation {
                 &t,
                 title,
                 &crate::session::marks::marks(&self.session.groundwork.extra),
+                &crate::session::verdicts::verifications(&self.session.groundwork.extra),
             ),
             ExportFormat::Json => serde_json::to_string_pretty(&transcript::to_json(
                 &t,

@@ -216,6 +216,53 @@ fn split_block(s: &str, out: &mut Vec<String>) {
     push(start, n);
 }
 
+/// Where each citation marker (`[1]`, `[2, 3]`, read as [`markers`] reads them) of `text`
+/// ends, in order.
+pub fn marker_ends(text: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(open) = text[at..].find('[') {
+        let start = at + open + 1;
+        let Some(close) = text[start..].find(']') else {
+            break;
+        };
+        let inside = &text[start..start + close];
+        if inside
+            .split(',')
+            .all(|p| p.trim().parse::<i64>().is_ok_and(|k| k > 0))
+        {
+            out.push(start + close + 1);
+        }
+        at = start + close + 1;
+    }
+    out
+}
+
+/// `answer` with each checked claim's verdict glyph, after `tag`, right after the claim's
+/// last marker (`… at night [1]✓.`): the claims are the answer's sentences with markers,
+/// in order, so the markers of claim k are the next ones in the answer.
+pub fn with_verdicts(answer: &str, v: &Verification, tag: &str) -> String {
+    let ends = marker_ends(answer);
+    let mut at_marker = 0;
+    let mut inserts = Vec::new();
+    for c in &v.claims {
+        at_marker += marker_ends(&c.sentence).len();
+        if let Some(&end) = at_marker.checked_sub(1).and_then(|k| ends.get(k)) {
+            inserts.push((end, c.verdict.glyph()));
+        }
+    }
+    let mut out = String::with_capacity(answer.len() + inserts.len() * 8);
+    let mut from = 0;
+    for (end, glyph) in inserts {
+        out.push_str(&answer[from..end]);
+        out.push_str(tag);
+        out.push_str(glyph);
+        from = end;
+    }
+    out.push_str(&answer[from..]);
+    out
+}
+
 /// What the judge is sent for `claim`: the sentence, then each source it cites with its
 /// reference and text.
 pub fn judge_prompt(claim: &Claim<'_>) -> String {
@@ -424,6 +471,44 @@ mod tests {
         assert_eq!(
             sentences("It costs 3.5 euros\nper page [1]. Done."),
             ["It costs 3.5 euros per page [1].", "Done."]
+        );
+    }
+
+    #[test]
+    fn each_claims_verdict_is_put_after_its_last_marker() {
+        let answer =
+            "Ships [1]. Painted by Monet [1][2].\n- Keepers [3]\nNo marker. Array [0] [x].";
+        let claim = |sentence: &str, verdict| ClaimCheck {
+            sentence: sentence.into(),
+            markers: markers(sentence),
+            chunks: Vec::new(),
+            verdict,
+            reason: String::new(),
+            request: None,
+        };
+        let v = Verification {
+            question: 0,
+            judge: "j".into(),
+            at: Utc::now(),
+            instructions: String::new(),
+            from_context: Vec::new(),
+            claims: vec![
+                claim("Ships [1].", Verdict::Supported),
+                claim("Painted by Monet [1][2].", Verdict::NotSupported),
+                claim("Keepers [3]", Verdict::Unclear),
+            ],
+            requests: Vec::new(),
+        };
+        assert_eq!(
+            sentences(answer)
+                .iter()
+                .filter(|s| !markers(s).is_empty())
+                .count(),
+            3
+        );
+        assert_eq!(
+            with_verdicts(answer, &v, "|"),
+            "Ships [1]|✓. Painted by Monet [1][2]|✗.\n- Keepers [3]|?\nNo marker. Array [0] [x]."
         );
     }
 

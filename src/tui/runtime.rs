@@ -49,6 +49,8 @@ pub struct Services {
     /// Named collections searched side by side (then `store` is the first of them).
     pub collections: Vec<(String, Arc<Store>)>,
     pub model: Option<Arc<dyn ChatModel>>,
+    /// The model that checks claims against what they cite (none: `model`).
+    pub judge: Option<Arc<dyn ChatModel>>,
     pub config: AppConfig,
     /// Evidence capabilities of every question (empty: RAG).
     pub capabilities: Vec<CapabilityChoice>,
@@ -99,6 +101,7 @@ impl Services {
             store,
             collections: Vec::new(),
             model,
+            judge: None,
             config,
             capabilities,
             eager,
@@ -177,6 +180,18 @@ impl Runtime {
     pub fn handle(&mut self, app: &mut App, msg: Msg) {
         let msg = match msg {
             Msg::Answered(answered) => return self.answered(app, *answered),
+            // A check is kept by the conversation's owner, then shown.
+            Msg::Verified {
+                number,
+                result: Ok(v),
+            } => {
+                self.conversation(app).set_verification(&v);
+                self.show_change(app);
+                Msg::Verified {
+                    number,
+                    result: Ok(v),
+                }
+            }
             // The session opened is the conversation from now on.
             Msg::SessionOpened(Ok((path, session))) => {
                 let writable = !app.read_only && app.review.is_none();
@@ -206,6 +221,7 @@ impl Runtime {
                     self.conversation(app).set_mark(question, mark);
                     self.show_change(app);
                 }
+                Effect::Verify { number, turn } => self.verify(number, *turn),
                 Effect::Filter(labels) => {
                     let collections = app.host.collections.clone();
                     let conversation = self.conversation(app);
@@ -288,6 +304,27 @@ impl Runtime {
         tokio::spawn(async move {
             let outcome = question.outcome().await;
             let _ = msg_tx.send(Msg::Answered(Box::new(Answered { run_id, outcome })));
+        });
+    }
+
+    /// Checks `turn`'s claims with the judge in the background; the check comes back as
+    /// [`Msg::Verified`].
+    fn verify(&mut self, number: usize, turn: crate::host::transcript::Turn) {
+        let tx = self.msg_tx.clone();
+        let Some(judge) = self.services.judge.clone().or(self.services.model.clone()) else {
+            let _ = tx.send(Msg::Verified {
+                number,
+                result: Err("no judge model: configure [judge] or [model]".into()),
+            });
+            return;
+        };
+        tokio::spawn(async move {
+            let cancel = crate::engine::cancel::CancelToken::new();
+            let result = crate::host::verify::check_turn(&*judge, &turn, &cancel, &|_, _| {})
+                .await
+                .map(Box::new)
+                .map_err(|e| e.to_string());
+            let _ = tx.send(Msg::Verified { number, result });
         });
     }
 
@@ -424,6 +461,7 @@ fn execute(effect: Effect, app: &App, services: &Arc<Services>, msg_tx: &Unbound
         Effect::Quit => {}
         // The conversation's effects are the runtime's own (`Runtime::carry_out`).
         Effect::Ask { .. }
+        | Effect::Verify { .. }
         | Effect::Mark { .. }
         | Effect::Filter(_)
         | Effect::SaveAs(_)

@@ -65,6 +65,18 @@ impl Theme {
         }
     }
 
+    /// A judge's verdict on a claim: supported as grounded, partly as ungrounded, not
+    /// supported as missing, unclear dimmed.
+    pub fn verdict(&self, v: crate::session::verdicts::Verdict) -> Style {
+        use crate::session::verdicts::Verdict;
+        match v {
+            Verdict::Supported => self.grounded,
+            Verdict::PartlySupported => self.ungrounded,
+            Verdict::NotSupported => self.missing,
+            Verdict::Unclear => self.dim,
+        }
+    }
+
     /// The theme `name` painting its own background (`auto` is dark here).
     pub fn by_name(name: ThemeName) -> Self {
         match name {

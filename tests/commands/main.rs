@@ -22,3 +22,4 @@ mod secrets;
 mod session_store;
 mod session_texts;
 mod sessions;
+mod verify;

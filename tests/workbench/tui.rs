@@ -1449,7 +1449,12 @@ async fn answers_are_marked_in_the_session_shown_and_exported() {
         shown.contains("· marked invented: the guide says nothing of the sort"),
         "{shown}"
     );
-    let md = groundwork::host::transcript::to_markdown_marked(&app.transcript, "t", &app.marks);
+    let md = groundwork::host::transcript::to_markdown_marked(
+        &app.transcript,
+        "t",
+        &app.marks,
+        &app.checks,
+    );
     assert!(
         md.contains("*Review: marked invented — the guide says nothing of the sort*"),
         "{md}"

@@ -8,15 +8,16 @@ use super::{CitationView, StepStatus, Transcript, Turn};
 
 /// The conversation as Markdown: questions, answers, tool calls and sources.
 pub fn to_markdown(t: &Transcript, title: &str) -> String {
-    to_markdown_marked(t, title, &Default::default())
+    to_markdown_marked(t, title, &Default::default(), &Default::default())
 }
 
-/// [`to_markdown`] with a reviewer's marks on the answers (by question), each under its
-/// answer's citation status.
+/// [`to_markdown`] with a reviewer's marks on the answers and the checks of their claims
+/// (both by question), each under its answer's citation status.
 pub fn to_markdown_marked(
     t: &Transcript,
     title: &str,
     marks: &std::collections::BTreeMap<u64, crate::session::marks::AnswerMark>,
+    checks: &std::collections::BTreeMap<u64, crate::session::verdicts::Verification>,
 ) -> String {
     let mut out = format!("# {title}\n\n");
     for (turn, row) in t.turns.iter().zip(&t.ledger) {
@@ -63,6 +64,23 @@ pub fn to_markdown_marked(
                     .map(|n| format!(" — {n}"))
                     .unwrap_or_default()
             ));
+        }
+        if let Some(v) = checks.get(&turn.question) {
+            out.push_str(&format!(
+                "*Claims checked (judge {}): {}*\n\n",
+                v.judge,
+                v.counts().summary()
+            ));
+            for c in &v.claims {
+                out.push_str(&format!(
+                    "- {} {}: {} — {}\n",
+                    c.verdict.glyph(),
+                    c.verdict.label(),
+                    c.sentence,
+                    c.reason
+                ));
+            }
+            out.push('\n');
         }
         if let Some(code) = &turn.program {
             out.push_str(&format!(

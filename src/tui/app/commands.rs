@@ -159,6 +159,7 @@ impl App {
                             &self.transcript,
                             &self.export_title(),
                             &self.marks,
+                            &self.checks,
                         ),
                     )
                 } else {
@@ -185,6 +186,7 @@ impl App {
             }
             Action::Explorer => self.toggle_explorer(),
             Action::Replay => self.open_replay(),
+            Action::VerifyClaims => self.verify_selected(),
             Action::DatabaseInfo => {
                 self.popup = Some(Popup::Info(None));
                 vec![Effect::LoadDbInfo]

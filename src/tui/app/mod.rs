@@ -196,6 +196,13 @@ pub struct App {
         std::collections::HashMap<String, Result<crate::host::transcript::Passage, String>>,
     /// The reviewer's marks on the session's answers, by question (kept in the session).
     pub marks: std::collections::BTreeMap<u64, crate::session::marks::AnswerMark>,
+    /// The judge's checks of the answers' claims, by question (kept in the session).
+    pub checks: std::collections::BTreeMap<u64, crate::session::verdicts::Verification>,
+    /// The judge's requests, in question order, as the inspector shows them (after the
+    /// committed model requests).
+    pub judge_requests: Vec<RequestSnapshot>,
+    /// The question whose claims the judge is checking (1-based), while it does.
+    pub verifying: Option<usize>,
     passages_asked: std::collections::HashSet<String>,
     /// What changed in the knowledge base since each question read it (by question
     /// identity; absent: unchanged, or not recorded).
@@ -260,6 +267,9 @@ impl App {
             capsule_cache: std::cell::RefCell::new(None),
             passages: Default::default(),
             marks: Default::default(),
+            checks: Default::default(),
+            judge_requests: Vec::new(),
+            verifying: None,
             passages_asked: Default::default(),
             kb_changes: Default::default(),
             kb_changes_asked: false,
@@ -296,7 +306,7 @@ impl App {
     /// Rebuilds everything derived from the committed session.
     fn rebuild(&mut self) {
         self.transcript = Transcript::build(&self.session.messages, &self.session.state);
-        self.marks = crate::session::marks::marks(&self.session.groundwork.extra);
+        self.read_reviews();
         self.apply_passages();
         self.committed_requests = (0..crate::host::inspect::SessionRequests::of(&self.session)
             .len())
@@ -393,7 +403,23 @@ impl App {
 
     /// The number of requests (cheaper than `requests()`).
     pub fn request_count(&self) -> usize {
-        self.committed_requests.len() + self.live.as_ref().map_or(0, |l| l.requests.len())
+        self.committed_requests.len()
+            + self.judge_requests.len()
+            + self.live.as_ref().map_or(0, |l| l.requests.len())
+    }
+
+    /// The marks and the judge's checks the session holds, and the judge's requests.
+    fn read_reviews(&mut self) {
+        let extra = &self.session.groundwork.extra;
+        self.marks = crate::session::marks::marks(extra);
+        self.checks = crate::session::verdicts::verifications(extra);
+        self.judge_requests = self
+            .checks
+            .values()
+            .flat_map(|v| {
+                (0..v.requests.len()).filter_map(|k| crate::host::verify::judge_snapshot(v, k))
+            })
+            .collect();
     }
 
     /// The request the inspector shows (0-based), if any.
@@ -415,10 +441,13 @@ impl App {
                     .expect("counted in rebuild")
             });
             Some((r.recorded, &r.snapshot))
+        } else if i < c + self.judge_requests.len() {
+            Some((true, &self.judge_requests[i - c]))
         } else {
+            let i = i - c - self.judge_requests.len();
             self.live
                 .as_ref()
-                .and_then(|l| l.requests.get(i - c))
+                .and_then(|l| l.requests.get(i))
                 .map(|s| (true, s))
         }
     }
@@ -662,8 +691,24 @@ impl App {
             } => self.committed(run_id, session, deferred),
             Msg::Updated(session) => {
                 self.session = session;
-                self.marks = crate::session::marks::marks(&self.session.groundwork.extra);
+                self.read_reviews();
+                *self.inspector_cache.borrow_mut() = None;
                 self.version += 1;
+                Vec::new()
+            }
+            Msg::Verified { number, result } => {
+                self.verifying = None;
+                self.notice = Some(match result {
+                    Ok(v) => format!(
+                        "question {number}: {} (judge {})",
+                        v.counts().summary(),
+                        v.judge
+                    ),
+                    Err(e) => {
+                        format!("question {number}: the judge failed: {e}; nothing was stored")
+                    }
+                });
+                self.dirty = true;
                 Vec::new()
             }
             // The runtime's: it commits, then says so with `Committed`.

@@ -89,6 +89,13 @@ pub enum Msg {
     /// A question's outcome, for the conversation's owner (the runtime); the app is
     /// told through `Committed` and the run's own events.
     Answered(Box<Answered>),
+    /// The judge's check of a question's claims (or why it failed), for the
+    /// conversation's owner (the runtime), which keeps it and sends the app `Updated`.
+    Verified {
+        /// The question's number as the conversation shows it (1-based).
+        number: usize,
+        result: Result<Box<crate::session::verdicts::Verification>, String>,
+    },
     /// Directory entries completing `typed` in the path prompt.
     PathEntries {
         typed: String,
@@ -134,6 +141,12 @@ pub enum Effect {
     Mark {
         question: u64,
         mark: Option<(String, Option<String>)>,
+    },
+    /// Check the claims of this answer (question `number`, 1-based) with the judge; the
+    /// outcome comes back as [`Msg::Verified`].
+    Verify {
+        number: usize,
+        turn: Box<crate::host::transcript::Turn>,
     },
     /// Restrict later questions to these documents (`NAME: document` labels when
     /// several collections are open; none: all).

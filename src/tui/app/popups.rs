@@ -109,6 +109,7 @@ impl App {
             Action::AttachImage,
             Action::ToggleTheme,
             Action::Replay,
+            Action::VerifyClaims,
             Action::ViolationsOnly,
             Action::ToggleDiff,
             Action::Help,

@@ -89,6 +89,38 @@ impl App {
         )
     }
 
+    /// Asks the judge to check the claims of the selected question's answer (the one
+    /// a replay would take), each sentence with a marker against the passages it cites.
+    pub(super) fn verify_selected(&mut self) -> Vec<Effect> {
+        if self.running() || self.verifying.is_some() {
+            self.notice = Some("wait for the running question or check to finish".into());
+            return Vec::new();
+        }
+        let Some(i) = self.replay_target() else {
+            self.notice = Some("no answer to check yet".into());
+            return Vec::new();
+        };
+        let turn = &self.transcript.turns[i];
+        let claims = crate::host::verify::claims(turn).len();
+        if claims == 0 {
+            self.notice = Some(format!(
+                "question {}: no sentence of the answer carries a citation marker; nothing to check",
+                i + 1
+            ));
+            return Vec::new();
+        }
+        self.verifying = Some(i + 1);
+        self.notice = Some(format!(
+            "question {}: the judge is checking {claims} claim{}…",
+            i + 1,
+            if claims == 1 { "" } else { "s" }
+        ));
+        vec![Effect::Verify {
+            number: i + 1,
+            turn: Box::new(turn.clone()),
+        }]
+    }
+
     /// Opens the replay popup on the selected question.
     pub(super) fn open_replay(&mut self) -> Vec<Effect> {
         if self.running() {

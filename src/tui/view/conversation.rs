@@ -86,7 +86,16 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
         caught_lines(t, caught, out);
     }
     out.push(Line::styled("Assistant:", t.assistant));
-    out.extend(markdown(&turn.answer));
+    let check = app.checks.get(&turn.question);
+    match check {
+        // Each checked sentence's verdict on its last marker.
+        Some(v) => {
+            let tag = VERDICT_TAG.to_string();
+            let marked = crate::host::verify::with_verdicts(&turn.answer, v, &tag);
+            out.extend(paint_verdicts(t, markdown(&marked)));
+        }
+        None => out.extend(markdown(&turn.answer)),
+    }
     if let Some(note) = &turn.cut_off_note {
         out.push(Line::styled(
             format!("[{note}]"),
@@ -110,6 +119,9 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
         out.push(Line::from(spans));
     }
     let collapsed = app.conversation.collapsed.contains(&turn.question);
+    if let Some(v) = check {
+        claim_lines(t, v, collapsed, out);
+    }
     if let Some(code) = &turn.program {
         out.push(Line::styled(
             if collapsed {
@@ -202,6 +214,100 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
         }
     }
     out.push(Line::raw(""));
+}
+
+/// Marks a verdict glyph in an answer's text until [`paint_verdicts`] styles it (a
+/// private-use character: never in an answer, passed through by the Markdown renderer).
+const VERDICT_TAG: char = '\u{E000}';
+
+/// `lines` with each tagged verdict glyph in its verdict's style, the tag dropped.
+fn paint_verdicts(t: &Theme, lines: Vec<Line<'static>>) -> Vec<Line<'static>> {
+    use crate::session::verdicts::Verdict;
+    lines
+        .into_iter()
+        .map(|line| {
+            if !line.spans.iter().any(|s| s.content.contains(VERDICT_TAG)) {
+                return line;
+            }
+            let Line {
+                style,
+                alignment,
+                spans: old,
+            } = line;
+            let mut spans = Vec::new();
+            for s in old {
+                let mut rest: &str = &s.content;
+                while let Some(at) = rest.find(VERDICT_TAG) {
+                    if at > 0 {
+                        spans.push(Span::styled(rest[..at].to_string(), s.style));
+                    }
+                    rest = &rest[at + VERDICT_TAG.len_utf8()..];
+                    let glyph = rest.chars().next().unwrap_or(' ');
+                    if let Some(v) = Verdict::ALL
+                        .into_iter()
+                        .find(|v| v.glyph().starts_with(glyph))
+                    {
+                        spans.push(Span::styled(
+                            v.glyph(),
+                            t.verdict(v).add_modifier(Modifier::BOLD),
+                        ));
+                        rest = &rest[glyph.len_utf8()..];
+                    }
+                }
+                if !rest.is_empty() {
+                    spans.push(Span::styled(rest.to_string(), s.style));
+                }
+            }
+            Line {
+                style,
+                alignment,
+                spans,
+            }
+        })
+        .collect()
+}
+
+/// The judge's check of an answer: the counts, then (unless folded) each claim's verdict
+/// and reason with the sentence under it.
+fn claim_lines(
+    t: &Theme,
+    v: &crate::session::verdicts::Verification,
+    collapsed: bool,
+    out: &mut Vec<Line<'static>>,
+) {
+    out.push(Line::from(vec![
+        Span::styled(
+            format!(
+                "{} Claims checked ({})",
+                if collapsed { "▸" } else { "▾" },
+                v.counts().summary()
+            ),
+            t.title,
+        ),
+        Span::styled(format!(" · judge {}", v.judge), t.dim),
+    ]));
+    if collapsed {
+        return;
+    }
+    for c in &v.claims {
+        out.push(Line::from(vec![
+            Span::styled(
+                format!("    {} {}", c.verdict.glyph(), c.verdict.label()),
+                t.verdict(c.verdict),
+            ),
+            Span::styled(format!(" — {}", c.reason), t.text),
+        ]));
+        out.push(Line::styled(format!("      “{}”", c.sentence), t.dim));
+    }
+    if !v.from_context.is_empty() {
+        out.push(Line::styled(
+            format!(
+                "      ({} cited chunk(s) were not in the knowledge base: the judge read the context the model saw)",
+                v.from_context.len()
+            ),
+            t.dim,
+        ));
+    }
 }
 
 /// Lines of a cited passage shown before the fold (the chunk detail has it whole).

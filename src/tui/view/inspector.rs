@@ -123,22 +123,59 @@ fn header(
     } else {
         0.0
     };
+    // A judge's request: which question's claims it checked, and the verdict it gave.
+    let judged = s
+        .run_id
+        .strip_prefix("verify:")
+        .and_then(|q| q.parse::<u64>().ok());
+    let run = match judged {
+        Some(q) => {
+            let number = app
+                .transcript
+                .turns
+                .iter()
+                .position(|t| t.question == q)
+                .map_or_else(|| "?".into(), |k| (k + 1).to_string());
+            let model = app.checks.get(&q).map_or("", |v| v.judge.as_str());
+            format!(
+                "  judge {model} · claims of question {number}, #{} of the check",
+                s.request
+            )
+        }
+        None => format!(
+            "  run {} · #{} of its run",
+            s.run_id.chars().take(8).collect::<String>(),
+            s.request
+        ),
+    };
     let mut lines = vec![Line::from(vec![
         Span::styled(format!("request {}/{n}", i + 1), t.title),
-        Span::styled(
-            format!(
-                "  run {} · #{} of its run",
-                s.run_id.chars().take(8).collect::<String>(),
-                s.request
-            ),
-            t.dim,
-        ),
+        Span::styled(run, t.dim),
     ])];
+    if let Some(claim) = judged.and_then(|q| {
+        let v = app.checks.get(&q)?;
+        v.claims.iter().find(|c| c.request == Some(s.request - 1))
+    }) {
+        lines.extend(wrap_line(
+            &Line::from(vec![
+                Span::styled("verdict ", t.dim),
+                Span::styled(
+                    format!("{} {}", claim.verdict.glyph(), claim.verdict.label()),
+                    t.verdict(claim.verdict),
+                ),
+                Span::styled(format!(" — {}", claim.reason), t.text),
+            ]),
+            width,
+        ));
+    }
     // The knowledge base its question read has changed since (documents added, replaced,
     // deleted): a replay or a grounding now reads another one.
-    let question = crate::host::transcript::question_starts(&s.raw)
-        .last()
-        .copied();
+    let question = match judged {
+        Some(_) => None,
+        None => crate::host::transcript::question_starts(&s.raw)
+            .last()
+            .copied(),
+    };
     if let Some(c) = question.and_then(|q| app.kb_changes.get(&(q as u64))) {
         lines.push(Line::styled(
             format!("knowledge base changed since this question: {c}"),

@@ -20,6 +20,30 @@ fn status_cell(app: &App, s: CitationStatus, marks: &str) -> Cell<'static> {
     ]))
 }
 
+/// The judge's verdicts on a question's claims, a glyph and a count each (`✓2 ✗1`); `-`
+/// when they were not checked.
+fn claims_cell(app: &App, question: u64) -> Cell<'static> {
+    let t = &app.theme;
+    let Some(v) = app.checks.get(&question) else {
+        return Cell::from(Span::styled("-", t.dim));
+    };
+    let counts = v.counts();
+    let mut spans = Vec::new();
+    for verdict in crate::session::verdicts::Verdict::ALL {
+        let n = counts.get(verdict);
+        if n > 0 {
+            if !spans.is_empty() {
+                spans.push(Span::raw(" "));
+            }
+            spans.push(Span::styled(
+                format!("{}{n}", verdict.glyph()),
+                t.verdict(verdict),
+            ));
+        }
+    }
+    Cell::from(Line::from(spans))
+}
+
 /// The selected question whole, then its figures spelled out: status, redirect,
 /// violation, citations, searches, executions and the tokens its requests counted (raw →
 /// sent). Up to three lines of `width`.
@@ -58,6 +82,9 @@ fn detail_lines(app: &App, i: usize, width: u16) -> Vec<Line<'static>> {
     }
     if let Some(m) = app.marks.get(&r.question) {
         more.push(format!("marked {}", m.mark));
+    }
+    if let Some(v) = app.checks.get(&r.question) {
+        more.push(format!("claims checked: {}", v.counts().summary()));
     }
     if let Some((raw, sent, n)) = app.question_tokens(r.question) {
         more.push(format!(
@@ -209,6 +236,7 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
                 "cited",
                 "searches",
                 "executions",
+                "claims",
             ],
             vec![
                 Constraint::Length(3),
@@ -219,6 +247,7 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
                 Constraint::Length(5),
                 Constraint::Length(8),
                 Constraint::Length(10),
+                Constraint::Length(11),
             ],
         )
     } else {
@@ -264,12 +293,22 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
                     } else {
                         "-".into()
                     }),
+                    claims_cell(app, r.question),
                 ])
             } else {
+                let not_supported = app.checks.get(&r.question).map_or(0, |v| {
+                    v.counts()
+                        .get(crate::session::verdicts::Verdict::NotSupported)
+                });
                 let marks = format!(
-                    "{}{}",
+                    "{}{}{}",
                     if r.redirected { " ↻" } else { "" },
-                    if r.violation { " ⚑" } else { "" }
+                    if r.violation { " ⚑" } else { "" },
+                    if not_supported > 0 {
+                        format!(" ✗{not_supported}")
+                    } else {
+                        String::new()
+                    }
                 );
                 Row::new(vec![
                     number,
