@@ -157,6 +157,16 @@ impl VerdictCounts {
         self.supported + self.partly_supported + self.not_supported + self.unclear
     }
 
+    /// `✓2 ✗1`: a glyph and a count per verdict given.
+    pub fn glyphs(&self) -> String {
+        Verdict::ALL
+            .iter()
+            .filter(|&&v| self.get(v) > 0)
+            .map(|&v| format!("{}{}", v.glyph(), self.get(v)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
     /// `3 claims: 2 supported · 1 not supported` (verdicts with none left out).
     pub fn summary(&self) -> String {
         let n = self.total();

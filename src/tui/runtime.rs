@@ -186,7 +186,9 @@ impl Runtime {
                 result: Ok(v),
             } => {
                 self.conversation(app).set_verification(&v);
-                self.show_change(app);
+                let snapshot = self.conversation(app).snapshot();
+                self.handle(app, Msg::Updated(snapshot));
+                self.save_saying(Some(crate::tui::app::checked_notice(number, &v)));
                 Msg::Verified {
                     number,
                     result: Ok(v),
@@ -378,6 +380,11 @@ impl Runtime {
     /// land in the order they were asked for); the result comes back as a notice or an
     /// error.
     fn save(&mut self) {
+        self.save_saying(None);
+    }
+
+    /// [`Runtime::save`], its notice saying `what` first (`what; saved FILE`).
+    fn save_saying(&mut self, what: Option<String>) {
         let Some(job) = self.conversation.as_ref().and_then(|c| c.save_job()) else {
             return;
         };
@@ -397,7 +404,8 @@ impl Runtime {
             let msg = match job.run() {
                 Ok(saved) if saved.note.is_some() => Msg::Error(saved.note.unwrap_or_default()),
                 Ok(saved) => Msg::Notice(format!(
-                    "saved {}",
+                    "{}saved {}",
+                    what.map(|w| format!("{w}; ")).unwrap_or_default(),
                     saved
                         .path
                         .file_name()

@@ -14,3 +14,4 @@ mod tui_popups;
 mod tui_review;
 mod tui_tmux;
 mod tui_tokens;
+mod tui_verify;

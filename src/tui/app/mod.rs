@@ -221,6 +221,15 @@ pub struct App {
     replay_seq: u64,
 }
 
+/// What the status line says of a finished check of question `number`'s claims.
+pub fn checked_notice(number: usize, v: &crate::session::verdicts::Verification) -> String {
+    format!(
+        "question {number}: {} (judge {})",
+        v.counts().summary(),
+        v.judge
+    )
+}
+
 impl App {
     pub fn new(session: Session, session_path: Option<PathBuf>, host: HostInfo) -> Self {
         let mut app = App {
@@ -699,11 +708,7 @@ impl App {
             Msg::Verified { number, result } => {
                 self.verifying = None;
                 self.notice = Some(match result {
-                    Ok(v) => format!(
-                        "question {number}: {} (judge {})",
-                        v.counts().summary(),
-                        v.judge
-                    ),
+                    Ok(v) => checked_notice(number, &v),
                     Err(e) => {
                         format!("question {number}: the judge failed: {e}; nothing was stored")
                     }

@@ -28,6 +28,7 @@ fn claims_cell(app: &App, question: u64) -> Cell<'static> {
         return Cell::from(Span::styled("-", t.dim));
     };
     let counts = v.counts();
+    // The same figures as `VerdictCounts::glyphs`, each in its verdict's colour.
     let mut spans = Vec::new();
     for verdict in crate::session::verdicts::Verdict::ALL {
         let n = counts.get(verdict);
@@ -84,7 +85,7 @@ fn detail_lines(app: &App, i: usize, width: u16) -> Vec<Line<'static>> {
         more.push(format!("marked {}", m.mark));
     }
     if let Some(v) = app.checks.get(&r.question) {
-        more.push(format!("claims checked: {}", v.counts().summary()));
+        more.push(format!("claims {}", v.counts().glyphs()));
     }
     if let Some((raw, sent, n)) = app.question_tokens(r.question) {
         more.push(format!(
