@@ -124,6 +124,7 @@ fn bench(c: &mut Criterion) {
                 jobs: 4,
                 fail_fast: false,
                 retry_failed: false,
+                judge: None,
             };
             let summary = rt
                 .block_on(eval::run(plan, &|_| {}, CancelToken::new()))

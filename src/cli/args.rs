@@ -308,9 +308,21 @@ pub struct EvalArgs {
     /// Conditions every arm must meet, e.g. `grounded>=0.9,violations==0,unsupported==0`
     /// (rates 0 to 1: grounded, ungrounded, missing, failed; counts: violations,
     /// redirects, declarations, grounded_unanswerable, answerable_grounded and the review
-    /// marks). The run exits with 3 naming each arm and figure that falls short.
+    /// marks; claims_not_supported with --verify). The run exits with 3 naming each arm
+    /// and figure that falls short.
     #[arg(long, value_name = "CONDITIONS")]
     pub gate: Option<String>,
+    /// Check each answer's cited sentences against the passages they cite with a judge
+    /// model ([judge] in the config, else [model]); the report gains "citations not
+    /// supported" per arm. Only questions run now are checked.
+    #[arg(long)]
+    pub verify: bool,
+    /// The judge's endpoint (with --verify; default: [judge] base_url, else [model]'s).
+    #[arg(long, value_name = "URL", requires = "verify")]
+    pub judge_url: Option<String>,
+    /// The judge model (with --verify; default: [judge] model, else [model]'s).
+    #[arg(long, value_name = "NAME", requires = "verify")]
+    pub judge_model: Option<String>,
     /// Write the questions marked in experiment DIR as a question set on standard output
     /// (each with its marks and notes as `expect`) and run nothing.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["questions", "arms", "experiment", "out", "gate"])]

@@ -165,6 +165,18 @@ pub(super) async fn eval(ctx: &CmdContext, global: &GlobalArgs, a: EvalArgs) -> 
         }
     };
 
+    // One judge for every arm, so their verdicts compare.
+    let judge: Option<Arc<dyn crate::engine::chat::ChatModel>> = if a.verify {
+        let config = ctx.config.judge.endpoint(
+            &ctx.config.model,
+            a.judge_url.as_deref(),
+            a.judge_model.as_deref(),
+            None,
+        )?;
+        Some(Arc::new(crate::model::OpenAiModel::new(config)?))
+    } else {
+        None
+    };
     let cancel = CancelToken::new();
     let on_ctrl_c = super::cancel_on_ctrl_c(&cancel);
     let plan = eval::Plan {
@@ -174,6 +186,7 @@ pub(super) async fn eval(ctx: &CmdContext, global: &GlobalArgs, a: EvalArgs) -> 
         jobs,
         fail_fast: a.fail_fast,
         retry_failed: a.retry_failed,
+        judge,
     };
     let summary = eval::run(plan, &on_progress, cancel.clone()).await;
     on_ctrl_c.abort();

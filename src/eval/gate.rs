@@ -3,8 +3,8 @@
 //! outcome rates (`grounded`, `ungrounded`, `missing`, `failed`) are fractions of the
 //! arm's questions run (0 to 1); everything else is a count: `violations`, `redirects`,
 //! `declarations` (explicit ungrounded declarations), `grounded_unanswerable`,
-//! `answerable_grounded`, and the review marks `supported`, `unsupported`, `invented`,
-//! `wrong`.
+//! `answerable_grounded`, `claims_not_supported` (the judge's verdicts, with `--verify`),
+//! and the review marks `supported`, `unsupported`, `invented`, `wrong`.
 
 use super::report::{ArmReport, Report};
 
@@ -55,8 +55,9 @@ impl Op {
 /// The rates (fractions of the questions run).
 const RATES: [&str; 4] = ["grounded", "ungrounded", "missing", "failed"];
 /// The counts.
-const COUNTS: [&str; 9] = [
+const COUNTS: [&str; 10] = [
     "violations",
+    "claims_not_supported",
     "redirects",
     "declarations",
     "grounded_unanswerable",
@@ -135,6 +136,7 @@ fn figure(arm: &ArmReport, name: &str) -> f64 {
         "declarations" => arm.ungrounded_declarations as f64,
         "grounded_unanswerable" => arm.grounded_unanswerable as f64,
         "answerable_grounded" => arm.answerable_grounded as f64,
+        "claims_not_supported" => arm.claims.not_supported as f64,
         mark => arm.reviews.get(mark).copied().unwrap_or(0) as f64,
     }
 }

@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::paired::{Outcome, SignTest};
 use super::questions::Entry;
 use super::results::{MARKS, ResultRecord, Review};
+use crate::session::verdicts::{Verdict, VerdictCounts};
 
 /// Counts of outcomes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -82,6 +83,15 @@ pub struct ArmReport {
     pub latency_ms: Stats,
     /// Reviewer marks of this arm's answers, per mark (all marks listed).
     pub reviews: BTreeMap<String, usize>,
+    /// The judge's verdicts on the cited sentences (`--verify`), over the questions
+    /// whose claims were checked.
+    pub claims: VerdictCounts,
+    /// Questions whose claims were checked.
+    pub claims_checked: usize,
+    /// Questions with at least one claim the judge found not supported.
+    pub questions_not_supported: usize,
+    /// Questions whose claims could not be checked (the judge failed).
+    pub claims_unchecked: usize,
 }
 
 /// A question whose outcome differs between arms.
@@ -121,6 +131,10 @@ pub struct PairReport {
     /// Marked `supported` or not, over the pairs a reviewer marked in both arms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supported: Option<Outcome>,
+    /// No claim the judge found not supported, or some, over the pairs whose claims were
+    /// checked in both arms (`--verify`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claims_supported: Option<Outcome>,
 }
 
 /// The paired comparisons of every two arms.
@@ -159,6 +173,12 @@ fn pairs(
                     Some((e.id.clone(), a.mark == "supported", b.mark == "supported"))
                 })
                 .collect();
+            let all_supported =
+                |r: &ResultRecord| r.claims.map(|c| c.get(Verdict::NotSupported) == 0);
+            let claims_supported: Vec<(String, bool, bool)> = both
+                .iter()
+                .filter_map(|(e, a, b)| Some((e.id.clone(), all_supported(a)?, all_supported(b)?)))
+                .collect();
             out.push(PairReport {
                 first: first.clone(),
                 second: second.clone(),
@@ -172,6 +192,8 @@ fn pairs(
                         .collect::<Vec<_>>(),
                 ),
                 supported: (!supported.is_empty()).then(|| Outcome::of(names, &supported)),
+                claims_supported: (!claims_supported.is_empty())
+                    .then(|| Outcome::of(names, &claims_supported)),
             });
         }
     }
@@ -207,6 +229,10 @@ pub fn build(
                 provider_output_tokens: Stats::default(),
                 latency_ms: Stats::default(),
                 reviews: MARKS.iter().map(|m| (m.to_string(), 0)).collect(),
+                claims: VerdictCounts::default(),
+                claims_checked: 0,
+                questions_not_supported: 0,
+                claims_unchecked: 0,
             };
             let mut figures: [Vec<f64>; 6] = Default::default();
             for e in entries {
@@ -224,6 +250,12 @@ pub fn build(
                 a.ungrounded_declarations += usize::from(r.status == "ungrounded");
                 a.redirects += usize::from(r.redirected);
                 a.violations += usize::from(r.violation);
+                if let Some(c) = &r.claims {
+                    a.claims.merge(c);
+                    a.claims_checked += 1;
+                    a.questions_not_supported += usize::from(c.get(Verdict::NotSupported) > 0);
+                }
+                a.claims_unchecked += usize::from(r.claims_error.is_some());
                 if !r.failed() {
                     let values = [
                         r.requests as f64,
@@ -372,6 +404,37 @@ pub fn to_markdown(r: &Report) -> String {
     });
     row(&mut out, "redirects", &|a| a.redirects.to_string());
     row(&mut out, "violations", &|a| a.violations.to_string());
+    if r.arms
+        .iter()
+        .any(|a| a.claims_checked + a.claims_unchecked > 0)
+    {
+        out.push_str("\nClaims checked by the judge (`--verify`): each cited sentence against the passages it cites.\n\n");
+        header(&mut out, "");
+        row(&mut out, "questions checked", &|a| {
+            format!("{} ({} claims)", a.claims_checked, a.claims.total())
+        });
+        row(&mut out, "citations not supported", &|a| {
+            format!(
+                "{} of {} claims, in {} question{}",
+                a.claims.not_supported,
+                a.claims.total(),
+                a.questions_not_supported,
+                if a.questions_not_supported == 1 {
+                    ""
+                } else {
+                    "s"
+                }
+            )
+        });
+        row(&mut out, "partly supported", &|a| {
+            a.claims.partly_supported.to_string()
+        });
+        row(&mut out, "supported", &|a| a.claims.supported.to_string());
+        row(&mut out, "unclear", &|a| a.claims.unclear.to_string());
+        row(&mut out, "not checked (the judge failed)", &|a| {
+            a.claims_unchecked.to_string()
+        });
+    }
     out.push_str("\nPer question, mean / p50 / p95:\n\n");
     header(&mut out, "");
     row(&mut out, "requests", &|a| stats(&a.requests));
@@ -447,6 +510,9 @@ pub fn to_markdown(r: &Report) -> String {
             ];
             if let Some(s) = &p.supported {
                 outcomes.push(("marked supported", s));
+            }
+            if let Some(s) = &p.claims_supported {
+                outcomes.push(("no claim not supported (judge)", s));
             }
             for (name, o) in outcomes {
                 out.push_str(&format!(

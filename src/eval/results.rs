@@ -54,6 +54,14 @@ pub struct ResultRecord {
     /// Each question of a multi-turn entry.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turns: Vec<TurnResult>,
+    /// The judge's verdicts on the cited sentences of the answers (`eval --verify`),
+    /// summed over the entry's questions; none when they were not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<crate::session::verdicts::VerdictCounts>,
+    /// Why the claims could not be checked (the judge failed); the answer's own result
+    /// stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims_error: Option<String>,
 }
 
 /// Provider-reported token counts, summed over the requests.
@@ -247,6 +255,8 @@ pub(crate) mod tests {
             expect: None,
             session: String::new(),
             turns: Vec::new(),
+            claims: None,
+            claims_error: None,
         }
     }
 

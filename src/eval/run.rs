@@ -46,6 +46,9 @@ pub struct Plan {
     pub fail_fast: bool,
     /// Run again pairs whose result is `failed`.
     pub retry_failed: bool,
+    /// The judge that checks each answer's cited sentences against the passages they
+    /// cite (`--verify`); none: they are not checked.
+    pub judge: Option<Arc<dyn crate::engine::chat::ChatModel>>,
 }
 
 /// What the face hears while it runs.
@@ -183,10 +186,16 @@ pub async fn run(
             let Some((ei, ai)) = pending.next() else {
                 break;
             };
-            let (entries, arms, out, cancel) =
-                (entries.clone(), arms.clone(), out.clone(), cancel.clone());
+            let (entries, arms, out, cancel, judge) = (
+                entries.clone(),
+                arms.clone(),
+                out.clone(),
+                cancel.clone(),
+                plan.judge.clone(),
+            );
             set.spawn(async move {
-                let record = run_entry(&arms[ai], &entries[ei], &out, cancel).await;
+                let record =
+                    run_entry(&arms[ai], &entries[ei], &out, judge.as_deref(), cancel).await;
                 (ai, record)
             });
         }
@@ -248,6 +257,7 @@ async fn run_entry(
     arm: &Arm,
     entry: &Entry,
     out: &Path,
+    judge: Option<&dyn crate::engine::chat::ChatModel>,
     cancel: CancelToken,
 ) -> Option<ResultRecord> {
     let relative = session_path(&arm.name, &entry.id);
@@ -278,6 +288,8 @@ async fn run_entry(
         expect: entry.expect.clone(),
         session: relative.display().to_string(),
         turns: Vec::new(),
+        claims: None,
+        claims_error: None,
     };
     let started = Instant::now();
     let agent = arm
@@ -344,6 +356,16 @@ async fn run_entry(
             });
         }
     }
+    if let Some(judge) = judge
+        && error.is_none()
+        && asked > 0
+    {
+        match verify(arm, judge, &mut conversation, &cancel).await {
+            Ok(counts) => record.claims = Some(counts),
+            Err(_) if cancel.is_cancelled() => return None,
+            Err(e) => record.claims_error = Some(e),
+        }
+    }
     // A question whose session could not be saved failed: its evidence cannot be
     // reviewed, and a run again asks it again.
     if asked > 0
@@ -359,6 +381,46 @@ async fn run_entry(
         record.error = Some(e);
     }
     Some(record)
+}
+
+/// Checks the cited sentences of every answer of `conversation` with `judge` against the
+/// chunks they cite (read from the arm's knowledge base), keeps each check in the session,
+/// and returns the verdicts summed; the first judge failure ends it, in one line.
+async fn verify(
+    arm: &Arm,
+    judge: &dyn crate::engine::chat::ChatModel,
+    conversation: &mut Conversation,
+    cancel: &CancelToken,
+) -> Result<crate::session::verdicts::VerdictCounts, String> {
+    let session = conversation.snapshot();
+    let mut transcript = Transcript::build(&session.messages, &session.state);
+    let stores: Vec<(Option<String>, Arc<crate::store::Store>)> =
+        if arm.composer.collections.is_empty() {
+            arm.composer
+                .store
+                .iter()
+                .map(|s| (None, s.clone()))
+                .collect()
+        } else {
+            arm.composer
+                .collections
+                .iter()
+                .map(|(n, s)| (Some(n.clone()), s.clone()))
+                .collect()
+        };
+    crate::host::explore::read_passages(&mut transcript, &stores, &session.groundwork.extra).await;
+    let mut counts = crate::session::verdicts::VerdictCounts::default();
+    for turn in &transcript.turns {
+        if crate::host::verify::claims(turn).is_empty() {
+            continue;
+        }
+        let v = crate::host::verify::check_turn(judge, turn, cancel, &|_, _| {})
+            .await
+            .map_err(|e| format!("the judge failed: {e}"))?;
+        counts.merge(&v.counts());
+        conversation.set_verification(&v);
+    }
+    Ok(counts)
 }
 
 /// Results per (arm, id), as the report reads them, for a face that shows an experiment.

@@ -122,7 +122,7 @@ impl Verification {
 }
 
 /// Claims per verdict.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerdictCounts {
     pub supported: usize,
     pub partly_supported: usize,
@@ -133,6 +133,13 @@ pub struct VerdictCounts {
 impl VerdictCounts {
     pub fn add(&mut self, v: Verdict) {
         *self.slot(v) += 1;
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn merge(&mut self, other: &VerdictCounts) {
+        for v in Verdict::ALL {
+            *self.slot(v) += other.get(v);
+        }
     }
 
     pub fn get(&self, v: Verdict) -> usize {

@@ -289,3 +289,123 @@ async fn a_judge_elsewhere_gets_no_key_a_judge_that_is_down_stores_nothing_and_a
     assert!(sent.iter().all(|r| r.body["model"] == "big-judge"));
     assert!(out(&o).contains("(judge big-judge)"), "{}", out(&o));
 }
+
+/// `eval --verify`: one judge for every arm; each result records the verdicts on its
+/// cited sentences, each session keeps the checks, the report counts "citations not
+/// supported" per arm and compares the arms on it; `--gate claims_not_supported==0`
+/// fails on it; a judge that is down leaves the answers' results as they are and says
+/// which questions were not checked.
+#[tokio::test]
+async fn eval_verify_counts_citations_not_supported_per_arm() {
+    const SET: &str = r#"{"id": "a1", "question": "How did lighthouses start?", "label": "answerable"}
+{"id": "a2", "question": "Which lenses do lighthouse towers use?", "label": "answerable"}
+{"id": "u1", "question": "Who painted the towers?", "label": "unanswerable"}
+"#;
+    let home = Home::new().await;
+    // The researcher cites for lighthouse questions and answers the rest uncited; the
+    // judge finds every cited sentence not supported.
+    let server = ScriptedServer::responding(|body: &Value| {
+        if system_text(body).starts_with(JUDGE) {
+            return Reply::text(r#"{"verdict": "not_supported", "reason": "Not in the passage."}"#);
+        }
+        researcher::researcher(|q| {
+            if q.contains("lighthouse") {
+                Study::Cite
+            } else {
+                Study::Uncited
+            }
+        })(body)
+    })
+    .await;
+    std::fs::write(home.path("set.jsonl"), SET).unwrap();
+    let url = server.base_url();
+    let eval = |out: &'static str, extra: &'static [&'static str]| {
+        let url = url.clone();
+        let home = &home;
+        async move {
+            let mut args = vec![
+                "--model-url",
+                url.as_str(),
+                "--model",
+                "scripted",
+                "eval",
+                "set.jsonl",
+                "--arm",
+                "base: --no-policy",
+                "--arm",
+                "policy:",
+                "--out",
+                out,
+                "--verify",
+            ];
+            args.extend_from_slice(extra);
+            home.run(&args).await
+        }
+    };
+    let o = eval("exp", &["--gate", "claims_not_supported==0"]).await;
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+    assert!(
+        err(&o).contains("gate: arm 'base': claims_not_supported 2, wanted == 0"),
+        "{}",
+        err(&o)
+    );
+    let exp = home.path("exp");
+    let results: Vec<Value> = std::fs::read_to_string(exp.join("results.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let a1 = results
+        .iter()
+        .find(|r| r["arm"] == "policy" && r["id"] == "a1")
+        .unwrap();
+    assert_eq!(
+        a1["claims"],
+        json!({"supported": 0, "partly_supported": 0, "not_supported": 1, "unclear": 0})
+    );
+    let u1 = results
+        .iter()
+        .find(|r| r["arm"] == "base" && r["id"] == "u1")
+        .unwrap();
+    assert_eq!(
+        u1["claims"]["not_supported"], 0,
+        "nothing cited, nothing to check"
+    );
+    let session = crate::support::session_json(&exp.join(a1["session"].as_str().unwrap()));
+    assert_eq!(
+        session["groundwork"]["verifications"][0]["claims"][0]["reason"],
+        "Not in the passage."
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(exp.join("report.json")).unwrap()).unwrap();
+    for arm in report["arms"].as_array().unwrap() {
+        assert_eq!(arm["claims_checked"], 3, "{arm}");
+        assert_eq!(arm["claims"]["not_supported"], 2, "{arm}");
+        assert_eq!(arm["questions_not_supported"], 2, "{arm}");
+    }
+    assert_eq!(report["pairs"][0]["claims_supported"]["pairs"], 3);
+    let md = std::fs::read_to_string(exp.join("report.md")).unwrap();
+    assert!(
+        md.contains("| citations not supported | 2 of 2 claims, in 2 questions | 2 of 2 claims, in 2 questions |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| base vs policy | no claim not supported (judge) | 3 |"),
+        "{md}"
+    );
+
+    // A judge that is down: the answers' results stand; the cited ones were not checked.
+    let o = eval("down", &["--judge-url", "http://127.0.0.1:9/v1"]).await;
+    assert!(o.status.success(), "{}", err(&o));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.path("down/report.json")).unwrap())
+            .unwrap();
+    let base = &report["arms"][0];
+    assert_eq!(base["counts"]["grounded"], 2, "{base}");
+    assert_eq!(base["claims_unchecked"], 2, "{base}");
+    let md = std::fs::read_to_string(home.path("down/report.md")).unwrap();
+    assert!(
+        md.contains("| not checked (the judge failed) | 2 | 2 |"),
+        "{md}"
+    );
+}
