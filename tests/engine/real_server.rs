@@ -473,3 +473,87 @@ fn stdout(o: &Output) -> String {
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// The judge of `groundwork verify` against the real server: one request per cited
+/// sentence, no tools, the reply stored as the server sent it with the server's usage,
+/// and every reply (a 135M model's, whatever it writes) read as one of the four verdicts
+/// with a reason.
+#[tokio::test]
+async fn the_judge_speaks_the_servers_protocol_and_every_reply_gets_a_verdict() {
+    use groundwork::host::transcript::{CitationView, Passage, Turn};
+    use groundwork::session::verdicts::Verdict;
+    let _turn = TURN.lock().await;
+    let server = LlamaServer::start(&LlamaOptions::default());
+    let proxy = RecordingProxy::start(format!("http://{}", server.addr())).await;
+    let mut config = real_config(&proxy.base_url());
+    config.max_tokens = Some(48);
+    let judge = groundwork::model::OpenAiModel::new(config).unwrap();
+    let passage = "Lighthouses stand on rocky coasts and guide ships at night.";
+    let mut turn = Turn::new(0, "Where do lighthouses stand?".into());
+    turn.answer = "Lighthouses stand on rocky coasts [1]. They are painted by Monet [1].".into();
+    turn.citations = vec![CitationView {
+        number: 1,
+        index: 1,
+        capability: "rag".into(),
+        chunk_id: "c1".into(),
+        document_id: "d1".into(),
+        source: "Lighthouse Guide".into(),
+        document_uri: "file:///guide.md".into(),
+        pages: Vec::new(),
+        headings: Vec::new(),
+        content: passage.into(),
+        picture_refs: Vec::new(),
+        collection: None,
+        passage: Some(Passage {
+            text: passage.into(),
+            pages: Vec::new(),
+            headings: vec!["Coasts".into()],
+            as_cited: false,
+        }),
+    }];
+    let v = groundwork::host::verify::check_turn(&judge, &turn, &CancelToken::new(), &|_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(v.judge, ALIAS);
+    assert_eq!(v.claims.len(), 2);
+    assert_eq!(v.requests.len(), 2);
+    // The chat requests and their responses (a probe the client may make aside).
+    let (sent, answers): (Vec<Value>, Vec<Vec<u8>>) = proxy
+        .requests()
+        .into_iter()
+        .zip(proxy.bodies())
+        .filter(|(request, _)| request.get("messages").is_some())
+        .unzip();
+    assert_eq!(sent.len(), 2);
+    for (k, (claim, request)) in v.claims.iter().zip(&v.requests).enumerate() {
+        assert_eq!(claim.request, Some(k));
+        assert!(Verdict::ALL.contains(&claim.verdict));
+        assert!(!claim.reason.is_empty());
+        assert_eq!(
+            groundwork::host::verify::read_reply(&request.reply),
+            (claim.verdict, claim.reason.clone()),
+            "the verdict is the stored reply's"
+        );
+        let body = &sent[k];
+        assert!(body.get("tools").is_none(), "{body}");
+        assert!(
+            body["messages"][0]["content"]
+                .as_str()
+                .unwrap()
+                .starts_with("You check one claim")
+        );
+        assert_eq!(body["messages"][1]["content"], request.prompt.as_str());
+        let usage = server_usage(&answers[k]).expect("the server reported usage");
+        assert_eq!(
+            request.usage,
+            Some((
+                usage["prompt_tokens"].as_u64().unwrap(),
+                usage["completion_tokens"].as_u64().unwrap()
+            ))
+        );
+        assert!(
+            server_deltas(&answers[k]).concat() == request.reply,
+            "the reply as the server streamed it"
+        );
+    }
+}

@@ -299,10 +299,12 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
 }
 
 /// A proxy on 127.0.0.1 that forwards every request to `upstream` and records each
-/// response body exactly as the upstream sent it (streamed through chunk by chunk).
+/// request body (as JSON) and each response body exactly as the upstream sent it
+/// (streamed through chunk by chunk).
 pub struct RecordingProxy {
     addr: SocketAddr,
     bodies: Arc<Mutex<Vec<Vec<u8>>>>,
+    requests: Arc<Mutex<Vec<serde_json::Value>>>,
 }
 
 impl RecordingProxy {
@@ -312,10 +314,15 @@ impl RecordingProxy {
         use axum::http::{HeaderMap, Method, Uri};
         use axum::response::Response;
         let bodies: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+        let requests: Arc<Mutex<Vec<serde_json::Value>>> = Arc::default();
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
         let record = bodies.clone();
+        let sent = requests.clone();
         let handler = move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
             let (client, record, upstream) = (client.clone(), record.clone(), upstream.clone());
+            sent.lock()
+                .unwrap()
+                .push(serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null));
             async move {
                 let url = format!("{upstream}{uri}");
                 let mut req = client.request(method, url).body(body);
@@ -359,12 +366,21 @@ impl RecordingProxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        RecordingProxy { addr, bodies }
+        RecordingProxy {
+            addr,
+            bodies,
+            requests,
+        }
     }
 
     /// `http://127.0.0.1:PORT/v1`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// Every request body so far (`null` when it was not JSON), in order.
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        self.requests.lock().unwrap().clone()
     }
 
     /// Every response body so far, in request order.
