@@ -394,20 +394,7 @@ async fn verify(
 ) -> Result<crate::session::verdicts::VerdictCounts, String> {
     let session = conversation.snapshot();
     let mut transcript = Transcript::build(&session.messages, &session.state);
-    let stores: Vec<(Option<String>, Arc<crate::store::Store>)> =
-        if arm.composer.collections.is_empty() {
-            arm.composer
-                .store
-                .iter()
-                .map(|s| (None, s.clone()))
-                .collect()
-        } else {
-            arm.composer
-                .collections
-                .iter()
-                .map(|(n, s)| (Some(n.clone()), s.clone()))
-                .collect()
-        };
+    let stores = arm.composer.stores();
     crate::host::explore::read_passages(&mut transcript, &stores, &session.groundwork.extra).await;
     let mut counts = crate::session::verdicts::VerdictCounts::default();
     for turn in &transcript.turns {

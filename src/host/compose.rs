@@ -265,6 +265,18 @@ pub struct Composer {
 }
 
 impl Composer {
+    /// Every store its agents search, with its collection name (`None`: the one unnamed
+    /// store).
+    pub fn stores(&self) -> Vec<(Option<String>, Arc<Store>)> {
+        if self.collections.is_empty() {
+            return self.store.iter().map(|s| (None, s.clone())).collect();
+        }
+        self.collections
+            .iter()
+            .map(|(n, s)| (Some(n.clone()), s.clone()))
+            .collect()
+    }
+
     pub fn new(
         model: Option<Arc<dyn ChatModel>>,
         store: Option<Arc<Store>>,

@@ -126,13 +126,7 @@ impl Services {
 
     /// Every open store with its collection name (`None`: the one unnamed store).
     pub fn stores(&self) -> Vec<(Option<String>, Arc<Store>)> {
-        if self.collections.is_empty() {
-            return self.store.iter().map(|s| (None, s.clone())).collect();
-        }
-        self.collections
-            .iter()
-            .map(|(n, s)| (Some(n.clone()), s.clone()))
-            .collect()
+        self.composer().stores()
     }
 
     /// What the agents of questions are composed from.
