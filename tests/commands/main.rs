@@ -23,3 +23,4 @@ mod session_store;
 mod session_texts;
 mod sessions;
 mod verify;
+mod worked_example;
