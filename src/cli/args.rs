@@ -79,9 +79,10 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "FILE")]
     pub session: Option<PathBuf>,
     /// Read the knowledge base(s) as they were at this tag (`groundwork tag create`, or
-    /// haiku.rag's `tag create`) or time (`2026-12-01T10:00`, UTC), read-only: search,
-    /// ask, list, info, open.
-    #[arg(long, global = true, value_name = "TAG|TIME")]
+    /// haiku.rag's `tag create`), version of the chunks table (the other tables as they
+    /// were then) or time (`2026-12-01T10:00`, UTC), read-only: search, ask, list, info,
+    /// open.
+    #[arg(long, global = true, value_name = "TAG|VERSION|TIME")]
     pub at: Option<String>,
     /// OpenAI-compatible chat endpoint, e.g. http://127.0.0.1:11434/v1 (env GROUNDWORK_MODEL_URL).
     #[arg(long, global = true, value_name = "URL")]

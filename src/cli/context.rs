@@ -26,7 +26,7 @@ pub struct CmdContext {
     /// Whether the database was chosen by `--db`, `[collections]` or `$HAIKU_RAG_DB`.
     pub db_named: bool,
     pub overrides: EmbedOverrides,
-    /// `--at TAG|TIME`: every database is read as it was then, read-only.
+    /// `--at TAG|VERSION|TIME`: every database is read as it was then, read-only.
     pub at: Option<String>,
 }
 

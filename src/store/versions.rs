@@ -233,6 +233,26 @@ impl Store {
 }
 
 impl Store {
+    /// Version `version` of the `chunks` table with every other table as it was when that
+    /// version was written; a version the table does not have is named with the ones it has.
+    pub async fn versions_with_chunks(&self, version: u64) -> Result<TableVersions> {
+        let listed = self.chunks.list_versions().await?;
+        let Some(made) = listed.iter().find(|v| v.version == version) else {
+            let (first, last) = (
+                listed.iter().map(|v| v.version).min().unwrap_or(0),
+                listed.iter().map(|v| v.version).max().unwrap_or(0),
+            );
+            return Err(StoreError::Other(format!(
+                "{} has no version {version} of its chunks table (it has {first} to {last}, \
+                 less any cleaned up)",
+                self.uri
+            )));
+        };
+        let mut versions = self.versions_at(made.timestamp).await?;
+        versions.insert(schema::CHUNKS.to_string(), version);
+        Ok(versions)
+    }
+
     /// The version of every table as it was at `at`: each table's newest version made at
     /// or before it. A table with no version that old is named in the error.
     pub async fn versions_at(&self, at: chrono::DateTime<chrono::Utc>) -> Result<TableVersions> {
@@ -258,12 +278,18 @@ impl Store {
     }
 
     /// Reads the knowledge base as it was at `at` from now on (read-only): a tag, else a
-    /// time (`2026-12-01T10:00:00Z`, `2026-12-01T10:00`, `2026-12-01`: UTC; a date is its
-    /// first moment). A tag of that name wins over the time.
+    /// version of the `chunks` table (a number: every other table as it was when that
+    /// version was written), else a time (`2026-12-01T10:00:00Z`, `2026-12-01T10:00`,
+    /// `2026-12-01`: UTC; a date is its first moment). A tag of that name wins.
     pub async fn check_out_at(&mut self, at: &str) -> Result<TableVersions> {
         let tags = self.tags().await?;
         if tags.iter().any(|t| t.name == at) {
             return self.check_out_tag(at).await;
+        }
+        if let Ok(version) = at.parse::<u64>() {
+            let versions = self.versions_with_chunks(version).await?;
+            self.check_out(&versions).await?;
+            return Ok(versions);
         }
         let Some(time) = parse_time(at) else {
             // Neither: the tag error names the tags there are.

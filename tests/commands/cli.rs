@@ -402,6 +402,11 @@ async fn a_tag_names_the_knowledge_base_and_at_reads_it_as_it_was() {
         "{}",
         stdout(&o)
     );
+    // The chunks table's version the tag names.
+    let chunks_version: String = stdout(&o)[format!("tagged {db} 'v1': chunks ").len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
     let o = run(vec!["tag", "create", "v1"]).await;
     assert!(!o.status.success());
     assert_eq!(stderr(&o).trim(), "error: tag 'v1' already exists");
@@ -433,6 +438,17 @@ async fn a_tag_names_the_knowledge_base_and_at_reads_it_as_it_was() {
     let at_time = run(vec!["--at", between.as_str(), "list", "--json"]).await;
     assert!(at_time.status.success(), "{}", stderr(&at_time));
     assert_eq!(titles(&at_time), titles(&then));
+    // So does a version of the chunks table: the others as they were when it was written.
+    let at_version = run(vec!["--at", chunks_version.as_str(), "list", "--json"]).await;
+    assert!(at_version.status.success(), "{}", stderr(&at_version));
+    assert_eq!(titles(&at_version), titles(&then));
+    let o = run(vec!["--at", "99999", "list"]).await;
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("has no version 99999 of its chunks table (it has 1 to "),
+        "{}",
+        stderr(&o)
+    );
     assert!(titles(&now).contains(&"Battery Storage".to_string()));
     assert!(!titles(&then).contains(&"Battery Storage".to_string()));
 
