@@ -77,7 +77,7 @@ actions! {
     TogglePolicy, Global, "toggle the citation policy for the next question", ["alt-p"];
     ToggleTheme, Global, "switch between the dark and light theme", ["alt-t"];
     Replay, Global, "replay the selected question with changes", ["alt-r", "f7"];
-    VerifyClaims, Global, "check the selected answer's claims against what they cite (judge model)", ["alt-v"];
+    VerifyClaims, Global, "check the answer's claims with the judge model", ["alt-v"];
     QuitPane, Pane, "quit (asks first while a question runs or one is typed)", ["q"];
     Up, Pane, "up / scroll up", ["k", "up"];
     Down, Pane, "down / scroll down", ["j", "down"];

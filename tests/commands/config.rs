@@ -34,7 +34,7 @@ fn load(path: &Path) -> Result<Config, String> {
 const LEAK: &str = "sk-live-LEAK";
 
 /// The top-level keys a config file may have.
-const TOP: &str = "one of `storage`, `search`, `embeddings`, `qa`, `analysis`, `prompts`, `model`, `tui`, `collections`";
+const TOP: &str = "one of `storage`, `search`, `embeddings`, `qa`, `analysis`, `prompts`, `model`, `tui`, `collections`, `judge`";
 
 /// Each bad fixture with the line, the key and what its one-line error says.
 const BAD: &[(&str, usize, Option<&str>, &str)] = &[
