@@ -231,6 +231,15 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
     press_mod(&mut rt, &mut app, KeyCode::Char('s'), KeyModifiers::CONTROL);
     assert!(app.notice.as_deref().unwrap().starts_with("read-only"));
     assert!(app.popup.is_none());
+    // So is a claim check: the command line's `verify` does it, on a file of its own.
+    press_mod(&mut rt, &mut app, KeyCode::Char('v'), KeyModifiers::ALT);
+    assert!(
+        app.notice
+            .as_deref()
+            .unwrap()
+            .starts_with("read-only: reviewing never changes the session; `groundwork verify")
+    );
+    assert!(app.verifying.is_none());
     // A mark inside the session replaces the table's (the note is kept).
     mark(&mut rt, &mut app, KeyCode::Char('w')).await;
     // With the visual grounding open, the keys are its own: `x` hides the context there

@@ -61,6 +61,13 @@ impl App {
                 self.notice = Some("read-only: reviewing never changes or saves a session".into());
                 Vec::new()
             }
+            Action::VerifyClaims if self.read_only => {
+                self.notice = Some(
+                    "read-only: reviewing never changes the session; `groundwork verify SESSION` checks its claims (or `eval --verify`)"
+                        .into(),
+                );
+                Vec::new()
+            }
             // `q` is easy to press by mistake: with a question running or a question
             // typed, it asks first (a second `q` quits; Ctrl-Q never asks).
             Action::QuitPane if !armed && (self.running() || self.input_holds_text()) => {
