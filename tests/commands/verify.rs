@@ -199,6 +199,24 @@ async fn each_cited_sentence_is_judged_against_its_passage_and_the_verdicts_are_
             .len(),
         1
     );
+    // A JSON session (haiku.rag's, or an export) is read, never written: its checks go to
+    // the SQLite file beside it, and stderr says so.
+    let o = home.run(&["export", "s.sqlite", "--out", "h.json"]).await;
+    assert!(o.status.success(), "{}", err(&o));
+    let exported = std::fs::read(home.path("h.json")).unwrap();
+    let o = home.run(&[&base[..], &["verify", "h.json"]].concat()).await;
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        err(&o).contains("h.json is kept as it was; the session continues in h.sqlite"),
+        "{}",
+        err(&o)
+    );
+    assert_eq!(std::fs::read(home.path("h.json")).unwrap(), exported);
+    let beside = crate::support::session_json(&home.path("h.sqlite"));
+    assert_eq!(
+        beside["groundwork"]["verifications"][0]["claims"][0]["verdict"],
+        "supported"
+    );
 }
 
 #[tokio::test]
