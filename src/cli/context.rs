@@ -166,7 +166,7 @@ impl CmdContext {
         built: &mut Vec<(EmbedderSpec, std::sync::Arc<dyn embed::Embedder>)>,
     ) -> Result<()> {
         store.set_search_config(self.config.app.search.clone());
-        let mut spec = self.overrides.apply(store.embedder_spec());
+        let (mut spec, env) = self.served(self.overrides.apply(store.embedder_spec()))?;
         if !self.overrides.is_empty()
             && self.overrides.dim.is_none()
             && let Some(url) = &spec.base_url
@@ -177,13 +177,44 @@ impl CmdContext {
         let embedder = match built.iter().find(|(s, _)| *s == spec) {
             Some((_, e)) => e.clone(),
             None => {
-                let e = prepare_embedder(&spec, &self.env).await?;
+                let e = prepare_embedder(&spec, &env).await?;
                 built.push((spec, e.clone()));
                 e
             }
         };
         store.set_embedder(embedder)?;
         Ok(())
+    }
+
+    /// `spec` (a database's embedder, the flags laid over it) with the endpoint haiku.rag's
+    /// own configuration gives it when neither the database nor the flags name one (a
+    /// database of haiku.rag 0.82 or later records none), and the environment to build it
+    /// in (with the file's key, unless `GROUNDWORK_EMBED_API_KEY` is set).
+    fn served(&self, mut spec: EmbedderSpec) -> Result<(EmbedderSpec, Env)> {
+        let mut env = self.env.clone();
+        if spec.base_url.is_some() || spec.provider == embed::local::PROVIDER {
+            return Ok((spec, env));
+        }
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let Some(path) = crate::config::haiku::find(&self.env, &cwd)? else {
+            return Ok((spec, env));
+        };
+        let file = crate::config::haiku::HaikuConfig::load(&path, &self.env)?;
+        if let Some(endpoint) = file.endpoint_for(&spec, &self.env) {
+            tracing::debug!(
+                "embedder {} served at {}, from {}",
+                spec.name,
+                endpoint.base_url,
+                endpoint.from.display()
+            );
+            spec.base_url = Some(endpoint.base_url);
+            if let Some(key) = endpoint.api_key
+                && !env.contains_key("GROUNDWORK_EMBED_API_KEY")
+            {
+                env.insert("GROUNDWORK_EMBED_API_KEY".into(), key.expose().to_string());
+            }
+        }
+        Ok((spec, env))
     }
 
     /// The embedder a new database is built with: flags/env, else the config file.

@@ -22,6 +22,7 @@
 
 pub mod collections;
 pub mod error;
+pub mod haiku;
 pub mod judge;
 pub mod model;
 pub mod rerank;

@@ -34,7 +34,7 @@ impl OpenAiEmbedder {
         let base_url = spec.base_url.clone().ok_or_else(|| EmbedError::Endpoint {
             url: "(none)".into(),
             message: format!(
-                "embedder '{}' has no base URL; set --embed-url or GROUNDWORK_EMBED_URL",
+                "embedder '{}' has no base URL; set --embed-url or GROUNDWORK_EMBED_URL, or its base_url in haiku.rag's configuration (haiku.rag.yaml)",
                 spec.name
             ),
         })?;

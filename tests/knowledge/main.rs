@@ -8,6 +8,7 @@ mod support;
 
 mod collections;
 mod demo_corpus;
+mod haiku101;
 mod ingest_pipeline;
 mod local_embedder;
 mod object_storage;

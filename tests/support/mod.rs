@@ -98,16 +98,45 @@ pub fn session_text(path: &std::path::Path) -> String {
 /// in its pinned venv (`.ci/setup-tests` builds it with `tests/fixtures/haiku/venv.sh`;
 /// never a silent pass without it) and returns its last line of output as JSON.
 pub fn run_haiku_script(script: &str, args: &[&str]) -> serde_json::Value {
-    let venv = std::env::var("FIXTURE_VENV")
+    run_in_venv(
+        "FIXTURE_VENV",
+        "groundwork-fixture-venv",
+        "haiku",
+        script,
+        args,
+    )
+}
+
+/// [`run_haiku_script`] with haiku.rag 0.101.1 in its pinned venv (`.ci/setup-tests`
+/// builds it with `tests/fixtures/haiku101/venv.sh`).
+pub fn run_haiku101_script(script: &str, args: &[&str]) -> serde_json::Value {
+    run_in_venv(
+        "HAIKU101_VENV",
+        "groundwork-haiku101-venv",
+        "haiku101",
+        script,
+        args,
+    )
+}
+
+fn run_in_venv(
+    var: &str,
+    default: &str,
+    fixture: &str,
+    script: &str,
+    args: &[&str],
+) -> serde_json::Value {
+    let venv = std::env::var(var)
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| {
             std::path::Path::new(&std::env::var("HOME").unwrap_or_default())
-                .join(".cache/groundwork-fixture-venv")
+                .join(".cache")
+                .join(default)
         });
     let python = venv.join("bin/python");
     assert!(
         python.exists() && venv.join(".groundwork-lock.sha256").exists(),
-        "haiku.rag's venv is missing at {}: run .ci/setup-tests (or bash tests/fixtures/haiku/venv.sh)",
+        "haiku.rag's venv is missing at {}: run .ci/setup-tests (or bash tests/fixtures/{fixture}/venv.sh)",
         venv.display()
     );
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
