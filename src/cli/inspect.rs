@@ -110,21 +110,69 @@ pub(super) fn inspect(a: InspectArgs) -> Result<ExitCode> {
     shown
 }
 
+/// The judge's requests of the session's claim checks (`groundwork verify`), numbered on
+/// from `after` (the model's requests), with the question number, the claim's verdict and
+/// sentence.
+fn judge_requests(
+    session: &crate::session::Session,
+    after: usize,
+) -> Vec<(crate::host::inspect::InspectedRequest, String)> {
+    let questions = crate::host::transcript::question_starts(&session.messages);
+    let mut out = Vec::new();
+    for v in crate::session::verdicts::verifications(&session.groundwork.extra).values() {
+        let number = questions
+            .iter()
+            .position(|&q| q as u64 == v.question)
+            .map_or_else(|| "?".to_string(), |k| (k + 1).to_string());
+        for k in 0..v.requests.len() {
+            let Some(snapshot) = crate::host::verify::judge_snapshot(v, k) else {
+                continue;
+            };
+            let claim = v.claims.iter().find(|c| c.request == Some(k));
+            let line = format!(
+                "judge {}, question {number}: {}",
+                v.judge,
+                claim.map_or_else(String::new, |c| format!(
+                    "{} {} — {}",
+                    c.verdict.glyph(),
+                    c.verdict.label(),
+                    c.sentence
+                ))
+            );
+            let request = crate::host::inspect::InspectedRequest {
+                number: after + out.len() + 1,
+                recorded: true,
+                snapshot,
+            };
+            out.push((request, line));
+        }
+    }
+    out
+}
+
 fn show(a: &InspectArgs, session: &crate::session::Session) -> Result<ExitCode> {
     // Only what is shown is rebuilt: one request, or the overview's figures.
     let reqs = crate::host::inspect::SessionRequests::of(session);
+    let judged = judge_requests(session, reqs.len());
     let selected: Vec<_> = match a.request {
+        Some(n) if n > reqs.len() && n <= reqs.len() + judged.len() => {
+            vec![judged[n - reqs.len() - 1].0.clone()]
+        }
         Some(n) => {
             let Some(r) = reqs.get(n) else {
                 bail!(
                     "{} has {} request(s); there is no request {n}",
                     a.session.display(),
-                    reqs.len()
+                    reqs.len() + judged.len()
                 );
             };
             vec![r]
         }
-        None if a.json => reqs.all(),
+        None if a.json => {
+            let mut all = reqs.all();
+            all.extend(judged.iter().map(|(r, _)| r.clone()));
+            all
+        }
         None => Vec::new(),
     };
     let mut out = crate::errors::stdout();
@@ -155,6 +203,16 @@ fn show(a: &InspectArgs, session: &crate::session::Session) -> Result<ExitCode> 
                 "{}",
                 crate::host::inspect::render_overview_rows(&reqs.overview())
             )?;
+            if !judged.is_empty() {
+                writeln!(
+                    out,
+                    "\n{} judge request(s) of claim checks (groundwork verify):",
+                    judged.len()
+                )?;
+                for (r, line) in &judged {
+                    writeln!(out, "  {:>4}  {line}", r.number)?;
+                }
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -160,6 +160,31 @@ async fn each_cited_sentence_is_judged_against_its_passage_and_the_verdicts_are_
         "never in haiku.rag's state"
     );
 
+    // `inspect` lists the judge's requests after the model's, each whole on request.
+    let o = home.run(&["inspect", "s.sqlite"]).await;
+    assert!(o.status.success(), "{}", err(&o));
+    let overview = out(&o);
+    assert!(
+        overview.contains("2 judge request(s) of claim checks (groundwork verify):")
+            && overview.contains(
+                "     5  judge scripted, question 1: ✗ not supported — They were painted by Monet [1]."
+            ),
+        "{overview}"
+    );
+    let o = home.run(&["inspect", "s.sqlite", "--request", "5"]).await;
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(
+        out(&o).contains("They were painted by Monet [1].") && out(&o).contains("verify:0"),
+        "{}",
+        out(&o)
+    );
+    let o = home.run(&["inspect", "s.sqlite", "--request", "6"]).await;
+    assert!(
+        err(&o).contains("has 5 request(s); there is no request 6"),
+        "{}",
+        err(&o)
+    );
+
     // The export counts them and shows each claim's verdict.
     let o = home.run(&["export", "s.sqlite", "--format", "md"]).await;
     assert!(o.status.success(), "{}", err(&o));
