@@ -156,6 +156,9 @@ pub struct Conversation {
     /// its lease, when the file existed, is held here).
     writer: bool,
     lease: Option<Lease>,
+    /// A session file not made yet, claimed (its `NAME.lock` beside it) from opening to
+    /// the end, so a second writer is refused before its question runs, not at its save.
+    claim: Option<crate::session::SessionLock>,
     /// Why the session is saved somewhere else than the file opened.
     note: Option<String>,
 }
@@ -175,6 +178,7 @@ impl Conversation {
             path,
             writer: false,
             lease: None,
+            claim: None,
             note: None,
         }
     }
@@ -189,12 +193,18 @@ impl Conversation {
         Self::open_at(at, model, lease)
     }
 
-    /// [`Conversation::open_locked`] with the session's lease already taken.
+    /// [`Conversation::open_locked`] with the session's lease already taken (none: the
+    /// file is not there yet, and is claimed here until this conversation ends).
     pub fn open_at(
         at: Continued,
         model: impl Into<String>,
         lease: Option<Lease>,
     ) -> Result<Self, SessionError> {
+        let claim = if lease.is_none() && !at.write.exists() {
+            Some(crate::session::SessionLock::acquire(&at.write)?)
+        } else {
+            None
+        };
         let session = match &at.read {
             Some(p) => Session::load(p)?,
             None => Session::new(model),
@@ -204,6 +214,7 @@ impl Conversation {
             path: Some(at.write),
             writer: true,
             lease,
+            claim,
             note: at.note,
         })
     }
@@ -246,8 +257,14 @@ impl Conversation {
     /// session is left to the exit rather than freed one string and JSON value at a time
     /// (for a long session that costs more than reading it did).
     pub fn close_for_exit(self) {
-        let Conversation { session, lease, .. } = self;
+        let Conversation {
+            session,
+            lease,
+            claim,
+            ..
+        } = self;
         drop(lease);
+        drop(claim);
         std::mem::forget(session);
     }
 

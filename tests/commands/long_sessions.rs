@@ -202,6 +202,49 @@ async fn a_second_ask_on_a_session_being_written_is_refused_and_neither_question
     );
 }
 
+/// The same for a session file that is not there yet: the first `ask` claims it while its
+/// question runs, so the second is refused before it asks anything (not at its save, after
+/// a whole run), and no claim is left behind.
+#[tokio::test]
+async fn a_second_ask_on_a_new_session_is_refused_before_it_asks() {
+    let home = Home::new().await;
+    let sessions = home.dir.path().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let session = sessions.join("new.sqlite");
+    let server = ScriptedServer::start(vec![
+        Reply::text("Answer one.").delay(Duration::from_secs(10)),
+    ])
+    .await;
+    let first = home.spawn(&home.ask_args(&server, Some(&session), "Question one?"));
+    let first_pid = first.id();
+    until_requests(&server, 1).await;
+    assert!(!session.exists(), "nothing is committed yet");
+
+    let o = home.ask(&server, Some(&session), "Question two?").await;
+    assert!(!o.status.success(), "the second ask is refused");
+    assert_eq!(
+        err(&o).trim(),
+        format!(
+            "error: session {} is being written by another groundwork process (pid {first_pid})",
+            session.display()
+        )
+    );
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "the refused question asked nothing"
+    );
+
+    let o = wait_child(first).await;
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(prompts(&session), ["Question one?"]);
+    assert_eq!(
+        others(&sessions, &[&session]),
+        Vec::<String>::new(),
+        "no claim is left"
+    );
+}
+
 #[tokio::test]
 async fn an_answer_is_kept_beside_a_session_another_program_changed_meanwhile() {
     let home = Home::new().await;
