@@ -192,15 +192,7 @@ impl CmdContext {
     /// in (with the file's key, unless `GROUNDWORK_EMBED_API_KEY` is set).
     fn served(&self, mut spec: EmbedderSpec) -> Result<(EmbedderSpec, Env)> {
         let mut env = self.env.clone();
-        if spec.base_url.is_some() || spec.provider == embed::local::PROVIDER {
-            return Ok((spec, env));
-        }
-        let cwd = std::env::current_dir().unwrap_or_default();
-        let Some(path) = crate::config::haiku::find(&self.env, &cwd)? else {
-            return Ok((spec, env));
-        };
-        let file = crate::config::haiku::HaikuConfig::load(&path, &self.env)?;
-        if let Some(endpoint) = file.endpoint_for(&spec, &self.env) {
+        if let Some(endpoint) = self.haiku_endpoint(&spec)? {
             tracing::debug!(
                 "embedder {} served at {}, from {}",
                 spec.name,
@@ -215,6 +207,23 @@ impl CmdContext {
             }
         }
         Ok((spec, env))
+    }
+
+    /// Where haiku.rag's own configuration serves `spec`, when neither the database nor
+    /// the flags name an endpoint (see [`crate::config::haiku`]).
+    pub fn haiku_endpoint(
+        &self,
+        spec: &EmbedderSpec,
+    ) -> Result<Option<crate::config::haiku::Endpoint>> {
+        if spec.base_url.is_some() || spec.provider == embed::local::PROVIDER {
+            return Ok(None);
+        }
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let Some(path) = crate::config::haiku::find(&self.env, &cwd)? else {
+            return Ok(None);
+        };
+        let file = crate::config::haiku::HaikuConfig::load(&path, &self.env)?;
+        Ok(file.endpoint_for(spec, &self.env))
     }
 
     /// The embedder a new database is built with: flags/env, else the config file.

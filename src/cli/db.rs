@@ -160,7 +160,15 @@ pub(super) async fn info(ctx: &CmdContext, a: InfoArgs) -> Result<ExitCode> {
             Some(n) => info.with_context(|| format!("collection {n}"))?,
             None => info?,
         };
-        infos.push((name, info));
+        // Where the embedder is served, when only haiku.rag's configuration says it.
+        let endpoint = match ctx.haiku_endpoint(&ctx.overrides.apply(&info.embedder)) {
+            Ok(e) => e,
+            Err(e) => {
+                crate::errors::say!("warning: {e:#}");
+                None
+            }
+        };
+        infos.push((name, info, endpoint));
     }
     let mut out = crate::errors::stdout();
     let several = infos.len() > 1;
@@ -168,8 +176,8 @@ pub(super) async fn info(ctx: &CmdContext, a: InfoArgs) -> Result<ExitCode> {
         if several {
             let list: Vec<serde_json::Value> = infos
                 .iter()
-                .map(|(name, info)| {
-                    let mut v = serde_json::to_value(info).unwrap_or_default();
+                .map(|(name, info, endpoint)| {
+                    let mut v = info_json(info, endpoint.as_ref());
                     if let serde_json::Value::Object(m) = &mut v {
                         m.insert("collection".into(), name.clone().into());
                     }
@@ -178,26 +186,48 @@ pub(super) async fn info(ctx: &CmdContext, a: InfoArgs) -> Result<ExitCode> {
                 .collect();
             serde_json::to_writer_pretty(&mut out, &list)?;
         } else {
-            serde_json::to_writer_pretty(&mut out, &infos[0].1)?;
+            serde_json::to_writer_pretty(&mut out, &info_json(&infos[0].1, infos[0].2.as_ref()))?;
         }
         writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    for (i, (name, info)) in infos.iter().enumerate() {
+    for (i, (name, info, endpoint)) in infos.iter().enumerate() {
         if i > 0 {
             writeln!(out)?;
         }
         if let Some(n) = name.as_deref().filter(|_| several) {
             writeln!(out, "collection {n}")?;
         }
-        print_info(&mut out, info, ctx.config.app.search.reranker.as_ref())?;
+        print_info(
+            &mut out,
+            info,
+            endpoint.as_ref(),
+            ctx.config.app.search.reranker.as_ref(),
+        )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `info --json`: the store's info, with `embedder_endpoint` (`base_url`, `from`) when
+/// haiku.rag's configuration serves the embedder.
+fn info_json(
+    info: &crate::store::StoreInfo,
+    endpoint: Option<&crate::config::haiku::Endpoint>,
+) -> serde_json::Value {
+    let mut v = serde_json::to_value(info).unwrap_or_default();
+    if let (Some(e), serde_json::Value::Object(m)) = (endpoint, &mut v) {
+        m.insert(
+            "embedder_endpoint".into(),
+            serde_json::json!({"base_url": e.base_url, "from": e.from}),
+        );
+    }
+    v
 }
 
 fn print_info(
     out: &mut impl Write,
     info: &crate::store::StoreInfo,
+    endpoint: Option<&crate::config::haiku::Endpoint>,
     reranker: Option<&crate::config::RerankerConfig>,
 ) -> Result<()> {
     writeln!(out, "database   {}", info.uri)?;
@@ -211,10 +241,11 @@ fn print_info(
         e.provider,
         e.name,
         e.vector_dim,
-        e.base_url
-            .as_deref()
-            .map(|u| format!(" at {u}"))
-            .unwrap_or_default()
+        match (e.base_url.as_deref(), endpoint) {
+            (Some(u), _) => format!(" at {u}"),
+            (None, Some(ep)) => format!(" at {} (from {})", ep.base_url, ep.from.display()),
+            (None, None) => String::new(),
+        }
     )?;
     if let Some(r) = reranker {
         writeln!(

@@ -69,6 +69,19 @@ async fn a_haiku_rag_0101_database_opens_with_the_users_haiku_rag_yaml() {
         assert!(o.status.success(), "{q}: {}", err(&o));
         assert_eq!(ids(&o), theirs, "{q}");
     }
+    // `info` says which haiku.rag wrote it and where its embedder is served, from where.
+    let o = groundwork(&kb, &home, &["--db", db, "info"], None);
+    assert!(o.status.success(), "{}", err(&o));
+    let info = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(info.contains("layout     haiku.rag 0.101.1"), "{info}");
+    assert!(
+        info.contains(&format!(
+            "embedder   openai hashembed-64 (64 dims) at {} (from {})",
+            embed.url,
+            kb.join("haiku.rag.yaml").display()
+        )),
+        "{info}"
+    );
     let (q, theirs) = queries.iter().next().unwrap();
     let theirs: Vec<String> = serde_json::from_value(theirs.clone()).unwrap();
 
