@@ -166,3 +166,175 @@ async fn a_haiku_rag_0101_database_opens_with_the_users_haiku_rag_yaml() {
         "{theirs}"
     );
 }
+
+/// The scripted model for haiku.rag 0.101's capability, whose tools are `search`, `cite`
+/// and `execute_code`: it searches each question, cites the first result (nothing for a
+/// question about the gearbox, which it then declares unanswered) and answers.
+fn model_0101(body: &Value) -> crate::support::scripted_server::Reply {
+    use crate::support::scripted_server::{Reply, wire_messages};
+    let messages = wire_messages(body);
+    let last = messages.last().cloned().unwrap_or_default();
+    let question = crate::support::researcher::asked(body)
+        .last()
+        .cloned()
+        .unwrap_or_default();
+    if last["role"] == "tool" {
+        let id = last["tool_call_id"].as_str().unwrap_or("");
+        let name = messages
+            .iter()
+            .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
+            .find(|c| c["id"] == id)
+            .map(|c| c["function"]["name"].as_str().unwrap_or("").to_string())
+            .unwrap_or_default();
+        return match name.as_str() {
+            "search" if question.contains("gearbox") => {
+                Reply::tool_call("cite", serde_json::json!({"chunk_ids": []}))
+            }
+            "search" => {
+                let text = crate::support::researcher::content_text(&last);
+                let ids: Vec<String> = groundwork::host::transcript::result_ids(&text)
+                    .into_iter()
+                    .map(|(id, _)| id)
+                    .take(1)
+                    .collect();
+                Reply::tool_call("cite", serde_json::json!({ "chunk_ids": ids }))
+            }
+            _ if question.contains("gearbox") => Reply::text("The knowledge base does not say."),
+            _ => Reply::text("Tilt the panels close to your latitude [1]."),
+        };
+    }
+    Reply::tool_call("search", serde_json::json!({ "query": question }))
+}
+
+/// A conversation recorded by a haiku.rag 0.101.1 host (its own capability and agent, the
+/// state only under `rag`, tools named `search` and `cite`) reads as a Groundwork
+/// session: the transcript with the tool rows under their 0.101 names, the ledger's
+/// statuses, searches and citations from its history and state, `inspect`, and the
+/// Markdown export quoting the cited chunk from the 0.101 database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_haiku_rag_0101_host_session_reads_with_its_ledger() {
+    use groundwork::host::transcript::{CitationStatus, ToolKind, Transcript, tool_kind};
+    let embed = crate::support::hashembed::start().await;
+    let model = crate::support::scripted_server::ScriptedServer::responding(model_0101).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kb = dir.path().join("kb");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let session = dir.path().join("s101.json");
+    let recorded = tokio::task::spawn_blocking({
+        let (kb, url, model_url, session) = (
+            kb.clone(),
+            embed.url.clone(),
+            model.base_url(),
+            session.clone(),
+        );
+        move || {
+            crate::support::run_haiku101_script("haiku101/kb.py", &[kb.to_str().unwrap(), &url]);
+            crate::support::run_haiku101_script(
+                "haiku101/session.py",
+                &[
+                    kb.to_str().unwrap(),
+                    &model_url,
+                    session.to_str().unwrap(),
+                    "What tilt angle should the panels have?",
+                    "What is the gearbox oil temperature limit?",
+                ],
+            )
+        }
+    })
+    .await
+    .unwrap();
+    let state = &recorded["state"];
+    assert!(
+        state.get("analysis").is_none(),
+        "0.101 keeps state only under rag: {state}"
+    );
+    let index = state["rag"]["citation_index"].as_object().unwrap();
+
+    let s = groundwork::session::Session::load(&session).unwrap();
+    let t = Transcript::build(&s.messages, &s.state);
+    assert_eq!(t.turns.len(), 2);
+    let names: Vec<Vec<&str>> = t
+        .turns
+        .iter()
+        .map(|turn| turn.steps.iter().map(|s| s.name.as_str()).collect())
+        .collect();
+    assert_eq!(names, [["search", "cite"], ["search", "cite"]]);
+    assert_eq!(tool_kind("search"), ToolKind::Search);
+    assert!(
+        t.turns[0].steps[0].summary.starts_with('"'),
+        "a search row shows its query: {}",
+        t.turns[0].steps[0].summary
+    );
+    assert_eq!(t.turns[1].steps[1].summary, "no chunks (ungrounded)");
+    let statuses: Vec<CitationStatus> = t.ledger.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        [CitationStatus::Grounded, CitationStatus::Ungrounded]
+    );
+    assert_eq!(
+        t.ledger.iter().map(|r| r.searches).collect::<Vec<_>>(),
+        [1, 1]
+    );
+    let first: Vec<&str> = t.turns[0]
+        .citations
+        .iter()
+        .map(|c| c.chunk_id.as_str())
+        .collect();
+    assert_eq!(first.len(), 1);
+    assert_eq!(
+        index[first[0]]["index"], 1,
+        "the cited chunk is the state's first citation: {index:?}"
+    );
+    assert!(!t.turns[0].retrieved.is_empty(), "what its search returned");
+
+    // The workbench shows it: the tool rows under their 0.101 names, the ledger's rows.
+    let mut app =
+        groundwork::tui::app::App::new(s.clone(), None, crate::support::workbench::host());
+    let conversation = crate::support::workbench::pane(
+        &mut app,
+        groundwork::tui::app::Pane::Conversation,
+        160,
+        48,
+    );
+    assert!(
+        conversation.contains("✓ search \"What tilt angle should the panels have?\""),
+        "{conversation}"
+    );
+    let ledger =
+        crate::support::workbench::pane(&mut app, groundwork::tui::app::Pane::Ledger, 160, 48);
+    assert!(
+        ledger.contains("grounded") && ledger.contains("ungrounded") && ledger.contains("1/5"),
+        "{ledger}"
+    );
+
+    let db = kb.join("kb101.lancedb");
+    let config = kb.join("haiku.rag.yaml");
+    let run = |args: &[&str]| groundwork(dir.path(), &home, args, Some(&config));
+    let o = run(&[
+        "--db",
+        db.to_str().unwrap(),
+        "inspect",
+        session.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let o = run(&[
+        "--db",
+        db.to_str().unwrap(),
+        "export",
+        session.to_str().unwrap(),
+        "--format",
+        "md",
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let md = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        md.contains("- ✓ `search` \"What tilt angle should the panels have?\""),
+        "{md}"
+    );
+    assert!(md.contains("*Citation status: ungrounded*"), "{md}");
+    assert!(
+        !md.contains("the cited chunk was not read"),
+        "quoted from the 0.101 database: {md}"
+    );
+}

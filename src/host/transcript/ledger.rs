@@ -51,7 +51,7 @@ pub(super) fn past_status(turn: &Turn) -> CitationStatus {
         return CitationStatus::Grounded;
     }
     let cited_nothing = turn.steps.iter().any(|s| {
-        matches!(s.name.as_str(), rag::CITE_TOOL | analysis::CITE_TOOL)
+        super::tool_kind(&s.name) == super::ToolKind::Cite
             && s.status == StepStatus::Ok
             && cites_no_chunks(&s.args)
     });
@@ -173,8 +173,12 @@ pub(super) fn ledger_row(
         violation,
         cited,
         uncited,
-        searches: count(&[rag::SEARCH_TOOL, analysis::SEARCH_TOOL]),
-        executions: count(&[analysis::EXECUTE_TOOL]),
+        searches: count(&[
+            rag::SEARCH_TOOL,
+            analysis::SEARCH_TOOL,
+            super::tools::SEARCH_TOOL_0101,
+        ]),
+        executions: count(&[analysis::EXECUTE_TOOL, super::tools::EXECUTE_TOOL_0101]),
         cut_off: turn.cut_off,
     }
 }

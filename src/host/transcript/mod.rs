@@ -446,7 +446,7 @@ pub fn fill_turn(turn: &mut Turn, messages: &[ModelMessage]) {
                 for p in &r.parts {
                     if let ModelResponsePart::ToolCall(c) = p {
                         let args = c.args_as_json();
-                        if c.tool_name == analysis::EXECUTE_TOOL {
+                        if tool_kind(&c.tool_name) == ToolKind::Execute {
                             last_code = serde_json::from_str::<Map<String, Value>>(&args)
                                 .ok()
                                 .and_then(|m| {
@@ -469,7 +469,10 @@ pub fn fill_turn(turn: &mut Turn, messages: &[ModelMessage]) {
                     if let ModelRequestPart::ToolReturn(t) = p
                         && !t.is_failed()
                         && let Some(cap) = match t.tool_name.as_str() {
-                            rag::SEARCH_TOOL => Some(state::RAG_NAMESPACE),
+                            // haiku.rag 0.101's one capability keeps its state under `rag`.
+                            rag::SEARCH_TOOL | tools::SEARCH_TOOL_0101 => {
+                                Some(state::RAG_NAMESPACE)
+                            }
                             analysis::SEARCH_TOOL => Some(state::ANALYSIS_NAMESPACE),
                             _ => None,
                         }

@@ -19,12 +19,20 @@ pub enum ToolKind {
     Other,
 }
 
+/// The tools of haiku.rag 0.87 and later (today's 0.101): one RAG capability, its tools
+/// unprefixed. Sessions its hosts recorded are read with these names.
+pub const SEARCH_TOOL_0101: &str = "search";
+/// See [`SEARCH_TOOL_0101`].
+pub const CITE_TOOL_0101: &str = "cite";
+/// See [`SEARCH_TOOL_0101`].
+pub const EXECUTE_TOOL_0101: &str = "execute_code";
+
 /// The kind of the tool called `name`.
 pub fn tool_kind(name: &str) -> ToolKind {
     match name {
-        rag::SEARCH_TOOL | analysis::SEARCH_TOOL => ToolKind::Search,
-        rag::CITE_TOOL | analysis::CITE_TOOL => ToolKind::Cite,
-        analysis::EXECUTE_TOOL => ToolKind::Execute,
+        rag::SEARCH_TOOL | analysis::SEARCH_TOOL | SEARCH_TOOL_0101 => ToolKind::Search,
+        rag::CITE_TOOL | analysis::CITE_TOOL | CITE_TOOL_0101 => ToolKind::Cite,
+        analysis::EXECUTE_TOOL | EXECUTE_TOOL_0101 => ToolKind::Execute,
         _ => ToolKind::Other,
     }
 }
@@ -33,12 +41,12 @@ pub fn tool_kind(name: &str) -> ToolKind {
 pub fn tool_summary(name: &str, args: &str) -> String {
     let parsed: Option<Map<String, Value>> = serde_json::from_str(args).ok();
     let one_line = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-    match (name, &parsed) {
-        (rag::SEARCH_TOOL | analysis::SEARCH_TOOL, Some(m)) => match m.get("query") {
+    match (tool_kind(name), &parsed) {
+        (ToolKind::Search, Some(m)) => match m.get("query") {
             Some(Value::String(q)) => format!("\"{}\"", one_line(q)),
             _ => one_line(args),
         },
-        (analysis::EXECUTE_TOOL, Some(m)) => match m.get("code") {
+        (ToolKind::Execute, Some(m)) => match m.get("code") {
             Some(Value::String(code)) => code
                 .lines()
                 .find(|l| !l.trim().is_empty())
@@ -49,7 +57,7 @@ pub fn tool_summary(name: &str, args: &str) -> String {
                 .collect(),
             _ => one_line(args),
         },
-        (rag::CITE_TOOL | analysis::CITE_TOOL, Some(m)) => match m.get("chunk_ids") {
+        (ToolKind::Cite, Some(m)) => match m.get("chunk_ids") {
             Some(Value::Array(ids)) if ids.is_empty() => "no chunks (ungrounded)".into(),
             Some(Value::Array(ids)) => ids
                 .iter()
