@@ -105,15 +105,21 @@ pub fn not_a_regular_file(path: &Path) -> Option<&'static str> {
     }
 }
 
+/// An environment of these pairs (tests).
+#[cfg(test)]
+pub(crate) fn env_of(pairs: &[(&str, &str)]) -> Env {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Env {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        env_of(pairs)
     }
 
     #[test]

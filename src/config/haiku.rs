@@ -301,12 +301,7 @@ fn line_of(text: &str, key: &str) -> Option<usize> {
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> Env {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::paths::env_of as env;
 
     fn spec(provider: &str, name: &str) -> EmbedderSpec {
         EmbedderSpec {

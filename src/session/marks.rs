@@ -25,41 +25,62 @@ pub struct AnswerMark {
 /// The marks a session holds, by question. Entries that do not read as marks are left in
 /// the file untouched and not shown.
 pub fn marks(extra: &Map<String, Value>) -> BTreeMap<u64, AnswerMark> {
-    extra
-        .get(KEY)
-        .and_then(Value::as_array)
-        .map(|entries| {
-            entries
-                .iter()
-                .filter_map(|e| serde_json::from_value::<AnswerMark>(e.clone()).ok())
-                .map(|m| (m.question, m))
-                .collect()
-        })
-        .unwrap_or_default()
+    by_question(extra, KEY, |m: &AnswerMark| m.question)
 }
 
 /// Marks `question` (`Some((mark, note))`) or takes its mark back (`None`), keeping every
 /// other entry as it is.
 pub fn set(extra: &mut Map<String, Value>, question: u64, mark: Option<(String, Option<String>)>) {
+    let entry = mark.map(|(mark, note)| AnswerMark {
+        question,
+        mark,
+        note,
+    });
+    put(extra, KEY, question, entry.as_ref());
+}
+
+/// The entries of the list under `key` that read as `T`, by their question (what a
+/// reviewer adds to a session: marks, claim checks). The others are not shown.
+pub(crate) fn by_question<T: serde::de::DeserializeOwned>(
+    extra: &Map<String, Value>,
+    key: &str,
+    question: impl Fn(&T) -> u64,
+) -> BTreeMap<u64, T> {
+    extra
+        .get(key)
+        .and_then(Value::as_array)
+        .map(|entries| {
+            entries
+                .iter()
+                .filter_map(|e| serde_json::from_value::<T>(e.clone()).ok())
+                .map(|t| (question(&t), t))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Puts `entry` as the one of `question` in the list under `key` (none: takes it out),
+/// keeping every other entry as it is, in question order; an empty list leaves no key.
+pub(crate) fn put<T: Serialize>(
+    extra: &mut Map<String, Value>,
+    key: &str,
+    question: u64,
+    entry: Option<&T>,
+) {
     let mut entries: Vec<Value> = extra
-        .get(KEY)
+        .get(key)
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
     entries.retain(|e| e.get("question").and_then(Value::as_u64) != Some(question));
-    if let Some((mark, note)) = mark {
-        let entry = AnswerMark {
-            question,
-            mark,
-            note,
-        };
-        entries.push(serde_json::to_value(entry).expect("a mark serialises"));
+    if let Some(entry) = entry {
+        entries.push(serde_json::to_value(entry).expect("a review entry serialises"));
         entries.sort_by_key(|e| e.get("question").and_then(Value::as_u64));
     }
     if entries.is_empty() {
-        extra.remove(KEY);
+        extra.remove(key);
     } else {
-        extra.insert(KEY.into(), Value::Array(entries));
+        extra.insert(key.into(), Value::Array(entries));
     }
 }
 

@@ -194,31 +194,13 @@ impl VerdictCounts {
 /// The checks a session holds, by question. Entries that do not read as checks are left
 /// in the file untouched and not shown.
 pub fn verifications(extra: &Map<String, Value>) -> BTreeMap<u64, Verification> {
-    extra
-        .get(KEY)
-        .and_then(Value::as_array)
-        .map(|entries| {
-            entries
-                .iter()
-                .filter_map(|e| serde_json::from_value::<Verification>(e.clone()).ok())
-                .map(|v| (v.question, v))
-                .collect()
-        })
-        .unwrap_or_default()
+    super::marks::by_question(extra, KEY, |v: &Verification| v.question)
 }
 
 /// Keeps `v` as the check of its question, replacing an earlier one and keeping every
 /// other entry as it is.
 pub fn set(extra: &mut Map<String, Value>, v: &Verification) {
-    let mut entries: Vec<Value> = extra
-        .get(KEY)
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    entries.retain(|e| e.get("question").and_then(Value::as_u64) != Some(v.question));
-    entries.push(serde_json::to_value(v).expect("a verification serialises"));
-    entries.sort_by_key(|e| e.get("question").and_then(Value::as_u64));
-    extra.insert(KEY.into(), Value::Array(entries));
+    super::marks::put(extra, KEY, v.question, Some(v));
 }
 
 #[cfg(test)]

@@ -60,27 +60,26 @@ fn out(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// A home whose session `s.sqlite` holds one question, asked with the flags `base`.
+async fn asked_home(base: &[&str]) -> Home {
+    let home = Home::new().await;
+    let ask = [
+        "--session",
+        "s.sqlite",
+        "ask",
+        "Which lighthouse towers guide ships?",
+    ];
+    let o = home.run(&[base, &ask[..]].concat()).await;
+    assert!(o.status.success(), "{}", err(&o));
+    home
+}
+
 #[tokio::test]
 async fn each_cited_sentence_is_judged_against_its_passage_and_the_verdicts_are_kept() {
-    let home = Home::new().await;
     let server = ScriptedServer::responding(model).await;
     let url = server.base_url();
     let base = ["--model-url", url.as_str(), "--model", "scripted"];
-    let o = home
-        .run(
-            &[
-                &base[..],
-                &[
-                    "--session",
-                    "s.sqlite",
-                    "ask",
-                    "Which lighthouse towers guide ships?",
-                ],
-            ]
-            .concat(),
-        )
-        .await;
-    assert!(o.status.success(), "{}", err(&o));
+    let home = asked_home(&base).await;
     let asked = server.recorded().len();
 
     let o = home
@@ -247,25 +246,10 @@ async fn each_cited_sentence_is_judged_against_its_passage_and_the_verdicts_are_
 #[tokio::test]
 async fn a_judge_elsewhere_gets_no_key_a_judge_that_is_down_stores_nothing_and_a_missing_question_is_named()
  {
-    let home = Home::new().await;
     let server = ScriptedServer::responding(model).await;
     let url = server.base_url();
     let base = ["--model-url", url.as_str(), "--model", "scripted"];
-    let o = home
-        .run(
-            &[
-                &base[..],
-                &[
-                    "--session",
-                    "s.sqlite",
-                    "ask",
-                    "Which lighthouse towers guide ships?",
-                ],
-            ]
-            .concat(),
-        )
-        .await;
-    assert!(o.status.success(), "{}", err(&o));
+    let home = asked_home(&base).await;
     let before = crate::support::session_json(&home.path("s.sqlite"));
 
     let o = home
