@@ -168,7 +168,8 @@ async fn a_haiku_rag_0101_database_opens_with_the_users_haiku_rag_yaml() {
 }
 
 /// The scripted model for haiku.rag 0.101's capability, whose tools are `search`, `cite`
-/// and `execute_code`: it searches each question, cites the first result (nothing for a
+/// and `execute_code`: it searches each question (the tilt question twice in one
+/// response: one unit of 0.101's search budget), cites the first result (nothing for a
 /// question about the gearbox, which it then declares unanswered) and answers.
 fn model_0101(body: &Value) -> crate::support::scripted_server::Reply {
     use crate::support::scripted_server::{Reply, wire_messages};
@@ -203,7 +204,12 @@ fn model_0101(body: &Value) -> crate::support::scripted_server::Reply {
             _ => Reply::text("Tilt the panels close to your latitude [1]."),
         };
     }
-    Reply::tool_call("search", serde_json::json!({ "query": question }))
+    let search = Reply::tool_call("search", serde_json::json!({ "query": question }));
+    if question.contains("tilt") {
+        search.and_tool_call("search", serde_json::json!({"query": "panel orientation"}))
+    } else {
+        search
+    }
 }
 
 /// A conversation recorded by a haiku.rag 0.101.1 host (its own capability and agent, the
@@ -259,7 +265,10 @@ async fn a_haiku_rag_0101_host_session_reads_with_its_ledger() {
         .iter()
         .map(|turn| turn.steps.iter().map(|s| s.name.as_str()).collect())
         .collect();
-    assert_eq!(names, [["search", "cite"], ["search", "cite"]]);
+    assert_eq!(
+        names,
+        [vec!["search", "search", "cite"], vec!["search", "cite"]]
+    );
     assert_eq!(tool_kind("search"), ToolKind::Search);
     assert!(
         t.turns[0].steps[0].summary.starts_with('"'),
@@ -267,6 +276,7 @@ async fn a_haiku_rag_0101_host_session_reads_with_its_ledger() {
         t.turns[0].steps[0].summary
     );
     assert_eq!(t.turns[1].steps[1].summary, "no chunks (ungrounded)");
+    // Two searches in one response are one unit of 0.101's budget.
     let statuses: Vec<CitationStatus> = t.ledger.iter().map(|r| r.status).collect();
     assert_eq!(
         statuses,

@@ -173,11 +173,8 @@ pub(super) fn ledger_row(
         violation,
         cited,
         uncited,
-        searches: count(&[
-            rag::SEARCH_TOOL,
-            analysis::SEARCH_TOOL,
-            super::tools::SEARCH_TOOL_0101,
-        ]),
+        // haiku.rag 0.101's searches in its budget's units.
+        searches: count(&[rag::SEARCH_TOOL, analysis::SEARCH_TOOL]) + turn.search_units_0101,
         executions: count(&[analysis::EXECUTE_TOOL, super::tools::EXECUTE_TOOL_0101]),
         cut_off: turn.cut_off,
     }

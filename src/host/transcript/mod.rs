@@ -192,6 +192,10 @@ pub struct Turn {
     pub cut_off: bool,
     /// What cut it off, in words ([`ModelResponse::cut_off_note`]).
     pub cut_off_note: Option<String>,
+    /// Search units of haiku.rag 0.101's `search` (its budget counts up to three searches
+    /// in one model response as one unit).
+    #[serde(skip)]
+    pub search_units_0101: usize,
 }
 
 impl Turn {
@@ -209,6 +213,7 @@ impl Turn {
             retrieved: Vec::new(),
             cut_off: false,
             cut_off_note: None,
+            search_units_0101: 0,
         }
     }
 }
@@ -430,6 +435,11 @@ pub fn fill_turn(turn: &mut Turn, messages: &[ModelMessage]) {
         match m {
             ModelMessage::Response(r) => {
                 turn.requests += 1;
+                let searches_0101 = r
+                    .tool_calls()
+                    .filter(|c| c.tool_name == tools::SEARCH_TOOL_0101)
+                    .count();
+                turn.search_units_0101 += searches_0101.div_ceil(3);
                 turn.cut_off = r.is_cut_off();
                 turn.cut_off_note = r.cut_off_note();
                 let text: String = r
