@@ -144,6 +144,8 @@ pub struct Runtime {
     /// The open session's one owner (taken over from the app's first snapshot at the
     /// first message, replaced when a session is opened or made).
     conversation: Option<Conversation>,
+    /// The session whose claims the judge is checking (its creation time, which names it).
+    checking: Option<chrono::DateTime<chrono::Utc>>,
     /// The question running over it: its run id and cancel token.
     asking: Option<(String, crate::engine::cancel::CancelToken)>,
     /// What the app shows while a commit changes the session in place.
@@ -161,6 +163,7 @@ impl Runtime {
         Runtime {
             services: Arc::new(services),
             conversation: None,
+            checking: None,
             asking: None,
             empty: Arc::new(Session::new(String::new())),
             core_tx,
@@ -175,6 +178,21 @@ impl Runtime {
         let msg = match msg {
             Msg::Answered(answered) => return self.answered(app, *answered),
             // A check is kept by the conversation's owner, then shown.
+            // A check of a session that is no longer the open one is not kept in this one.
+            Msg::Verified {
+                number,
+                result: Ok(v),
+            } if self.checking.take()
+                != Some(self.conversation(app).session().groundwork.created_at) =>
+            {
+                Msg::Verified {
+                    number,
+                    result: Err(format!(
+                        "the session whose question {number} it checked is no longer open ({} claims)",
+                        v.claims.len()
+                    )),
+                }
+            }
             Msg::Verified {
                 number,
                 result: Ok(v),
@@ -217,7 +235,10 @@ impl Runtime {
                     self.conversation(app).set_mark(question, mark);
                     self.show_change(app);
                 }
-                Effect::Verify { number, turn } => self.verify(number, *turn),
+                Effect::Verify { number, turn } => {
+                    self.checking = Some(self.conversation(app).session().groundwork.created_at);
+                    self.verify(number, *turn);
+                }
                 Effect::Filter(labels) => {
                     let collections = app.host.collections.clone();
                     let conversation = self.conversation(app);
@@ -319,7 +340,7 @@ impl Runtime {
             let result = crate::host::verify::check_turn(&*judge, &turn, &cancel, &|_, _| {})
                 .await
                 .map(Box::new)
-                .map_err(|e| e.to_string());
+                .map_err(|e| format!("the judge failed: {e}"));
             let _ = tx.send(Msg::Verified { number, result });
         });
     }

@@ -157,4 +157,27 @@ async fn alt_v_checks_the_selected_answers_claims_and_every_pane_shows_the_verdi
         Session::load(&path).unwrap().groundwork.extra,
         saved.groundwork.extra
     );
+
+    // A check that comes back once another session is open is not kept in that one.
+    server.push(Reply::text(
+        r#"{"verdict": "supported", "reason": "Fine."}"#,
+    ));
+    server.push(Reply::text(
+        r#"{"verdict": "supported", "reason": "Fine."}"#,
+    ));
+    press_mod(&mut rt, &mut app, KeyCode::Char('v'), KeyModifiers::ALT);
+    press_mod(&mut rt, &mut app, KeyCode::Char('n'), KeyModifiers::CONTROL);
+    settle(&mut rt, &mut app).await;
+    assert!(app.transcript.turns.is_empty(), "the new session");
+    assert!(app.checks.is_empty(), "nothing kept in it");
+    assert_eq!(
+        app.notice.as_deref(),
+        Some(
+            "question 1: the session whose question 1 it checked is no longer open (2 claims); nothing was stored"
+        )
+    );
+    assert_eq!(
+        Session::load(&path).unwrap().groundwork.extra,
+        saved.groundwork.extra
+    );
 }

@@ -709,9 +709,7 @@ impl App {
                 self.verifying = None;
                 self.notice = Some(match result {
                     Ok(v) => checked_notice(number, &v),
-                    Err(e) => {
-                        format!("question {number}: the judge failed: {e}; nothing was stored")
-                    }
+                    Err(e) => format!("question {number}: {e}; nothing was stored"),
                 });
                 self.dirty = true;
                 Vec::new()
