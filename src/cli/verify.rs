@@ -99,9 +99,14 @@ pub(super) async fn verify(
 }
 
 /// One question's verdicts: a line per claim (verdict, sentence) with the judge's reason
-/// under it, then the counts.
+/// under it, then the counts. What a model wrote reaches the terminal without its control
+/// characters.
 fn print_check(out: &mut impl Write, n: usize, prompt: &str, v: &Verification) -> Result<()> {
-    let mut prompt: String = prompt.split_whitespace().collect::<Vec<_>>().join(" ");
+    use crate::terminal_text::strip_controls as clean;
+    let mut prompt: String = clean(prompt)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     if prompt.chars().count() > 100 {
         prompt = prompt.chars().take(99).chain(['…']).collect();
     }
@@ -112,9 +117,9 @@ fn print_check(out: &mut impl Write, n: usize, prompt: &str, v: &Verification) -
             "  {} {:<16} {}",
             c.verdict.glyph(),
             c.verdict.label(),
-            c.sentence
+            clean(&c.sentence)
         )?;
-        writeln!(out, "    {}", c.reason)?;
+        writeln!(out, "    {}", clean(&c.reason))?;
     }
     if !v.from_context.is_empty() {
         writeln!(
