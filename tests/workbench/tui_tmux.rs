@@ -521,6 +521,12 @@ async fn a_session_over_the_libtasn1_manual_shows_the_evidence_itself() {
     );
     assert!(!status.contains(" 0 matched"), "{status}");
     tmux.send(&["Escape"]);
+    // Closed before the next key: an Escape and a key that follow each other closely read
+    // as Alt and the key.
+    tmux.wait_for("the grounding closed", 30, |s| {
+        !s.contains("Visual Grounding")
+    })
+    .await;
 
     // Reading it: `y` copies the selected source with its page-precise reference.
     let reference = format!(
