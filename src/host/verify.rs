@@ -219,23 +219,10 @@ fn split_block(s: &str, out: &mut Vec<String>) {
 /// Where each citation marker (`[1]`, `[2, 3]`, read as [`markers`] reads them) of `text`
 /// ends, in order.
 pub fn marker_ends(text: &str) -> Vec<usize> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while let Some(open) = text[at..].find('[') {
-        let start = at + open + 1;
-        let Some(close) = text[start..].find(']') else {
-            break;
-        };
-        let inside = &text[start..start + close];
-        if inside
-            .split(',')
-            .all(|p| p.trim().parse::<i64>().is_ok_and(|k| k > 0))
-        {
-            out.push(start + close + 1);
-        }
-        at = start + close + 1;
-    }
-    out
+    crate::host::transcript::marker_groups(text)
+        .into_iter()
+        .map(|(end, _)| end)
+        .collect()
 }
 
 /// `answer` with each checked claim's verdict glyph, after `tag`, right after the claim's

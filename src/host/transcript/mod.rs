@@ -251,20 +251,30 @@ pub fn source_numbers(answer: &str, indexes: &[i64]) -> Vec<i64> {
 
 /// The numbers of an answer's citation markers (`[3]`, `[1, 2]`, `[4][5]`), in order.
 pub fn markers(answer: &str) -> Vec<i64> {
+    marker_groups(answer)
+        .into_iter()
+        .flat_map(|(_, numbers)| numbers)
+        .collect()
+}
+
+/// Each citation marker of `text` (`[3]`, `[1, 2]`: positive numbers, comma separated)
+/// with the byte index just after its `]`, in order.
+pub fn marker_groups(text: &str) -> Vec<(usize, Vec<i64>)> {
     let mut out = Vec::new();
-    let mut rest = answer;
-    while let Some(open) = rest.find('[') {
-        rest = &rest[open + 1..];
-        let Some(close) = rest.find(']') else { break };
-        let inside = &rest[..close];
-        let numbers: Option<Vec<i64>> = inside
+    let mut at = 0;
+    while let Some(open) = text[at..].find('[') {
+        let start = at + open + 1;
+        let Some(close) = text[start..].find(']') else {
+            break;
+        };
+        let numbers: Option<Vec<i64>> = text[start..start + close]
             .split(',')
             .map(|p| p.trim().parse::<i64>().ok().filter(|&k| k > 0))
             .collect();
+        at = start + close + 1;
         if let Some(numbers) = numbers {
-            out.extend(numbers);
+            out.push((at, numbers));
         }
-        rest = &rest[close + 1..];
     }
     out
 }
