@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 
+use crate::capabilities::state::Citation;
 use crate::host::compose::Composer;
+use crate::host::transcript::Evidence;
 use crate::paths;
 
 use super::args::{AskArgs, GlobalArgs};
@@ -70,6 +72,7 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     let counter =
         crate::host::compose::token_counter(&model_name, ctx.config.model.tokenizer.as_ref())?;
     let (composer, knowledge_bases) = composer(ctx, model, app).await?;
+    let stores = composer.stores();
     let agent = composer.with_counter(Some(counter)).agent(&options)?;
     crate::timing::mark("ask: agent built");
     let opened = opening
@@ -107,6 +110,27 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
     // As `search` says it: the question went on without what failed.
     for w in &outcome.warnings {
         crate::errors::say!("{w}");
+    }
+    // Each source named and located as every face names it: by the cited chunk's own
+    // pages and section, read from the knowledge base (the citation's span the context
+    // the model saw), else the citation's.
+    let mut references = Vec::new();
+    if !a.json {
+        for c in &outcome.citations {
+            let Ok(c) = serde_json::from_value::<Citation>(c.clone()) else {
+                references.push(String::new());
+                continue;
+            };
+            let e = Evidence::cited("", &c);
+            let passage =
+                crate::host::explore::find_passage(&stores, e.collection.as_deref(), &e.chunk_id)
+                    .await
+                    .ok();
+            references.push(match passage {
+                Some(p) => e.reference(&p.pages, &p.headings),
+                None => e.reference(&e.pages, &e.headings),
+            });
+        }
     }
     let mut out = crate::errors::stdout();
     let to_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
@@ -161,25 +185,8 @@ pub(super) async fn ask(ctx: &CmdContext, global: &GlobalArgs, a: AskArgs) -> Re
                     .map(|c| c["index"].as_i64().unwrap_or(0))
                     .collect();
                 let numbers = crate::host::transcript::source_numbers(&outcome.answer, &indexes);
-                for (c, number) in outcome.citations.iter().zip(numbers) {
-                    let source = crate::store::types::source_label(
-                        c["document_title"].as_str(),
-                        c["document_uri"].as_str(),
-                    );
-                    let pages = c["page_numbers"]
-                        .as_array()
-                        .filter(|p| !p.is_empty())
-                        .map(|p| {
-                            format!(
-                                ", p. {}",
-                                p.iter()
-                                    .map(|x| x.to_string())
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            )
-                        })
-                        .unwrap_or_default();
-                    writeln!(out, "  [{number}] {}{pages}", clean(&source))?;
+                for (reference, number) in references.iter().zip(numbers) {
+                    writeln!(out, "  [{number}] {}", clean(reference))?;
                 }
             }
             let cut = outcome

@@ -337,7 +337,11 @@ async fn run_entry(
     let session = conversation.session();
     let transcript = Transcript::build(&session.messages, &session.state);
     for (turn, row) in transcript.turns.iter().zip(&transcript.ledger) {
-        let cited: Vec<String> = row.cited.iter().map(|c| c.chunk_id.clone()).collect();
+        let cited: Vec<String> = row
+            .cited
+            .iter()
+            .map(|c| c.evidence.chunk_id.clone())
+            .collect();
         record.redirected |= row.redirected;
         record.violation |= row.violation;
         record.searches += row.searches;

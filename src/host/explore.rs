@@ -290,8 +290,10 @@ pub async fn read_passages(
             if c.passage.is_some() {
                 continue;
             }
-            let collection = c.collection.as_deref();
-            let mut found = find_passage(stores, collection, &c.chunk_id).await.ok();
+            let collection = c.evidence.collection.as_deref();
+            let mut found = find_passage(stores, collection, &c.evidence.chunk_id)
+                .await
+                .ok();
             if found.is_none()
                 && let Some(point) = as_read_point(extra, collection, question)
             {
@@ -300,7 +302,7 @@ pub async fn read_passages(
                     opened.push((point.clone(), then));
                 }
                 if let Some((_, Some(then))) = opened.iter().find(|(p, _)| *p == point) {
-                    found = passage_as_read(then, &c.chunk_id).await;
+                    found = passage_as_read(then, &c.evidence.chunk_id).await;
                 }
             }
             match found {
@@ -390,8 +392,8 @@ pub fn chunk_uses(transcript: &Transcript, chunk_id: &str) -> Vec<ChunkUse> {
         .ledger
         .iter()
         .filter_map(|row| {
-            let cited = row.cited.iter().any(|c| c.chunk_id == chunk_id);
-            let retrieved = cited || row.uncited.iter().any(|c| c.chunk_id == chunk_id);
+            let cited = row.cited.iter().any(|c| c.evidence.chunk_id == chunk_id);
+            let retrieved = cited || row.uncited.iter().any(|c| c.evidence.chunk_id == chunk_id);
             retrieved.then(|| ChunkUse {
                 question: row.question + 1,
                 prompt: row.prompt.clone(),

@@ -225,7 +225,8 @@ pub async fn ground_refs(
     let document_uri = meta.as_ref().and_then(|m| m.uri.clone());
     let document = meta
         .as_ref()
-        .and_then(|m| m.title.clone().or_else(|| m.uri.clone()))
+        .map(|m| crate::store::types::source_label(m.title.as_deref(), m.uri.as_deref()))
+        .filter(|label| !label.is_empty())
         .unwrap_or_else(|| document_id.to_string());
     Ok(Grounding {
         document_id: document_id.to_string(),

@@ -256,9 +256,12 @@ pub fn judge_prompt(claim: &Claim<'_>) -> String {
     let mut p = format!("Claim:\n{}\n\nCited passages:\n", claim.sentence);
     for c in &claim.sources {
         let (reference, text) = match &c.passage {
-            Some(passage) => (passage.reference(&c.source), passage.text.as_str()),
+            Some(passage) => (c.reference(), passage.text.as_str()),
             None => (
-                format!("{} (the context around the cited passage)", c.source),
+                format!(
+                    "{} (the context around the cited passage)",
+                    c.evidence.source
+                ),
                 c.content.as_str(),
             ),
         };
@@ -355,11 +358,15 @@ pub async fn check_turn(
     };
     for (k, claim) in claims.iter().enumerate() {
         for c in &claim.sources {
-            if c.passage.is_none() && !v.from_context.contains(&c.chunk_id) {
-                v.from_context.push(c.chunk_id.clone());
+            if c.passage.is_none() && !v.from_context.contains(&c.evidence.chunk_id) {
+                v.from_context.push(c.evidence.chunk_id.clone());
             }
         }
-        let chunks: Vec<String> = claim.sources.iter().map(|c| c.chunk_id.clone()).collect();
+        let chunks: Vec<String> = claim
+            .sources
+            .iter()
+            .map(|c| c.evidence.chunk_id.clone())
+            .collect();
         let missing = || {
             let named: Vec<String> = claim.missing.iter().map(|m| format!("[{m}]")).collect();
             named.join(", ")

@@ -11,7 +11,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::host::grounding::ground_chunk;
 use crate::store::Store;
 
-use super::app::{GroundingPage, GroundingPages, ImageMeta, ImageTarget, Msg, Zoom, zoom_window};
+use super::app::{GroundingPage, GroundingPages, ImageMeta, Msg, Zoom, zoom_window};
 
 /// A picture to show: stored bytes to decode, or a page already outlined.
 enum Source {
@@ -125,7 +125,7 @@ pub(super) async fn load_images(
     store: Option<Arc<Store>>,
     picker: Picker,
     generation: u64,
-    target: ImageTarget,
+    target: crate::host::transcript::Evidence,
     size: (u16, u16),
     tx: UnboundedSender<Msg>,
 ) {
@@ -140,8 +140,8 @@ pub(super) async fn load_images(
     let mut blobs: Vec<Result<Source, String>> = Vec::new();
     for r in &target.picture_refs {
         metas.push(ImageMeta {
-            caption: format!("{} · figure {r}", target.document),
-            document: target.document.clone(),
+            caption: format!("{} · figure {r}", target.source),
+            document: target.source.clone(),
             page: None,
             self_ref: Some(r.clone()),
             chunk_id: target.chunk_id.clone(),
@@ -171,14 +171,14 @@ pub(super) async fn load_images(
         let caption = match &drawn {
             Some((n, _)) => format!(
                 "{} · page {p} · {n} item{} outlined",
-                target.document,
+                target.source,
                 if *n == 1 { "" } else { "s" }
             ),
-            None => format!("{} · page {p}", target.document),
+            None => format!("{} · page {p}", target.source),
         };
         metas.push(ImageMeta {
             caption,
-            document: target.document.clone(),
+            document: target.source.clone(),
             page: Some(*p),
             self_ref: None,
             chunk_id: target.chunk_id.clone(),

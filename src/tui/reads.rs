@@ -178,7 +178,10 @@ pub(super) async fn document_labels(
             None => e.to_string(),
         })?;
         for d in docs {
-            let mut label = d.title.filter(|t| !t.is_empty()).or(d.uri).unwrap_or(d.id);
+            let mut label = crate::store::types::source_label(d.title.as_deref(), d.uri.as_deref());
+            if label.is_empty() {
+                label = d.id;
+            }
             if let Some(n) = name.as_deref().filter(|_| stores.len() > 1) {
                 label = crate::host::transcript::collection_label(n, &label);
             }

@@ -166,6 +166,36 @@ async fn ask_answers_cites_saves_and_continues() {
     let saved: Value = serde_json::from_str(&out(&home.run(&["export", session]).await)).unwrap();
     assert_eq!(saved["messages"].as_array().unwrap().len(), 10);
 
+    // Question 3 in text: its sources under the answer, numbered as its marker and named
+    // and located as every face names them (title, else URI; the innermost section).
+    model.push(Reply::tool_call(
+        "rag_search",
+        json!({"query": "fires on hills"}),
+    ));
+    model.push(Reply::tool_call("rag_cite", json!({"chunk_ids": [chunk]})));
+    model.push(Reply::text("Fires on hills [1]."));
+    let mut args = ask("How did they start, again?");
+    args.pop();
+    let o = home
+        .run(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .await;
+    assert!(o.status.success(), "{}", err(&o));
+    let title = hits[0]["document_title"]
+        .as_str()
+        .filter(|t| !t.trim().is_empty())
+        .or(hits[0]["document_uri"].as_str())
+        .unwrap();
+    let section = hits[0]["headings"]
+        .as_array()
+        .and_then(|h| h.last())
+        .and_then(Value::as_str)
+        .map(|s| format!(", §{s}"))
+        .unwrap_or_default();
+    assert_eq!(
+        out(&o),
+        format!("Fires on hills [1].\n\nSources:\n  [1] {title}{section}\n")
+    );
+
     // A failed question (endpoint down) exits non-zero and commits nothing.
     let before = groundwork::session::Session::load(Path::new(session)).unwrap();
     let o = home

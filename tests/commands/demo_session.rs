@@ -220,7 +220,12 @@ async fn the_committed_demo_session_is_what_groundwork_records_today() {
     let ledger = &app.transcript.ledger;
     assert_eq!(ledger.len(), 4);
     assert_eq!(ledger[0].status.as_str(), "grounded");
-    assert!(!app.transcript.turns[0].citations[0].picture_refs.is_empty());
+    assert!(
+        !app.transcript.turns[0].citations[0]
+            .evidence
+            .picture_refs
+            .is_empty()
+    );
     assert_eq!(ledger[1].status.as_str(), "grounded");
     assert!(ledger[2].redirected);
     assert_eq!(ledger[2].status.as_str(), "ungrounded");

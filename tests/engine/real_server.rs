@@ -494,16 +494,15 @@ async fn the_judge_speaks_the_servers_protocol_and_every_reply_gets_a_verdict() 
     turn.citations = vec![CitationView {
         number: 1,
         index: 1,
-        capability: "rag".into(),
-        chunk_id: "c1".into(),
-        document_id: "d1".into(),
-        source: "Lighthouse Guide".into(),
-        document_uri: "file:///guide.md".into(),
-        pages: Vec::new(),
-        headings: Vec::new(),
+        evidence: groundwork::host::transcript::Evidence {
+            capability: "rag".into(),
+            chunk_id: "c1".into(),
+            document_id: "d1".into(),
+            source: "Lighthouse Guide".into(),
+            document_uri: "file:///guide.md".into(),
+            ..Default::default()
+        },
         content: passage.into(),
-        picture_refs: Vec::new(),
-        collection: None,
         passage: Some(Passage {
             text: passage.into(),
             pages: Vec::new(),

@@ -374,7 +374,7 @@ async fn ask_offers_sources_compacts_with_collection_lines_and_ledgers_each_coll
     let mut cited: Vec<(String, Option<String>)> = row
         .cited
         .iter()
-        .map(|c| (c.chunk_id.clone(), c.collection.clone()))
+        .map(|c| (c.evidence.chunk_id.clone(), c.evidence.collection.clone()))
         .collect();
     cited.sort();
     let mut expected = vec![
@@ -386,12 +386,12 @@ async fn ask_offers_sources_compacts_with_collection_lines_and_ledgers_each_coll
     // Question 2 searched papers alone and cited from it.
     let q2 = &transcript.ledger[1];
     assert_eq!(q2.cited.len(), 1);
-    assert_eq!(q2.cited[0].chunk_id, study);
+    assert_eq!(q2.cited[0].evidence.chunk_id, study);
     assert!(
         q2.cited
             .iter()
             .chain(&q2.uncited)
-            .all(|c| c.collection.as_deref() == Some("papers")),
+            .all(|c| c.evidence.collection.as_deref() == Some("papers")),
         "{q2:#?}"
     );
 }

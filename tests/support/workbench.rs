@@ -249,6 +249,8 @@ pub fn redactions() -> insta::Settings {
         "<id>",
     );
     s.add_filter(r"[0-9a-f]{8}-[0-9a-f-]{1,26}…?", "<id…>");
+    // An id cut before its first dash.
+    s.add_filter(r"\b[0-9a-f]{8}…", "<id…>");
     s.add_filter(r"run [0-9a-f]{8}", "run <run>");
     s.add_filter(r"/tmp/\.tmp[A-Za-z0-9]+", "<tmp>");
     s

@@ -5,8 +5,9 @@
 use crate::support::collections::{search_properties, two_collections};
 use crate::support::scripted_server::{Reply, ScriptedServer};
 use crate::support::workbench::{ask, new_app, redactions, screen, services, settle};
+use groundwork::host::transcript::Evidence;
 use groundwork::tui::Runtime;
-use groundwork::tui::app::{GroundingState, GroundingTarget};
+use groundwork::tui::app::GroundingState;
 use serde_json::json;
 
 #[tokio::test]
@@ -53,10 +54,11 @@ async fn the_workbench_shows_the_open_collections_and_each_citations_collection(
         Some("papers")
     );
     for collection in [app.collection_of(&papers_handbook), None] {
-        let effects = app.open_grounding(GroundingTarget {
+        let effects = app.open_grounding(Evidence {
             chunk_id: papers_handbook.clone(),
-            document: "Handbook".into(),
+            source: "Handbook".into(),
             collection,
+            ..Evidence::default()
         });
         rt.carry_out(&mut app, effects);
         settle(&mut rt, &mut app).await;

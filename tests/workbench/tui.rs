@@ -256,7 +256,7 @@ async fn three_questions_fill_conversation_ledger_and_inspector() {
     let ledger = &app.transcript.ledger;
     assert_eq!(ledger.len(), 3);
     assert_eq!(ledger[0].status, CitationStatus::Grounded);
-    assert_eq!(ledger[0].cited[0].chunk_id, f.figure_chunk);
+    assert_eq!(ledger[0].cited[0].evidence.chunk_id, f.figure_chunk);
     assert_eq!(ledger[1].status, CitationStatus::Grounded);
     assert!(ledger[2].redirected);
     assert!(ledger[2].violation);
@@ -279,7 +279,7 @@ async fn three_questions_fill_conversation_ledger_and_inspector() {
     assert_eq!(turns[0].citations[0].index, 1);
     assert_eq!(turns[1].citations[0].index, 2);
     assert!(
-        !turns[0].citations[0].picture_refs.is_empty(),
+        !turns[0].citations[0].evidence.picture_refs.is_empty(),
         "a cited figure"
     );
     // Every request is inspectable; the follow-up's first request carries the capsule.
@@ -323,12 +323,18 @@ async fn three_questions_fill_conversation_ledger_and_inspector() {
     assert_eq!(reloaded.transcript, app.transcript);
     // Issue 41: each source is the cited chunk itself, as the store has it.
     for c in app.transcript.turns.iter().flat_map(|t| &t.citations) {
-        let stored = f._kb.store.get_chunk(&c.chunk_id).await.unwrap().unwrap();
+        let stored = f
+            ._kb
+            .store
+            .get_chunk(&c.evidence.chunk_id)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
             c.passage.as_ref().unwrap().text,
             stored.content,
             "{}",
-            c.chunk_id
+            c.evidence.chunk_id
         );
         assert_ne!(
             c.content, stored.content,
@@ -859,7 +865,7 @@ async fn a_haiku_rag_session_opens_fully_inspectable_without_a_model() {
         let cited: Vec<(String, i64)> = turn
             .citations
             .iter()
-            .map(|c| (c.chunk_id.clone(), c.index))
+            .map(|c| (c.evidence.chunk_id.clone(), c.index))
             .collect();
         let want: Vec<(String, i64)> = q["cited"]
             .as_array()
@@ -874,7 +880,7 @@ async fn a_haiku_rag_session_opens_fully_inspectable_without_a_model() {
             .collect();
         assert_eq!(cited, want, "question {}", turn.question);
         for (c, w) in turn.citations.iter().zip(q["cited"].as_array().unwrap()) {
-            assert_eq!(c.source, w["document_title"].as_str().unwrap());
+            assert_eq!(c.evidence.source, w["document_title"].as_str().unwrap());
         }
         assert_eq!(
             row.status.as_str(),

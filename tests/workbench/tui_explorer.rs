@@ -445,7 +445,7 @@ async fn keys_pressed_while_the_jumped_to_document_is_read_act_on_its_chunk() {
     let target = target.expect("the grounding view opened");
     assert_eq!(target.chunk_id, results[i].id());
     assert_eq!(
-        Some(target.document),
+        Some(target.source),
         results[i]
             .document_title
             .clone()

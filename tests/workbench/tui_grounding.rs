@@ -328,10 +328,10 @@ async fn without_selected_evidence_v_says_what_to_select_and_boxless_evidence_sa
         .unwrap();
     let chunk = _kb.store.chunks_of(&md.id).await.unwrap()[0].id.clone();
     screen(&mut app, 80, 24);
-    let effects = app.open_grounding(groundwork::tui::app::GroundingTarget {
+    let effects = app.open_grounding(groundwork::host::transcript::Evidence {
         chunk_id: chunk,
-        document: md.title.clone().unwrap_or_default(),
-        collection: None,
+        source: md.title.clone().unwrap_or_default(),
+        ..Default::default()
     });
     assert_eq!(effects.len(), 1);
     rt.carry_out(&mut app, effects);
@@ -477,7 +477,7 @@ async fn a_capsule_entry_in_the_inspector_opens_its_visual_grounding_and_chunk()
             .expect("V opens visual grounding");
         assert_eq!(view.target.chunk_id, cited);
         assert_eq!(
-            view.target.document,
+            view.target.source,
             "Harbor Point Microgrid: Field Report 2026"
         );
         let pages = grounded_pages(&mut rt, &mut app).await;
@@ -575,11 +575,11 @@ async fn grounding_opens_on_the_page_of_the_matched_item() {
     let mut rt = groundwork::tui::Runtime::new(services(&kb.store, &server.base_url()));
     ask(&mut rt, &mut app, "What happened in March?").await;
     let citation = &app.transcript.turns[0].citations[0];
-    assert_eq!(citation.chunk_id, id);
+    assert_eq!(citation.evidence.chunk_id, id);
     assert!(
-        citation.pages.first() < cited.page_numbers.first(),
+        citation.evidence.pages.first() < cited.page_numbers.first(),
         "the expanded context starts on an earlier page: {:?} vs {:?}",
-        citation.pages,
+        citation.evidence.pages,
         cited.page_numbers
     );
     // The page-images pane opens on the matched page too, not the context's first.

@@ -244,10 +244,10 @@ async fn the_review_table_filters_opens_read_only_marks_and_the_report_counts_th
     mark(&mut rt, &mut app, KeyCode::Char('w')).await;
     // With the visual grounding open, the keys are its own: `x` hides the context there
     // and the mark stays; Esc closes the grounding, not the session.
-    let effects = app.open_grounding(groundwork::tui::app::GroundingTarget {
+    let effects = app.open_grounding(groundwork::host::transcript::Evidence {
         chunk_id: "no-such-chunk".into(),
-        document: "Lighthouse Guide".into(),
-        collection: None,
+        source: "Lighthouse Guide".into(),
+        ..Default::default()
     });
     rt.carry_out(&mut app, effects);
     press(&mut rt, &mut app, KeyCode::Char('x'));

@@ -27,6 +27,20 @@ impl CitationStatus {
             CitationStatus::Missing => "missing",
         }
     }
+
+    /// The one grounded / ungrounded decision (SPEC §4), over a question's current
+    /// declarations, each given as whether it cites anything: none is missing, one
+    /// that cites something grounds the answer, only empty ones leave it ungrounded.
+    pub fn of_declarations(cites: impl IntoIterator<Item = bool>) -> Self {
+        cites
+            .into_iter()
+            .fold(CitationStatus::Missing, |status, cites| {
+                match (status, cites) {
+                    (CitationStatus::Grounded, _) | (_, true) => CitationStatus::Grounded,
+                    _ => CitationStatus::Ungrounded,
+                }
+            })
+    }
 }
 
 /// The current question over records: the maximum identity, 0 when none has one.
@@ -52,18 +66,13 @@ pub fn citation_status_for(records: &[&CapabilityEvidenceRecord], question: u64)
         .map(|r| r.latest_evidence_epoch)
         .max()
         .unwrap_or(0);
-    let current: Vec<&CitationDeclaration> = records
-        .iter()
-        .filter_map(|r| r.declaration.as_ref())
-        .filter(|d| d.question == question && d.epoch > horizon)
-        .collect();
-    if current.is_empty() {
-        CitationStatus::Missing
-    } else if current.iter().any(|d| !d.refs.is_empty()) {
-        CitationStatus::Grounded
-    } else {
-        CitationStatus::Ungrounded
-    }
+    CitationStatus::of_declarations(
+        records
+            .iter()
+            .filter_map(|r| r.declaration.as_ref())
+            .filter(|d: &&CitationDeclaration| d.question == question && d.epoch > horizon)
+            .map(|d| !d.refs.is_empty()),
+    )
 }
 
 /// The key of the violation list in `state["citation_policy"]` (machine literal).

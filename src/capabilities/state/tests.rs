@@ -399,6 +399,20 @@ fn scenario_17_basic_statuses() {
     assert_eq!(json!(CitationStatus::Grounded), json!("grounded"));
 }
 
+/// The one decision both a live question (its declarations in the state) and a past one
+/// (its citations and cite calls in the history) are judged by.
+#[test]
+fn one_decision_reads_every_declaration() {
+    use CitationStatus::*;
+    assert_eq!(CitationStatus::of_declarations([]), Missing);
+    assert_eq!(CitationStatus::of_declarations([false]), Ungrounded);
+    assert_eq!(CitationStatus::of_declarations([false, false]), Ungrounded);
+    assert_eq!(CitationStatus::of_declarations([true]), Grounded);
+    // Any declaration that cites something grounds the answer, before or after empty ones.
+    assert_eq!(CitationStatus::of_declarations([false, true]), Grounded);
+    assert_eq!(CitationStatus::of_declarations([true, false]), Grounded);
+}
+
 /// Scenario 19: the horizon is global across records.
 #[test]
 fn scenario_19_horizon_is_global() {

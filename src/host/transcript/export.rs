@@ -96,11 +96,15 @@ pub fn to_markdown_marked(
                 } else {
                     format!(" (source #{} of the session)", c.index)
                 };
-                out.push_str(&format!("- {} `{}`{session}\n", c.title(), c.chunk_id));
+                out.push_str(&format!(
+                    "- {} `{}`{session}\n",
+                    c.title(),
+                    c.evidence.chunk_id
+                ));
                 match &c.passage {
                     // The cited chunk itself, whole, with a page-precise reference.
                     Some(p) => {
-                        out.push_str(&format!("  {}\n", p.reference(&c.source)));
+                        out.push_str(&format!("  {}\n", c.reference()));
                         if p.as_cited {
                             out.push_str(
                                 "  *source changed since cited: not in the knowledge base now; quoted as the question read it*\n",
@@ -111,8 +115,11 @@ pub fn to_markdown_marked(
                         }
                     }
                     None => {
-                        if !c.headings.is_empty() {
-                            out.push_str(&format!("  Section: {}\n", c.headings.join(" > ")));
+                        if !c.evidence.headings.is_empty() {
+                            out.push_str(&format!(
+                                "  Section: {}\n",
+                                c.evidence.headings.join(" > ")
+                            ));
                         }
                         out.push_str(
                             "  (the cited chunk was not read; the context the model saw:)\n",
@@ -134,10 +141,10 @@ pub fn to_markdown_marked(
 /// chunk itself was not read) and the reference a reader can follow, with the chunk id.
 pub fn clip_source(c: &CitationView) -> String {
     let (text, reference) = match &c.passage {
-        Some(p) => (p.text.trim(), p.reference(&c.source)),
+        Some(p) => (p.text.trim(), c.reference()),
         None => (c.content.trim(), c.title()),
     };
-    format!("{text}\n\n— {reference} (chunk {})\n", c.chunk_id)
+    format!("{text}\n\n— {reference} (chunk {})\n", c.evidence.chunk_id)
 }
 
 /// An answer for the clipboard: its text, then its sources numbered as its markers are,
@@ -148,10 +155,10 @@ pub fn clip_answer(turn: &Turn) -> String {
         out.push_str("\nSources:\n");
         for c in &turn.citations {
             let reference = match &c.passage {
-                Some(p) => format!("[{}] {}", c.number, p.reference(&c.source)),
+                Some(_) => format!("[{}] {}", c.number, c.reference()),
                 None => c.title(),
             };
-            out.push_str(&format!("{reference} (chunk {})\n", c.chunk_id));
+            out.push_str(&format!("{reference} (chunk {})\n", c.evidence.chunk_id));
         }
     }
     out

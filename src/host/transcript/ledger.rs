@@ -1,30 +1,21 @@
 //! The citation ledger's rows: per question, the chunks it cited and the ones it
 //! retrieved without citing, its searches and executions, and its citation status.
 
-use crate::store::types::source_label;
 use serde::Serialize;
 
 use crate::capabilities::state::EvidenceState;
 use crate::capabilities::{analysis, rag};
 
-use super::{CitationStatus, Namespace, StepStatus, Turn};
+use super::{CitationStatus, Evidence, Namespace, StepStatus, Turn};
 
 /// A retrieved or cited chunk in the ledger.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LedgerChunk {
-    pub capability: String,
-    pub chunk_id: String,
     /// Display number when cited.
     pub index: Option<i64>,
-    pub document_id: Option<String>,
-    /// Title or URI when known.
-    pub document: Option<String>,
-    pub pages: Vec<i64>,
+    #[serde(flatten)]
+    pub evidence: Evidence,
     pub content: Option<String>,
-    pub picture_refs: Vec<String>,
-    /// The collection the chunk came from, when several were searched.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub collection: Option<String>,
 }
 
 /// One row of the citation ledger: one question.
@@ -44,22 +35,21 @@ pub struct LedgerRow {
     pub cut_off: bool,
 }
 
-/// A past question's status from its history: cited chunks → grounded; a successful cite
-/// with no chunks → ungrounded; otherwise missing.
+/// A past question's status from its history ([`CitationStatus::of_declarations`]): its
+/// citations are a declaration that cites something, each successful cite naming no
+/// chunk one that cites nothing.
 pub(super) fn past_status(turn: &Turn) -> CitationStatus {
-    if !turn.citations.is_empty() {
-        return CitationStatus::Grounded;
-    }
-    let cited_nothing = turn.steps.iter().any(|s| {
-        super::tool_kind(&s.name) == super::ToolKind::Cite
-            && s.status == StepStatus::Ok
-            && cites_no_chunks(&s.args)
-    });
-    if cited_nothing {
-        CitationStatus::Ungrounded
-    } else {
-        CitationStatus::Missing
-    }
+    let cited = (!turn.citations.is_empty()).then_some(true);
+    let declared_nothing = turn
+        .steps
+        .iter()
+        .filter(|s| {
+            super::tool_kind(&s.name) == super::ToolKind::Cite
+                && s.status == StepStatus::Ok
+                && cites_no_chunks(&s.args)
+        })
+        .map(|_| false);
+    CitationStatus::of_declarations(cited.into_iter().chain(declared_nothing))
 }
 
 /// Whether a cite call's arguments name no chunk (`{"chunk_ids": []}`): the model's
@@ -98,26 +88,15 @@ pub(super) fn ledger_row(
                 .flatten()
                 .find(|r| r.chunk_id.as_deref() == Some(id));
             let chunk = LedgerChunk {
-                capability: ns.to_string(),
-                chunk_id: id.to_string(),
                 index: citation.and_then(|c| c.index),
-                document_id: citation
-                    .map(|c| c.document_id.clone())
-                    .or_else(|| result.and_then(|r| r.document_id.clone())),
-                document: citation
-                    .map(|c| source_label(c.document_title.as_deref(), Some(&c.document_uri)))
-                    .or_else(|| result.map(|r| r.source_label())),
-                pages: citation
-                    .map(|c| c.page_numbers.clone())
-                    .or_else(|| result.map(|r| r.page_numbers.clone()))
-                    .unwrap_or_default(),
+                evidence: match (citation, result) {
+                    (Some(c), _) => Evidence::cited(ns, c),
+                    (None, Some(r)) => Evidence::found(ns, r),
+                    (None, None) => Evidence::listed(ns, id, None),
+                },
                 content: citation
                     .map(|c| c.content.clone())
                     .or_else(|| result.map(|r| r.content.clone())),
-                picture_refs: citation.map(|c| c.picture_refs.clone()).unwrap_or_default(),
-                collection: citation
-                    .and_then(|c| c.collection.clone())
-                    .or_else(|| result.and_then(|r| r.collection.clone())),
             };
             if is_cited {
                 cited.push(chunk);
@@ -127,35 +106,31 @@ pub(super) fn ledger_row(
         }
     }
     // Retrieved in this question's searches (read from its tool results) but not cited.
-    for (cap, id, source) in &turn.retrieved {
+    for listed in &turn.retrieved {
+        let id = &listed.chunk_id;
         let known = cited
             .iter()
             .chain(uncited.iter())
-            .any(|c| &c.chunk_id == id);
+            .any(|c| &c.evidence.chunk_id == id);
         if known {
             continue;
         }
+        let cap = &listed.capability;
         let citation = states.iter().find_map(|s| s.citation_index.get(id));
+        let result = states.iter().find_map(|s| {
+            s.searches
+                .values()
+                .flatten()
+                .find(|r| r.chunk_id.as_deref() == Some(id.as_str()))
+        });
         uncited.push(LedgerChunk {
-            capability: cap.clone(),
-            chunk_id: id.clone(),
             index: None,
-            document_id: citation.map(|c| c.document_id.clone()),
-            document: citation
-                .map(|c| source_label(c.document_title.as_deref(), Some(&c.document_uri)))
-                .or_else(|| source.clone()),
-            pages: citation.map(|c| c.page_numbers.clone()).unwrap_or_default(),
+            evidence: match (citation, result) {
+                (Some(c), _) => Evidence::cited(cap, c),
+                (None, Some(r)) => Evidence::found(cap, r),
+                (None, None) => listed.clone(),
+            },
             content: citation.map(|c| c.content.clone()),
-            picture_refs: Vec::new(),
-            collection: citation.and_then(|c| c.collection.clone()).or_else(|| {
-                states.iter().find_map(|s| {
-                    s.searches
-                        .values()
-                        .flatten()
-                        .find(|r| r.chunk_id.as_deref() == Some(id.as_str()))
-                        .and_then(|r| r.collection.clone())
-                })
-            }),
         });
     }
     cited.sort_by_key(|c| c.index.unwrap_or(i64::MAX));
@@ -183,6 +158,38 @@ pub(super) fn ledger_row(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cite(args: &str, status: StepStatus) -> super::super::ToolStep {
+        super::super::ToolStep {
+            call_id: "call".into(),
+            name: crate::capabilities::rag::CITE_TOOL.into(),
+            summary: String::new(),
+            status,
+            args: args.into(),
+        }
+    }
+
+    #[test]
+    fn a_past_question_is_judged_by_its_citations_and_cite_calls() {
+        let mut turn = Turn::new(0, "q".into());
+        assert_eq!(past_status(&turn), CitationStatus::Missing);
+        // A cite that failed declares nothing.
+        turn.steps
+            .push(cite(r#"{"chunk_ids": []}"#, StepStatus::Failed));
+        assert_eq!(past_status(&turn), CitationStatus::Missing);
+        turn.steps
+            .push(cite(r#"{"chunk_ids": []}"#, StepStatus::Ok));
+        assert_eq!(past_status(&turn), CitationStatus::Ungrounded);
+        // A citation in the state grounds it, whatever empty cites came before.
+        turn.citations.push(super::super::CitationView {
+            number: 1,
+            index: 1,
+            evidence: Evidence::listed("rag", "c1", None),
+            content: String::new(),
+            passage: None,
+        });
+        assert_eq!(past_status(&turn), CitationStatus::Grounded);
+    }
 
     #[test]
     fn a_declaration_is_read_from_the_cite_arguments() {

@@ -5,6 +5,7 @@
 //! identity is that message's index in the history (SPEC §0.2: the message count before
 //! the question). Everything up to the next question belongs to it.
 
+mod evidence;
 mod export;
 mod filter;
 mod ledger;
@@ -27,6 +28,7 @@ use crate::engine::messages::{
 /// The tag that marks the policy's redirect message (SPEC §10).
 pub use crate::capabilities::policy::REDIRECT_TAG;
 
+pub use evidence::Evidence;
 pub use export::{clip_answer, clip_source, to_json, to_markdown, to_markdown_marked};
 pub use filter::{
     apply_collection_filter, apply_document_filter, collection_label, document_filter,
@@ -69,18 +71,10 @@ pub struct CitationView {
     /// The session-wide citation number (haiku.rag's `index`), continuing across the
     /// conversation.
     pub index: i64,
-    /// `rag` or `analysis`.
-    pub capability: String,
-    pub chunk_id: String,
-    pub document_id: String,
-    /// Title, else URI.
-    pub source: String,
-    pub document_uri: String,
-    pub pages: Vec<i64>,
-    pub headings: Vec<String>,
+    /// The cited chunk (its pages and sections those of the context the model saw).
+    #[serde(flatten)]
+    pub evidence: Evidence,
     pub content: String,
-    pub picture_refs: Vec<String>,
-    pub collection: Option<String>,
     /// The cited chunk itself, read from the knowledge base (`content` is the context
     /// the model saw, expanded around it); `None` until read, or when it is not there.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -100,21 +94,6 @@ pub struct Passage {
 }
 
 impl Passage {
-    /// `libtasn1.pdf, p. 8, §Invoking asn1Parser`: the source, the passage's pages and
-    /// its innermost section.
-    pub fn reference(&self, source: &str) -> String {
-        let mut r = source.to_string();
-        if !self.pages.is_empty() {
-            let pages: Vec<String> = self.pages.iter().map(i64::to_string).collect();
-            let p = if self.pages.len() == 1 { "p." } else { "pp." };
-            r.push_str(&format!(", {p} {}", pages.join(", ")));
-        }
-        if let Some(section) = self.headings.last() {
-            r.push_str(&format!(", §{section}"));
-        }
-        r
-    }
-
     /// Where the passage starts in `context` (the expanded text the model saw), when it
     /// is there word for word.
     pub fn span_in(&self, context: &str) -> Option<std::ops::Range<usize>> {
@@ -131,35 +110,31 @@ impl CitationView {
         CitationView {
             number: c.index.unwrap_or(0),
             index: c.index.unwrap_or(0),
-            capability: capability.to_string(),
-            chunk_id: c.chunk_id.clone(),
-            document_id: c.document_id.clone(),
-            source: crate::store::types::source_label(
-                c.document_title.as_deref(),
-                Some(&c.document_uri),
-            ),
-            document_uri: c.document_uri.clone(),
-            pages: c.page_numbers.clone(),
-            headings: c.headings.clone().unwrap_or_default(),
+            evidence: Evidence::cited(capability, c),
             content: c.content.clone(),
-            picture_refs: c.picture_refs.clone(),
-            collection: c.collection.clone(),
             passage: None,
         }
     }
 
-    /// `[n] Source (p.1, 2, 3...)`, as haiku.rag titles a citation, `n` the number the
-    /// answer's markers use.
+    /// `[n] Source (p.1, 2, 3...)` ([`Evidence::title`]), `n` the number the answer's
+    /// markers use, the pages the cited chunk's own once read.
     pub fn title(&self) -> String {
-        let mut t = format!("[{}] {}", self.number, self.source);
-        // The cited chunk's own pages once read (the citation's span its expanded context).
-        let pages = self.passage.as_ref().map_or(&self.pages, |p| &p.pages);
-        if !pages.is_empty() {
-            let shown: Vec<String> = pages.iter().take(3).map(|p| p.to_string()).collect();
-            let more = if pages.len() > 3 { "..." } else { "" };
-            t.push_str(&format!(" (p.{}{more})", shown.join(", ")));
+        let pages = self
+            .passage
+            .as_ref()
+            .map_or(&self.evidence.pages, |p| &p.pages);
+        self.evidence.title(self.number, pages)
+    }
+
+    /// `Source, p. 8, §Section` ([`Evidence::reference`]) of the cited chunk's own pages
+    /// and section once read, else of the context the model saw.
+    pub fn reference(&self) -> String {
+        match &self.passage {
+            Some(p) => self.evidence.reference(&p.pages, &p.headings),
+            None => self
+                .evidence
+                .reference(&self.evidence.pages, &self.evidence.headings),
         }
-        t
     }
 }
 
@@ -185,8 +160,8 @@ pub struct Turn {
     pub caught: Option<String>,
     /// Model requests made for this question.
     pub requests: usize,
-    /// Chunks its searches returned: (capability, chunk id, source line).
-    pub retrieved: Vec<(String, String, Option<String>)>,
+    /// Chunks its searches returned, as the tool results name them (id and source).
+    pub retrieved: Vec<Evidence>,
     /// Whether the question's last model answer was cut off at the token limit
     /// (finish reason `length`).
     pub cut_off: bool,
@@ -379,8 +354,12 @@ impl Transcript {
         let mut out: Vec<(Option<String>, String, u64)> = Vec::new();
         for t in &self.turns {
             for c in &t.citations {
-                if !out.iter().any(|(_, id, _)| *id == c.chunk_id) {
-                    out.push((c.collection.clone(), c.chunk_id.clone(), t.question));
+                if !out.iter().any(|(_, id, _)| *id == c.evidence.chunk_id) {
+                    out.push((
+                        c.evidence.collection.clone(),
+                        c.evidence.chunk_id.clone(),
+                        t.question,
+                    ));
                 }
             }
         }
@@ -390,7 +369,7 @@ impl Transcript {
     /// Gives each citation its passage, when `passages` has it.
     pub fn set_passages(&mut self, passages: &std::collections::HashMap<String, Passage>) {
         for c in self.turns.iter_mut().flat_map(|t| &mut t.citations) {
-            if let Some(p) = passages.get(&c.chunk_id) {
+            if let Some(p) = passages.get(&c.evidence.chunk_id) {
                 c.passage = Some(p.clone());
             }
         }
@@ -498,8 +477,8 @@ pub fn fill_turn(turn: &mut Turn, messages: &[ModelMessage]) {
                         }
                     {
                         for (id, source) in result_ids(&t.content_text()) {
-                            if !turn.retrieved.iter().any(|r| r.1 == id) {
-                                turn.retrieved.push((cap.to_string(), id, source));
+                            if !turn.retrieved.iter().any(|r| r.chunk_id == id) {
+                                turn.retrieved.push(Evidence::listed(cap, &id, source));
                             }
                         }
                     }
@@ -558,16 +537,8 @@ mod numbering_tests {
         CitationView {
             number: index,
             index,
-            capability: "rag".into(),
-            chunk_id: format!("c{index}"),
-            document_id: "d".into(),
-            source: "doc".into(),
-            document_uri: "file:///doc".into(),
-            pages: vec![],
-            headings: vec![],
+            evidence: Evidence::listed("rag", &format!("c{index}"), Some("doc".into())),
             content: String::new(),
-            picture_refs: vec![],
-            collection: None,
             passage: None,
         }
     }
@@ -576,6 +547,25 @@ mod numbering_tests {
         let mut cs: Vec<CitationView> = indexes.iter().map(|&i| view(i)).collect();
         number_sources(answer, &mut cs);
         cs.iter().map(|c| c.number).collect()
+    }
+
+    #[test]
+    fn a_source_is_titled_by_its_marker_and_located_by_the_cited_chunk_once_read() {
+        let mut c = view(7);
+        c.number = 1;
+        c.evidence.pages = vec![6, 7, 8, 9];
+        c.evidence.headings = vec!["2.2 Naming".into()];
+        // Before the chunk is read: the pages and section of the context the model saw.
+        assert_eq!(c.title(), "[1] doc (p.6, 7, 8...)");
+        assert_eq!(c.reference(), "doc, pp. 6, 7, 8, 9, §2.2 Naming");
+        c.passage = Some(Passage {
+            text: "Usage: asn1Parser".into(),
+            pages: vec![8],
+            headings: vec!["3 Invoking".into(), "3.1 asn1Parser".into()],
+            as_cited: false,
+        });
+        assert_eq!(c.title(), "[1] doc (p.8)");
+        assert_eq!(c.reference(), "doc, p. 8, §3.1 asn1Parser");
     }
 
     #[test]

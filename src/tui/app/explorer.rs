@@ -672,11 +672,7 @@ impl App {
             self.notice = Some("highlight a chunk first (Tab moves to the chunks)".into());
             return Vec::new();
         };
-        let target = super::GroundingTarget {
-            chunk_id: hit.id().to_string(),
-            document: hit.source_label(),
-            collection: hit.collection.clone(),
-        };
+        let target = crate::host::transcript::Evidence::found("", hit);
         self.open_grounding(target)
     }
 }

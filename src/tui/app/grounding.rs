@@ -9,6 +9,7 @@ use crossterm::event::KeyEvent;
 use ratatui::layout::Rect;
 use ratatui_image::protocol::Protocol;
 
+use crate::host::transcript::Evidence;
 use crate::tui::keymap::Action;
 
 use super::{App, Effect, Pane};
@@ -70,16 +71,6 @@ pub fn zoom_window(
     ((0, y, w, h), y + h >= ih)
 }
 
-/// The evidence the view shows.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GroundingTarget {
-    pub chunk_id: String,
-    /// Title or URI, for the title until the pages arrive.
-    pub document: String,
-    /// The collection the chunk came from, when several are open and it is known.
-    pub collection: Option<String>,
-}
-
 /// One outlined page, encoded for the terminal (whole, fitted to the view), with its
 /// outlined raster for the other zooms.
 pub struct GroundingPage {
@@ -104,7 +95,7 @@ pub enum GroundingState {
 }
 
 pub struct GroundingView {
-    pub target: GroundingTarget,
+    pub target: Evidence,
     pub state: GroundingState,
     /// Index into the ready pages.
     pub page: usize,
@@ -153,7 +144,7 @@ pub fn grounding_cells(screen: Rect) -> (u16, u16) {
 
 impl App {
     /// Opens visual grounding for `target` (the hook every evidence view calls).
-    pub fn open_grounding(&mut self, target: GroundingTarget) -> Vec<Effect> {
+    pub fn open_grounding(&mut self, target: Evidence) -> Vec<Effect> {
         self.popup = None;
         self.grounding.keep_page = None;
         self.grounding.view = Some(GroundingView {
@@ -195,35 +186,24 @@ impl App {
 
     /// The evidence selected in the focused pane: the conversation's selected citation,
     /// the ledger's chunk, the page-images pane's evidence.
-    pub fn selected_evidence(&self) -> Option<GroundingTarget> {
+    pub fn selected_evidence(&self) -> Option<Evidence> {
         match self.focus {
             Pane::Conversation | Pane::Input => {
                 let (t, c) = self.conversation.selected_citation?;
                 let cit = self.transcript.turns.get(t)?.citations.get(c)?;
-                Some(GroundingTarget {
-                    chunk_id: cit.chunk_id.clone(),
-                    document: cit.source.clone(),
-                    collection: cit.collection.clone(),
-                })
+                Some(cit.evidence.clone())
             }
             Pane::Ledger if self.ledger.in_chunks => {
                 let (c, _) = self.ledger_chunks().get(self.ledger.chunk).cloned()?;
-                Some(GroundingTarget {
-                    chunk_id: c.chunk_id.clone(),
-                    document: c.document.clone().unwrap_or_default(),
-                    collection: c.collection.clone(),
-                })
+                Some(c.evidence.clone())
             }
-            Pane::Inspector => self.selected_capsule_entry().map(|e| GroundingTarget {
-                document: e.document(),
+            Pane::Inspector => self.selected_capsule_entry().map(|e| Evidence {
+                source: e.document(),
                 collection: self.collection_of(&e.chunk_id),
                 chunk_id: e.chunk_id,
+                ..Evidence::default()
             }),
-            Pane::Images => self.images.target.as_ref().map(|t| GroundingTarget {
-                chunk_id: t.chunk_id.clone(),
-                document: t.document.clone(),
-                collection: t.collection.clone(),
-            }),
+            Pane::Images => self.images.target.clone(),
             _ => None,
         }
     }
@@ -235,15 +215,15 @@ impl App {
             .turns
             .iter()
             .flat_map(|t| t.citations.iter())
-            .find(|c| c.chunk_id == chunk_id)
-            .and_then(|c| c.collection.clone())
+            .find(|c| c.evidence.chunk_id == chunk_id)
+            .and_then(|c| c.evidence.collection.clone())
             .or_else(|| {
                 self.transcript
                     .ledger
                     .iter()
                     .flat_map(|r| r.cited.iter().chain(r.uncited.iter()))
-                    .find(|c| c.chunk_id == chunk_id)
-                    .and_then(|c| c.collection.clone())
+                    .find(|c| c.evidence.chunk_id == chunk_id)
+                    .and_then(|c| c.evidence.collection.clone())
             })
     }
 

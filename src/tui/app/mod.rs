@@ -44,13 +44,13 @@ use super::theme::{Theme, ThemeName};
 
 pub use explorer::{ExploreRequest, Explored, Explorer, ExplorerView, LOAD_AHEAD, SearchView};
 pub use grounding::{
-    GroundingPage, GroundingPages, GroundingSlot, GroundingState, GroundingTarget, GroundingView,
-    Zoom, grounding_cells, zoom_window,
+    GroundingPage, GroundingPages, GroundingSlot, GroundingState, GroundingView, Zoom,
+    grounding_cells, zoom_window,
 };
 pub use input::build_prompt;
 use input::new_input;
 pub use live::{Ended, LiveRun, Phase, Waiting};
-pub use msg::{Answered, Effect, ImageMeta, ImageTarget, Msg, PathOutcome};
+pub use msg::{Answered, Effect, ImageMeta, Msg, PathOutcome};
 pub use navigation::{
     Areas, ConversationView, IMAGE_LIST_ROWS, ImageItem, ImageState, ImagesView, InspectorView,
     LedgerView, image_cells,

@@ -163,7 +163,7 @@ pub enum Effect {
     /// List and load the images of a piece of evidence.
     LoadImages {
         generation: u64,
-        target: ImageTarget,
+        target: crate::host::transcript::Evidence,
         /// Cells available for the picture.
         size: (u16, u16),
     },
@@ -249,19 +249,6 @@ pub enum PathOutcome {
     File(PathBuf),
     /// Nothing to choose (a directory with no entry highlighted).
     Nothing,
-}
-
-/// Evidence whose images the images pane shows.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ImageTarget {
-    pub chunk_id: String,
-    pub document_id: String,
-    pub document: String,
-    pub pages: Vec<i64>,
-    pub picture_refs: Vec<String>,
-    /// The collection the evidence came from, when several are open (read from there,
-    /// not looked for in each).
-    pub collection: Option<String>,
 }
 
 /// One image of the evidence (caption and what it is).

@@ -8,7 +8,8 @@ use ratatui::layout::Rect;
 
 use crate::tui::keymap::Action;
 
-use super::{App, Effect, ImageMeta, ImageTarget, Pane, Popup};
+use super::{App, Effect, ImageMeta, Pane, Popup};
+use crate::host::transcript::Evidence;
 
 /// An image's load state.
 pub enum ImageState {
@@ -73,7 +74,7 @@ pub struct ImagesView {
     pub generation: u64,
     /// The target's images have been listed (maybe none).
     pub listed: bool,
-    pub target: Option<ImageTarget>,
+    pub target: Option<Evidence>,
     pub items: Vec<ImageItem>,
     pub selected: usize,
     /// The size images were last made for.
@@ -171,7 +172,7 @@ impl App {
                 else {
                     return Vec::new();
                 };
-                let chunk_id = c.chunk_id.clone();
+                let chunk_id = c.evidence.chunk_id.clone();
                 // Below the chunk: the context the model saw, the chunk marked inside it.
                 let span = c.passage.as_ref().and_then(|p| p.span_in(&c.content));
                 self.popup = Some(Popup::ChunkDetail {
@@ -228,15 +229,7 @@ impl App {
         self.version += 1;
         self.reveal_selected_source();
         let (t, c) = all[next];
-        let cit = &self.transcript.turns[t].citations[c];
-        let target = ImageTarget {
-            chunk_id: cit.chunk_id.clone(),
-            document_id: cit.document_id.clone(),
-            document: cit.source.clone(),
-            pages: cit.pages.clone(),
-            picture_refs: cit.picture_refs.clone(),
-            collection: cit.collection.clone(),
-        };
+        let target = self.transcript.turns[t].citations[c].evidence.clone();
         self.set_image_target(target)
     }
 
@@ -436,17 +429,10 @@ impl App {
             .turns
             .iter()
             .flat_map(|t| t.citations.iter())
-            .find(|c| c.chunk_id == chunk_id);
+            .find(|c| c.evidence.chunk_id == chunk_id);
         match cited {
             Some(c) => {
-                let target = ImageTarget {
-                    chunk_id: c.chunk_id.clone(),
-                    document_id: c.document_id.clone(),
-                    document: c.source.clone(),
-                    pages: c.pages.clone(),
-                    picture_refs: c.picture_refs.clone(),
-                    collection: c.collection.clone(),
-                };
+                let target = c.evidence.clone();
                 self.set_image_target(target)
             }
             None => Vec::new(),
@@ -500,7 +486,7 @@ impl App {
                     let Some((c, _)) = self.ledger_chunks().get(self.ledger.chunk).cloned() else {
                         return Vec::new();
                     };
-                    let chunk_id = c.chunk_id.clone();
+                    let chunk_id = c.evidence.chunk_id.clone();
                     let mut effects = Vec::new();
                     self.popup = Some(Popup::ChunkDetail {
                         chunk_id: chunk_id.clone(),
@@ -550,21 +536,13 @@ impl App {
         let Some((c, _)) = self.ledger_chunks().get(self.ledger.chunk).cloned() else {
             return Vec::new();
         };
-        let Some(document_id) = c.document_id.clone() else {
+        if c.evidence.document_id.is_empty() {
             return Vec::new();
-        };
-        let target = ImageTarget {
-            chunk_id: c.chunk_id.clone(),
-            document_id,
-            document: c.document.clone().unwrap_or_default(),
-            pages: c.pages.clone(),
-            picture_refs: c.picture_refs.clone(),
-            collection: c.collection.clone(),
-        };
-        self.set_image_target(target)
+        }
+        self.set_image_target(c.evidence.clone())
     }
 
-    fn set_image_target(&mut self, target: ImageTarget) -> Vec<Effect> {
+    fn set_image_target(&mut self, target: Evidence) -> Vec<Effect> {
         if self.images.target.as_ref() == Some(&target) {
             return Vec::new();
         }

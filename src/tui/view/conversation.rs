@@ -164,7 +164,8 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
                     t.dim,
                 ),
                 Span::styled(
-                    c.collection
+                    c.evidence
+                        .collection
                         .as_deref()
                         .map(|n| format!(" · {n}"))
                         .unwrap_or_default(),
@@ -175,9 +176,9 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
                 continue;
             }
             match &c.passage {
-                Some(p) => passage_lines(t, p, &c.source, out),
+                Some(p) => passage_lines(t, p, c.reference(), out),
                 None => {
-                    let why = match app.passages.get(&c.chunk_id) {
+                    let why = match app.passages.get(&c.evidence.chunk_id) {
                         Some(Err(e)) => format!("{e}; the context the model saw:"),
                         _ => "reading the cited passage…; the context the model saw:".into(),
                     };
@@ -194,21 +195,27 @@ fn turn_lines(app: &App, turn: &Turn, index: usize, out: &mut Vec<Line<'static>>
                     }
                 }
             }
-            for r in &c.picture_refs {
+            for r in &c.evidence.picture_refs {
                 out.push(Line::styled(
                     format!("      ▣ figure {r} (page images pane)"),
                     t.running,
                 ));
             }
-            if c.passage.is_none() && !c.headings.is_empty() {
-                let hs: Vec<&str> = c.headings.iter().take(3).map(String::as_str).collect();
+            if c.passage.is_none() && !c.evidence.headings.is_empty() {
+                let hs: Vec<&str> = c
+                    .evidence
+                    .headings
+                    .iter()
+                    .take(3)
+                    .map(String::as_str)
+                    .collect();
                 out.push(Line::styled(
                     format!("      Section: {}", hs.join(" > ")),
                     t.dim,
                 ));
             }
             out.push(Line::styled(
-                format!("      Source: {}", c.document_uri),
+                format!("      Source: {}", c.evidence.document_uri),
                 t.dim,
             ));
         }
@@ -315,7 +322,7 @@ const PASSAGE_SHOWN: usize = 12;
 
 /// The cited chunk's own text under a quote bar, folded after [`PASSAGE_SHOWN`] lines,
 /// then its reference (source, pages, section).
-fn passage_lines(t: &Theme, p: &Passage, source: &str, out: &mut Vec<Line<'static>>) {
+fn passage_lines(t: &Theme, p: &Passage, reference: String, out: &mut Vec<Line<'static>>) {
     let lines: Vec<&str> = p.text.lines().filter(|l| !l.trim().is_empty()).collect();
     for l in lines.iter().take(PASSAGE_SHOWN) {
         out.push(Line::from(vec![
@@ -332,10 +339,7 @@ fn passage_lines(t: &Theme, p: &Passage, source: &str, out: &mut Vec<Line<'stati
             t.dim,
         ));
     }
-    out.push(Line::styled(
-        format!("      {}", p.reference(source)),
-        t.dim,
-    ));
+    out.push(Line::styled(format!("      {reference}"), t.dim));
     if p.as_cited {
         out.push(Line::styled(format!("      {AS_CITED}"), t.error));
     }

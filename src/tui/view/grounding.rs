@@ -17,7 +17,7 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
     let t = &app.theme;
     let uri = match &view.state {
         GroundingState::Ready(p) => p.document_uri.as_str(),
-        _ => view.target.document.as_str(),
+        _ => view.target.source.as_str(),
     };
     let title = truncate(
         &format!(" Visual Grounding - {uri} "),

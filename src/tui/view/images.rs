@@ -34,7 +34,7 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         .images
         .target
         .as_ref()
-        .map(|x| format!("{} · {}", x.document, x.chunk_id))
+        .map(|x| x.caption())
         .unwrap_or_default();
     let block = pane_block(
         app,

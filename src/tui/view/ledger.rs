@@ -352,12 +352,13 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
         .saturating_sub(chunks_area.height.saturating_sub(2) as usize);
     for (k, (c, cited)) in chunks.iter().enumerate().skip(skip) {
         let selected = app.ledger.in_chunks && k == app.ledger.chunk;
-        let pages = if c.pages.is_empty() {
+        let pages = if c.evidence.pages.is_empty() {
             String::new()
         } else {
             format!(
                 " p.{}",
-                c.pages
+                c.evidence
+                    .pages
                     .iter()
                     .map(|p| p.to_string())
                     .collect::<Vec<_>>()
@@ -370,14 +371,15 @@ pub fn render(app: &App, frame: &mut Frame, area: Rect) {
             c.index
                 .map(|n| format!("[{n}]"))
                 .unwrap_or_else(|| "   ".into()),
-            c.collection
+            c.evidence
+                .collection
                 .as_deref()
                 .map(|n| format!("{n}: "))
                 .unwrap_or_default(),
-            c.document.clone().unwrap_or_else(|| "?".into()),
+            c.evidence.source_or_unknown(),
             pages,
-            c.capability,
-            c.chunk_id,
+            c.evidence.capability,
+            c.evidence.chunk_id,
         );
         let style = if selected {
             t.selected
