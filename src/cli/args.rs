@@ -362,7 +362,9 @@ pub struct ReplayArgs {
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// A session file (Groundwork's, or one recorded by a haiku.rag host).
+    /// A session file (Groundwork's, or one recorded by a haiku.rag host), or haiku.rag's
+    /// web-app session store (`sessions.db`: its sessions are listed; `sessions.db#ID`
+    /// names one).
     pub session: PathBuf,
     /// Show this request (1-based) in detail.
     #[arg(long)]

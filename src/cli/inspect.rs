@@ -102,6 +102,9 @@ pub(super) async fn quote_cited(
 }
 
 pub(super) fn inspect(a: InspectArgs) -> Result<ExitCode> {
+    if crate::session::app_store::is_app_store(&a.session) {
+        return list_app_sessions(&a);
+    }
     let session = crate::session::load_named(&a.session)?;
     let shown = show(&a, &session);
     // The process ends here: freeing a long session's every string and JSON value one by
@@ -214,6 +217,68 @@ fn show(a: &InspectArgs, session: &crate::session::Session) -> Result<ExitCode> 
                 }
             }
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `inspect STORE` of haiku.rag's web-app session store: its sessions, one a line (id,
+/// title, when made and last changed, questions), and how to open one.
+fn list_app_sessions(a: &InspectArgs) -> Result<ExitCode> {
+    let sessions = crate::session::app_store::list(&a.session)?;
+    let questions = |s: &crate::session::app_store::Listed| {
+        s.prompts
+            .iter()
+            .filter(|p| !crate::host::transcript::is_redirect(p))
+            .count()
+    };
+    let mut out = crate::errors::stdout();
+    if a.json {
+        let rows: Vec<serde_json::Value> = sessions
+            .iter()
+            .map(|s| {
+                serde_json::json!({
+                    "id": s.id,
+                    "address": format!("{}#{}", a.session.display(), s.id),
+                    "title": s.title,
+                    "created_at": s.created_at,
+                    "updated_at": s.updated_at,
+                    "questions": questions(s),
+                })
+            })
+            .collect();
+        serde_json::to_writer_pretty(&mut out, &rows)?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let clean = |s: &str| crate::terminal_text::strip_controls(s).into_owned();
+    writeln!(
+        out,
+        "{}: haiku.rag's web-app session store, {} session(s)",
+        a.session.display(),
+        sessions.len()
+    )?;
+    for s in &sessions {
+        let title = if s.title.trim().is_empty() {
+            "(untitled)".to_string()
+        } else {
+            clean(&s.title)
+        };
+        writeln!(
+            out,
+            "  {}  {title} · {} question(s) · created {} · updated {}",
+            clean(&s.id),
+            questions(s),
+            clean(&s.created_at),
+            clean(&s.updated_at)
+        )?;
+    }
+    if let Some(first) = sessions.first() {
+        writeln!(
+            out,
+            "open one with: groundwork open '{}#{}'",
+            a.session.display(),
+            clean(&first.id)
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -14,6 +14,7 @@
 //! continuing one writes the SQLite file beside it ([`continue_at`]). A path named
 //! `.json` is written whole as JSON (exports, an experiment's sessions).
 
+pub mod app_store;
 mod disk;
 mod file;
 pub mod journal;
@@ -225,6 +226,15 @@ pub enum SessionError {
         /// The session file.
         path: PathBuf,
     },
+    /// haiku.rag's web-app session store was named without one of its sessions, or with
+    /// one it does not hold.
+    #[error("{message}")]
+    AppStore {
+        /// The store.
+        path: PathBuf,
+        /// What to name instead, in one line.
+        message: String,
+    },
 }
 
 impl SessionError {
@@ -412,6 +422,12 @@ impl Session {
     /// journal an earlier Groundwork kept beside it applied ([`journal`]). Nothing on
     /// disk changes.
     pub fn load(path: &Path) -> Result<Self, SessionError> {
+        if let Some((store, id)) = app_store::address(path) {
+            return app_store::load(&store, &id);
+        }
+        if app_store::is_app_store(path) {
+            return app_store::load_only(path);
+        }
         if store::is_database(path) {
             let (session, image) = store::load(path)?;
             session.saved.put(image);
@@ -622,6 +638,9 @@ pub struct Continued {
 /// questions go to the SQLite file beside it (`NAME.sqlite`), which continues it from
 /// then on, and the note says so.
 pub fn continue_at(path: &Path) -> Continued {
+    if let Some(at) = app_store::continue_at(path) {
+        return at;
+    }
     let json = is_json_path(path) || (path.exists() && !store::is_database(path));
     if !json {
         return Continued {

@@ -289,7 +289,7 @@ async fn a_haiku_rag_0101_host_session_reads_with_its_ledger() {
     let first: Vec<&str> = t.turns[0]
         .citations
         .iter()
-        .map(|c| c.chunk_id.as_str())
+        .map(|c| c.evidence.chunk_id.as_str())
         .collect();
     assert_eq!(first.len(), 1);
     assert_eq!(
@@ -347,4 +347,104 @@ async fn a_haiku_rag_0101_host_session_reads_with_its_ledger() {
         !md.contains("the cited chunk was not read"),
         "quoted from the 0.101 database: {md}"
     );
+
+    // The same conversation as haiku.rag's web app keeps it (AG-UI messages made by
+    // pydantic-ai's own adapter, in a `sessions` table), two sessions in one store.
+    let app_dir = dir.path().join("app");
+    std::fs::create_dir_all(&app_dir).unwrap();
+    let store = app_dir.join("sessions.db");
+    let made = crate::support::run_haiku101_script(
+        "haiku101/webapp.py",
+        &[
+            store.to_str().unwrap(),
+            &format!("Tilt and gearbox={}", session.display()),
+            &format!("Again={}", session.display()),
+        ],
+    );
+    assert_eq!(made["ids"], serde_json::json!(["session-1", "session-2"]));
+    let before = std::fs::read(&store).unwrap();
+    let listing = |dir: &Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    // Listed: id, title, questions, dates, and how to open one.
+    let o = run(&["inspect", store.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", err(&o));
+    let listed = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        listed,
+        format!(
+            "{store}: haiku.rag's web-app session store, 2 session(s)\n  \
+             session-1  Tilt and gearbox · 2 question(s) · created 2026-12-01T09:00:00+00:00 · updated 2026-12-01T09:30:00+00:00\n  \
+             session-2  Again · 2 question(s) · created 2026-12-02T09:00:00+00:00 · updated 2026-12-02T09:30:00+00:00\n\
+             open one with: groundwork open '{store}#session-1'\n",
+            store = store.display()
+        )
+    );
+    // The store alone, of two sessions, is refused in one line naming how to choose.
+    let refused = groundwork::session::Session::load(&store)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        refused,
+        format!(
+            "{store} is haiku.rag's web-app session store with 2 sessions: name one as {store}#ID (`groundwork inspect {store}` lists them)",
+            store = store.display()
+        )
+    );
+    let address = format!("{}#session-1", store.display());
+    let missing = format!("{}#session-9", store.display());
+    assert!(
+        groundwork::session::Session::load(Path::new(&missing))
+            .unwrap_err()
+            .to_string()
+            .contains("holds no session 'session-9'")
+    );
+    // One session reads as the conversation it is: the same transcript and ledger as the
+    // host session it was made from.
+    let from_app = groundwork::session::Session::load(Path::new(&address)).unwrap();
+    assert_eq!(Transcript::build(&from_app.messages, &from_app.state), t);
+    assert_eq!(from_app.state, s.state);
+    // inspect and the Markdown export read it as they read the host session.
+    let o = run(&["inspect", &address]);
+    assert!(o.status.success(), "{}", err(&o));
+    let o_json = run(&["inspect", session.to_str().unwrap()]);
+    // The same requests of the same messages; AG-UI keeps no instructions or usage, so
+    // the web app's reconstructed requests are the messages alone.
+    let rows = |o: &Output| -> Vec<(String, String)> {
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let head = text.lines().next().unwrap_or_default().to_string();
+        assert!(head.ends_with(": 12 messages, 6 request(s)"), "{text}");
+        text.lines()
+            .skip(2)
+            .map(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                (cols[0].to_string(), cols[1].to_string())
+            })
+            .collect()
+    };
+    assert_eq!(rows(&o), rows(&o_json));
+    let o = run(&[
+        "--db",
+        db.to_str().unwrap(),
+        "export",
+        &address,
+        "--format",
+        "md",
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let app_md = String::from_utf8_lossy(&o.stdout);
+    let body = |m: &str| m.split_once('\n').map(|(_, b)| b.to_string()).unwrap();
+    assert_eq!(body(&app_md), body(&md));
+    // Questions asked over it go beside the store, never into it.
+    let at = groundwork::session::continue_at(Path::new(&address));
+    assert_eq!(at.read.as_deref(), Some(Path::new(&address)));
+    assert_eq!(at.write, app_dir.join("sessions-session-1.sqlite"));
+    // Read-only: the store is byte for byte as it was, and no file was made beside it.
+    assert_eq!(std::fs::read(&store).unwrap(), before);
+    assert_eq!(listing(&app_dir), ["sessions.db"]);
 }
