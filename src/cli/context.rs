@@ -349,7 +349,8 @@ pub(super) async fn open_or_create(ctx: &CmdContext, db: &str) -> Result<Store> 
             let spec = ctx.new_db_embedder().await?;
             // The embedder first: if it cannot be had, no empty database is left behind.
             let embedder = prepare_embedder(&spec, &ctx.env).await?;
-            let mut store = Store::create(db, &spec).await?;
+            let layout = ctx.config.app.storage.layout;
+            let mut store = Store::create_in(db, &spec, layout).await?;
             store.set_search_config(ctx.config.app.search.clone());
             store.set_embedder(embedder)?;
             crate::errors::say!("created {db} (embedder {})", spec.name);

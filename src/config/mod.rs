@@ -42,7 +42,7 @@ pub use model::{ApiKey, ModelConfig, ModelOverrides, TOKENIZER_ENCODINGS, Tokeni
 pub use rerank::RerankerConfig;
 pub use sections::{
     AnalysisConfig, AppConfig, EmbedderSpec, EmbeddingsConfig, PromptsConfig, QaConfig,
-    QaModelConfig, SearchConfig, StorageConfig,
+    QaModelConfig, SearchConfig, StorageConfig, StoreLayout,
 };
 pub use tui::{ThemeName, TuiConfig};
 

@@ -105,6 +105,40 @@ pub struct PromptsConfig {
 pub struct StorageConfig {
     /// Overrides the data directory that holds the default database.
     pub data_dir: Option<PathBuf>,
+    /// The haiku.rag layout a new database is created in.
+    #[serde(skip_serializing_if = "StoreLayout::is_default")]
+    pub layout: StoreLayout,
+}
+
+/// The haiku.rag layout a new database is created in (`[storage] layout`). The tables,
+/// their indexes and their file format are the same in both; what differs is the
+/// settings row: 0.77's records the embedder with where it is served (so Groundwork
+/// reopens the database with no flags), 0.101's only its provider, name and dimension
+/// (where it is served lives in the user's `haiku.rag.yaml`, or `--embed-url`), which
+/// haiku.rag 0.101 opens without asking for `haiku-rag migrate`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StoreLayout {
+    /// haiku.rag 0.77 (the default).
+    #[default]
+    #[serde(rename = "0.77", alias = "0.77.0")]
+    V077,
+    /// haiku.rag 0.101.
+    #[serde(rename = "0.101", alias = "0.101.1")]
+    V0101,
+}
+
+impl StoreLayout {
+    /// The haiku.rag version the settings row records.
+    pub fn version(self) -> &'static str {
+        match self {
+            StoreLayout::V077 => "0.77.0",
+            StoreLayout::V0101 => "0.101.1",
+        }
+    }
+
+    fn is_default(&self) -> bool {
+        *self == StoreLayout::default()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -154,6 +188,7 @@ macro_rules! set_present {
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct FileStorage {
     data_dir: Option<PathBuf>,
+    layout: Option<StoreLayout>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -234,6 +269,9 @@ impl FileSections {
         let mut c = AppConfig::default();
         if let Some(d) = self.storage.data_dir {
             c.storage.data_dir = Some(d);
+        }
+        if let Some(layout) = self.storage.layout {
+            c.storage.layout = layout;
         }
         set_present!(
             c.search,

@@ -43,9 +43,6 @@ pub(crate) use read::chunks_from_batch;
 pub use types::{Chunk, DocumentMeta, IndexInfo, NewChunk, NewDocument, PageRaster, StoreInfo};
 pub use types::{DocumentItem, SearchResult};
 
-/// The haiku.rag version whose layout we write (recorded in `settings`).
-pub const HAIKU_RAG_VERSION: &str = "0.77.0";
-
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("no knowledge base at {uri}; create one with `groundwork ingest PATH...`")]

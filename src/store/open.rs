@@ -10,8 +10,9 @@ use serde_json::{Value, json};
 
 use super::arrow_util::strings;
 use super::indexes::create_index;
-use super::{HAIKU_RAG_VERSION, Result, Store, StoreError, collect, schema};
+use super::{Result, Store, StoreError, collect, schema};
 use crate::config::SearchConfig;
+use crate::config::StoreLayout;
 use crate::embed::EmbedderSpec;
 
 /// Reads the embedder a database was built with from its settings JSON. haiku.rag 0.77
@@ -143,17 +144,23 @@ impl Store {
 
     /// Creates a new, empty database built with `spec`'s embedder.
     pub async fn create(uri: &str, spec: &EmbedderSpec) -> Result<Self> {
+        Self::create_in(uri, spec, StoreLayout::default()).await
+    }
+
+    /// Creates a new, empty database built with `spec`'s embedder, in haiku.rag's
+    /// `layout`.
+    pub async fn create_in(uri: &str, spec: &EmbedderSpec, layout: StoreLayout) -> Result<Self> {
         let local = crate::paths::local_db_uri(uri);
         let uri = local.as_str();
         if !crate::paths::is_remote_uri(uri) && std::path::Path::new(uri).is_file() {
             return Err(StoreError::NotADirectory { uri: uri.into() });
         }
-        Self::create_at(uri, spec)
+        Self::create_at(uri, spec, layout)
             .await
             .map_err(|e| super::remote::explain(uri, e))
     }
 
-    async fn create_at(uri: &str, spec: &EmbedderSpec) -> Result<Self> {
+    async fn create_at(uri: &str, spec: &EmbedderSpec, layout: StoreLayout) -> Result<Self> {
         let db = super::remote::connect(uri).await?;
         let names = db.table_names().execute().await?;
         if schema::ALL_TABLES
@@ -171,11 +178,22 @@ impl Store {
                 create_index(&table, col, *kind).await?;
             }
         }
-        let settings = json!({
-            "version": HAIKU_RAG_VERSION,
-            "writer": format!("groundwork {}", env!("CARGO_PKG_VERSION")),
-            "embeddings": { "model": spec },
-        });
+        let settings = match layout {
+            StoreLayout::V077 => json!({
+                "version": layout.version(),
+                "writer": format!("groundwork {}", env!("CARGO_PKG_VERSION")),
+                "embeddings": { "model": spec },
+            }),
+            // Only the version and the embedder's identity, as haiku.rag 0.89+ records them.
+            StoreLayout::V0101 => json!({
+                "version": layout.version(),
+                "embeddings": { "model": {
+                    "provider": spec.provider,
+                    "name": spec.name,
+                    "vector_dim": spec.vector_dim,
+                } },
+            }),
+        };
         let table = db.open_table(schema::SETTINGS).execute().await?;
         let batch = RecordBatch::try_new(
             schema::settings_schema(),

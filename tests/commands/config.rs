@@ -160,6 +160,12 @@ const BAD: &[(&str, usize, Option<&str>, &str)] = &[
         "unknown key `dimensions` in [embeddings.model]; expected one of `provider`, `name`, `vector_dim`, `base_url`",
     ),
     (
+        "unknown_layout.toml",
+        2,
+        Some("storage.layout"),
+        "unknown variant `0.9`, expected one of `0.77`, `0.77.0`, `0.101`, `0.101.1`",
+    ),
+    (
         "unknown_model.toml",
         3,
         Some("model.temperature"),
@@ -199,7 +205,7 @@ const BAD: &[(&str, usize, Option<&str>, &str)] = &[
         "unknown_storage.toml",
         3,
         Some("storage.vacuum_retention_seconds"),
-        "unknown key `vacuum_retention_seconds` in [storage]; expected `data_dir`",
+        "unknown key `vacuum_retention_seconds` in [storage]; expected `data_dir` or `layout`",
     ),
     (
         "unknown_top_level.toml",
@@ -343,6 +349,7 @@ fn the_full_config_sets_every_section() {
         a.storage.data_dir.as_deref(),
         Some(Path::new("/srv/groundwork/data"))
     );
+    assert_eq!(a.storage.layout, groundwork::config::StoreLayout::V0101);
     assert_eq!(
         (
             a.search.limit,
@@ -391,7 +398,7 @@ fn the_full_config_sets_every_section() {
     assert!(c.endpoint_named && c.model_named);
     assert_eq!(c.tui.theme, ThemeName::Light);
     assert_eq!(c.tui.keys["help"], ["f1", "f10"]);
-    assert_eq!(c.tui.line_of("palette"), 53);
+    assert_eq!(c.tui.line_of("palette"), 54);
     // The key never shows in Debug output.
     assert!(!format!("{c:?}").contains("sk-fixture"), "{c:?}");
 }

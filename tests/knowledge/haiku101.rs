@@ -448,3 +448,111 @@ async fn a_haiku_rag_0101_host_session_reads_with_its_ledger() {
     assert_eq!(std::fs::read(&store).unwrap(), before);
     assert_eq!(listing(&app_dir), ["sessions.db"]);
 }
+
+/// A database Groundwork creates with `[storage] layout = "0.101"` records what haiku.rag
+/// 0.101 records (the version, and the embedder's provider, name and dimension only), so
+/// haiku.rag 0.101.1 opens and searches it without asking for `haiku-rag migrate`;
+/// Groundwork reopens it through the user's `haiku.rag.yaml`, and `info` names the layout.
+/// Without the key a new database is 0.77's, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_database_in_0101s_layout_is_read_by_haiku_rag_0101_without_a_migration() {
+    let embed = crate::support::hashembed::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let config_dir = home.join("config").join("groundwork");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(
+        config_dir.join("config.toml"),
+        "[storage]\nlayout = \"0.101\"\n",
+    )
+    .unwrap();
+    let kb = dir.path().join("kb");
+    std::fs::create_dir_all(&kb).unwrap();
+    let yaml = kb.join("haiku.rag.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "embeddings:\n  model:\n    provider: openai\n    name: {}\n    vector_dim: 64\n    base_url: {}\n",
+            crate::support::hashembed::MODEL,
+            embed.url
+        ),
+    )
+    .unwrap();
+    let note = dir.path().join("heat-pump.md");
+    std::fs::write(
+        &note,
+        "# Heat pump notes\n\nThe heat pump defrost cycle runs every ninety minutes in frost.\n",
+    )
+    .unwrap();
+    let db = kb.join("kb101.lancedb");
+    let db = db.to_str().unwrap();
+    let o = groundwork(
+        dir.path(),
+        &home,
+        &[
+            "--db",
+            db,
+            "--embed-url",
+            &embed.url,
+            "--embed-model",
+            crate::support::hashembed::MODEL,
+            "ingest",
+            note.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    // Reopened with no flags: the embedder's endpoint from the user's haiku.rag.yaml.
+    let o = groundwork(dir.path(), &home, &["--db", db, "info"], Some(&yaml));
+    assert!(o.status.success(), "{}", err(&o));
+    let info = String::from_utf8_lossy(&o.stdout);
+    assert!(info.contains("layout     haiku.rag 0.101.1\n"), "{info}");
+    let o = groundwork(
+        dir.path(),
+        &home,
+        &["--db", db, "search", "defrost cycle", "--json"],
+        Some(&yaml),
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let ours = ids(&o);
+    // haiku.rag 0.101.1 opens it as its own (no migration asked for) and finds the note.
+    let theirs = tokio::task::spawn_blocking({
+        let kb = kb.clone();
+        move || {
+            crate::support::run_haiku101_script(
+                "haiku101/kb.py",
+                &["search", kb.to_str().unwrap(), "heat pump defrost cycle"],
+            )
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(theirs["hits"][0]["title"], "Heat pump notes", "{theirs}");
+    assert_eq!(theirs["hits"][0]["chunk_id"], ours[0].as_str());
+    assert_eq!(theirs["documents"], serde_json::json!(["Heat pump notes"]));
+
+    // Without the key, a new database is 0.77's (its settings say where the embedder is).
+    std::fs::remove_file(config_dir.join("config.toml")).unwrap();
+    let old = dir.path().join("old.lancedb");
+    let old = old.to_str().unwrap();
+    let o = groundwork(
+        dir.path(),
+        &home,
+        &[
+            "--db",
+            old,
+            "--embed-url",
+            &embed.url,
+            "--embed-model",
+            crate::support::hashembed::MODEL,
+            "ingest",
+            note.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let o = groundwork(dir.path(), &home, &["--db", old, "info"], None);
+    assert!(o.status.success(), "{}", err(&o));
+    let info = String::from_utf8_lossy(&o.stdout);
+    assert!(info.contains("layout     haiku.rag 0.77.0\n"), "{info}");
+}

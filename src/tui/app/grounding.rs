@@ -197,34 +197,43 @@ impl App {
                 let (c, _) = self.ledger_chunks().get(self.ledger.chunk).cloned()?;
                 Some(c.evidence.clone())
             }
-            Pane::Inspector => self.selected_capsule_entry().map(|e| Evidence {
-                source: e.document(),
-                collection: self.collection_of(&e.chunk_id),
-                chunk_id: e.chunk_id,
-                ..Evidence::default()
+            // The chunk as the session's citations or searches recorded it; the capsule's
+            // own words only for one they do not hold.
+            Pane::Inspector => self.selected_capsule_entry().map(|e| {
+                self.evidence_of(&e.chunk_id).unwrap_or_else(|| Evidence {
+                    source: e.document(),
+                    chunk_id: e.chunk_id,
+                    ..Evidence::default()
+                })
             }),
             Pane::Images => self.images.target.clone(),
             _ => None,
         }
     }
 
-    /// The collection a chunk the session cited or retrieved came from (as its citation
-    /// or search recorded it), when several are open.
-    pub fn collection_of(&self, chunk_id: &str) -> Option<String> {
+    /// A chunk the session cited or retrieved, as its citation (else its search)
+    /// recorded it.
+    pub fn evidence_of(&self, chunk_id: &str) -> Option<Evidence> {
         self.transcript
             .turns
             .iter()
             .flat_map(|t| t.citations.iter())
-            .find(|c| c.evidence.chunk_id == chunk_id)
-            .and_then(|c| c.evidence.collection.clone())
-            .or_else(|| {
+            .map(|c| &c.evidence)
+            .chain(
                 self.transcript
                     .ledger
                     .iter()
                     .flat_map(|r| r.cited.iter().chain(r.uncited.iter()))
-                    .find(|c| c.evidence.chunk_id == chunk_id)
-                    .and_then(|c| c.evidence.collection.clone())
-            })
+                    .map(|c| &c.evidence),
+            )
+            .find(|e| e.chunk_id == chunk_id)
+            .cloned()
+    }
+
+    /// The collection a chunk the session cited or retrieved came from (as its citation
+    /// or search recorded it), when several are open.
+    pub fn collection_of(&self, chunk_id: &str) -> Option<String> {
+        self.evidence_of(chunk_id).and_then(|e| e.collection)
     }
 
     /// `V`: visual grounding for the selected evidence, or a notice saying what to select.
