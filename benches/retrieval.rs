@@ -19,8 +19,10 @@
 //!
 //! Embedders: `test` (the deterministic hashembed-64 of the tests, served over HTTP on
 //! 127.0.0.1) and `local` (Groundwork's embedded all-MiniLM-L6-v2, as `cargo run` uses it);
-//! `GROUNDWORK_RETRIEVAL_EMBEDDERS=test` runs one. Each question's ranks are written to
-//! `retrieval-<embedder>.json` in the target's `tmp` folder so two runs (before and after a change to chunking or
+//! `GROUNDWORK_RETRIEVAL_EMBEDDERS=test` runs one. Each runs with both chunkers
+//! (`[processing] chunker_type`: `hierarchical`, one chunk per item, and `hybrid`, chunks
+//! sized for the embedder); `GROUNDWORK_RETRIEVAL_CHUNKERS=hybrid` runs one. Each question's ranks are written to
+//! `retrieval-<embedder>-<chunker>.json` in the target's `tmp` folder so two runs (before and after a change to chunking or
 //! search) can be compared question by question. The figures are in docs/PERFORMANCE.md.
 
 #[path = "../tests/support/hashembed.rs"]
@@ -106,6 +108,17 @@ struct Run {
     flags: Vec<String>,
 }
 
+/// The config file of a run: the chunker, nothing else.
+fn config_for(dir: &Path, chunker: &str) -> PathBuf {
+    let path = dir.join("config.toml");
+    std::fs::write(
+        &path,
+        format!("[processing]\nchunker_type = \"{chunker}\"\n"),
+    )
+    .unwrap();
+    path
+}
+
 impl Run {
     fn db(&self) -> PathBuf {
         self.dir.path().join("kb.lancedb")
@@ -118,6 +131,7 @@ impl Run {
             .args(&self.flags)
             .args(args)
             .env("GROUNDWORK_DISCOVER", "off")
+            .env("GROUNDWORK_CONFIG", self.dir.path().join("config.toml"))
             .env_remove("GROUNDWORK_EMBED_URL")
             .env_remove("GROUNDWORK_EMBED_MODEL");
         // Blocking this worker only: the test embedder answers on the runtime's others.
@@ -145,11 +159,12 @@ impl Run {
     }
 }
 
-async fn measure(name: &str, cases: &[Case], flags: Vec<String>) -> Value {
+async fn measure(name: &str, chunker: &str, cases: &[Case], flags: Vec<String>) -> Value {
     let run = Run {
         dir: tempfile::tempdir().unwrap(),
         flags,
     };
+    config_for(run.dir.path(), chunker);
     let started = Instant::now();
     run.groundwork(&["ingest", PDF, HTML]);
     let ingest_s = started.elapsed().as_secs_f64();
@@ -206,7 +221,7 @@ async fn measure(name: &str, cases: &[Case], flags: Vec<String>) -> Value {
     }
     let n = cases.len();
     println!(
-        "embedder {name}: {} chunks ({}, {}), ingest {ingest_s:.1} s",
+        "embedder {name}, chunker {chunker}: {} chunks ({}, {}), ingest {ingest_s:.1} s",
         chunks.len(),
         per_doc("pdf"),
         per_doc("html")
@@ -216,9 +231,11 @@ async fn measure(name: &str, cases: &[Case], flags: Vec<String>) -> Value {
     );
     println!("  the chunk itself   {}", Figures::of(&raw).line(n));
     println!("  expanded context   {}", Figures::of(&expanded).line(n));
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("retrieval-{name}.json"));
+    let out =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("retrieval-{name}-{chunker}.json"));
     let record = json!({
         "embedder": name,
+        "chunker": chunker,
         "chunks": chunks.len(),
         "ingest_s": ingest_s,
         "median_chars": median,
@@ -254,7 +271,15 @@ async fn main() {
         "{} questions over libtasn1-doc's manual (PDF and HTML), top {DEPTH}",
         cases.case.len()
     );
-    for name in wanted.split(',').map(str::trim) {
+    let chunkers = std::env::var("GROUNDWORK_RETRIEVAL_CHUNKERS")
+        .unwrap_or_else(|_| "hierarchical,hybrid".into());
+    for (name, chunker) in wanted.split(',').map(str::trim).flat_map(|n| {
+        chunkers
+            .split(',')
+            .map(str::trim)
+            .map(move |c| (n, c))
+            .collect::<Vec<_>>()
+    }) {
         match name {
             "test" => {
                 let embed = hashembed::start().await;
@@ -266,10 +291,10 @@ async fn main() {
                 ];
                 // The commands run while the embedder answers on this runtime's threads.
                 let cases = &cases.case;
-                measure("test", cases, flags).await;
+                measure("test", chunker, cases, flags).await;
             }
             "local" => {
-                measure("local", &cases.case, Vec::new()).await;
+                measure("local", chunker, &cases.case, Vec::new()).await;
             }
             other => panic!("unknown embedder '{other}' (test or local)"),
         }

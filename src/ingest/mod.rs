@@ -24,6 +24,7 @@ pub mod chunker;
 pub mod docling;
 mod export;
 pub mod html;
+pub mod hybrid;
 mod images;
 pub mod markdown;
 mod model;

@@ -27,6 +27,11 @@ pub const HASH_KEY: &str = "sha256";
 /// ingest even when its bytes did not change.
 pub const PARSER_KEY: &str = "groundwork_parser";
 
+/// The `document_meta.metadata` key naming the chunker when it is not one chunk per item
+/// (`hybrid 256 tokens, peers merged`): a file chunked otherwise is chunked again on the
+/// next ingest even when its bytes did not change.
+pub const CHUNKER_KEY: &str = "groundwork_chunker";
+
 /// The parser a file goes through now, for kinds with a recorded parser (PDFs: headings,
 /// furniture and positions since `pdf-structure-1`).
 pub fn parser_version(path: &Path) -> Option<&'static str> {
@@ -164,6 +169,23 @@ pub struct IngestOptions {
     /// Derive document and chunk ids from the URI and the content hash (UUID v5) instead
     /// of drawing random ones.
     pub stable_ids: bool,
+    /// Chunks sized for the embedder (`[processing] chunker_type = "hybrid"`); `None`:
+    /// one chunk per item.
+    pub hybrid: Option<ingest::hybrid::Hybrid>,
+}
+
+impl IngestOptions {
+    /// What the chunker is, as a document's metadata records it ([`CHUNKER_KEY`]):
+    /// absent for one chunk per item.
+    pub fn chunker(&self) -> Option<String> {
+        self.hybrid.as_ref().map(|h| {
+            format!(
+                "hybrid {} tokens{}",
+                h.max_tokens,
+                if h.merge_peers { ", peers merged" } else { "" }
+            )
+        })
+    }
 }
 
 impl IngestOptions {
@@ -270,6 +292,12 @@ pub async fn ingest_file_with(
             .get(PARSER_KEY)
             .and_then(Value::as_str)
             == parser
+        && stored
+            .current
+            .metadata
+            .get(CHUNKER_KEY)
+            .and_then(Value::as_str)
+            == options.chunker().as_deref()
     {
         // The document holds the file's version; a replacement interrupted after that
         // (or one of an older version) only has its leftovers to go.
@@ -296,10 +324,13 @@ pub async fn ingest_file_with(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| uri.clone());
-    let mut doc = new_document(parsed, &name, uri, hash);
+    let mut doc = new_document(parsed, &name, uri, hash, options.hybrid.as_ref());
     if let Some(p) = parser {
         doc.metadata
             .insert(PARSER_KEY.into(), Value::String(p.into()));
+    }
+    if let Some(c) = options.chunker() {
+        doc.metadata.insert(CHUNKER_KEY.into(), Value::String(c));
     }
     let chunks = doc.chunks.len();
     let replaces = existing.as_ref().map(|s| s.id.as_str());
@@ -324,11 +355,13 @@ pub fn new_document(
     name: &str,
     uri: String,
     hash: String,
+    hybrid: Option<&ingest::hybrid::Hybrid>,
 ) -> NewDocument {
     // Like haiku.rag with a text-only embedder: pictures get no synthetic chunk of their own
     // (their captions are chunked and bring the picture bytes back at search time).
     let options = ChunkOptions {
         picture_chunks: false,
+        hybrid: hybrid.cloned(),
         ..ChunkOptions::default()
     };
     let chunks = ingest::chunk(&parsed, &options)

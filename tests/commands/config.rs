@@ -34,7 +34,7 @@ fn load(path: &Path) -> Result<Config, String> {
 const LEAK: &str = "sk-live-LEAK";
 
 /// The top-level keys a config file may have.
-const TOP: &str = "one of `storage`, `search`, `embeddings`, `qa`, `analysis`, `prompts`, `model`, `tui`, `collections`, `judge`";
+const TOP: &str = "one of `storage`, `processing`, `search`, `embeddings`, `qa`, `analysis`, `prompts`, `model`, `tui`, `collections`, `judge`";
 
 /// Each bad fixture with the line, the key and what its one-line error says.
 const BAD: &[(&str, usize, Option<&str>, &str)] = &[
@@ -238,6 +238,12 @@ const BAD: &[(&str, usize, Option<&str>, &str)] = &[
         "invalid type: a string, expected a boolean",
     ),
     (
+        "zero_chunk_size.toml",
+        3,
+        Some("processing.chunk_size"),
+        "a chunk must hold at least one token",
+    ),
+    (
         "zero_timeout.toml",
         3,
         Some("model.timeout_secs"),
@@ -351,6 +357,14 @@ fn the_full_config_sets_every_section() {
     );
     assert_eq!(a.storage.layout, groundwork::config::StoreLayout::V0101);
     assert_eq!(
+        a.processing,
+        groundwork::config::ProcessingConfig {
+            chunker_type: groundwork::config::ChunkerType::Hybrid,
+            chunk_size: 200,
+            chunking_merge_peers: false,
+        }
+    );
+    assert_eq!(
         (
             a.search.limit,
             a.search.max_context_chars,
@@ -398,7 +412,7 @@ fn the_full_config_sets_every_section() {
     assert!(c.endpoint_named && c.model_named);
     assert_eq!(c.tui.theme, ThemeName::Light);
     assert_eq!(c.tui.keys["help"], ["f1", "f10"]);
-    assert_eq!(c.tui.line_of("palette"), 54);
+    assert_eq!(c.tui.line_of("palette"), 59);
     // The key never shows in Debug output.
     assert!(!format!("{c:?}").contains("sk-fixture"), "{c:?}");
 }

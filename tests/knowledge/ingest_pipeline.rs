@@ -266,6 +266,7 @@ async fn a_pdf_from_an_older_parser_is_parsed_again() {
         "structured.pdf",
         uri.clone(),
         pipeline::content_hash(&bytes),
+        None,
     );
     assert!(old.metadata.get(pipeline::PARSER_KEY).is_none());
     old.metadata.remove(pipeline::PARSER_KEY);

