@@ -44,24 +44,82 @@ pub async fn ensure_demo_db(ctx: &CmdContext) -> Result<bool> {
     Ok(true)
 }
 
-struct BarProgress(indicatif::ProgressBar);
+/// The bar on stderr: files done of all, the time ticking, and what the file in hand is
+/// doing (parsing; embedding, chunks done of all and the time left at the rate so far;
+/// writing), then the indexes.
+struct BarProgress {
+    bar: indicatif::ProgressBar,
+    /// When the file in hand started embedding.
+    embedding_since: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+fn file_name(path: &std::path::Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// What is said of a file at `stage`; `since` when its embedding started.
+fn stage_message(name: &str, stage: pipeline::Stage, since: Option<std::time::Duration>) -> String {
+    match stage {
+        pipeline::Stage::Parsing => format!("{name}: parsing"),
+        pipeline::Stage::Embedding { done, total } => {
+            let left = since
+                .filter(|_| done > 0 && done < total)
+                .map(|t| {
+                    let secs = t.as_secs_f64() * (total - done) as f64 / done as f64;
+                    format!(", about {} left", duration_words(secs))
+                })
+                .unwrap_or_default();
+            format!("{name}: embedding {done}/{total} chunks{left}")
+        }
+        pipeline::Stage::Writing => format!("{name}: writing"),
+    }
+}
+
+/// `40 s`, `3 min 5 s`.
+fn duration_words(secs: f64) -> String {
+    let s = secs.round() as u64;
+    if s < 60 {
+        format!("{s} s")
+    } else {
+        format!("{} min {} s", s / 60, s % 60)
+    }
+}
 
 impl pipeline::Progress for BarProgress {
     fn start(&self, total: usize) {
-        self.0.set_length(total as u64);
+        self.bar.set_length(total as u64);
+    }
+    fn stage(&self, path: &std::path::Path, stage: pipeline::Stage) {
+        let since = {
+            let mut since = self
+                .embedding_since
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            match stage {
+                pipeline::Stage::Embedding { done: 0, .. } => {
+                    *since = Some(std::time::Instant::now());
+                    None
+                }
+                pipeline::Stage::Embedding { .. } => since.map(|s| s.elapsed()),
+                _ => None,
+            }
+        };
+        self.bar
+            .set_message(stage_message(&file_name(path), stage, since));
     }
     fn file_done(&self, f: &pipeline::FileOutcome) {
-        let name = f
-            .path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = file_name(&f.path);
         match &f.outcome {
-            Outcome::Failed { error } => self.0.println(format!("skipped {error}")),
-            Outcome::Unchanged { .. } => self.0.set_message(format!("{name} (unchanged)")),
-            _ => self.0.set_message(name),
+            Outcome::Failed { error } => self.bar.println(format!("skipped {error}")),
+            Outcome::Unchanged { .. } => self.bar.set_message(format!("{name} (unchanged)")),
+            _ => self.bar.set_message(format!("{name}: done")),
         }
-        self.0.inc(1);
+        self.bar.inc(1);
+    }
+    fn indexing(&self) {
+        self.bar.set_message("updating the indexes");
     }
 }
 
@@ -73,11 +131,18 @@ async fn ingest_with_bar(
 ) -> Result<pipeline::IngestReport> {
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed} {wide_msg}")
-            .expect("static template"),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} {bar:30} {pos}/{len} files {elapsed} {wide_msg}",
+        )
+        .expect("static template"),
     );
-    let report =
-        pipeline::ingest_paths_with(store, paths, &BarProgress(bar.clone()), options).await;
+    // The clock and the spinner move while a long file is parsed or embedded.
+    bar.enable_steady_tick(std::time::Duration::from_millis(250));
+    let progress = BarProgress {
+        bar: bar.clone(),
+        embedding_since: std::sync::Mutex::new(None),
+    };
+    let report = pipeline::ingest_paths_with(store, paths, &progress, options).await;
     bar.finish_and_clear();
     Ok(report?)
 }
@@ -112,4 +177,57 @@ pub(super) async fn ingest(ctx: &CmdContext, a: IngestArgs) -> Result<ExitCode> 
     } else {
         ExitCode::from(1)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::pipeline::Stage;
+    use std::time::Duration;
+
+    #[test]
+    fn a_files_stage_is_said_with_the_time_left_at_the_rate_so_far() {
+        assert_eq!(
+            stage_message("a.pdf", Stage::Parsing, None),
+            "a.pdf: parsing"
+        );
+        assert_eq!(
+            stage_message(
+                "a.pdf",
+                Stage::Embedding {
+                    done: 0,
+                    total: 400
+                },
+                None
+            ),
+            "a.pdf: embedding 0/400 chunks"
+        );
+        // 100 of 400 in 20 s: 60 s for the other 300.
+        assert_eq!(
+            stage_message(
+                "a.pdf",
+                Stage::Embedding {
+                    done: 100,
+                    total: 400
+                },
+                Some(Duration::from_secs(20))
+            ),
+            "a.pdf: embedding 100/400 chunks, about 1 min 0 s left"
+        );
+        assert_eq!(
+            stage_message(
+                "a.pdf",
+                Stage::Embedding {
+                    done: 300,
+                    total: 400
+                },
+                Some(Duration::from_secs(30))
+            ),
+            "a.pdf: embedding 300/400 chunks, about 10 s left"
+        );
+        assert_eq!(
+            stage_message("a.pdf", Stage::Writing, None),
+            "a.pdf: writing"
+        );
+    }
 }

@@ -45,7 +45,24 @@ pub trait Embedder: Send + Sync {
     }
     fn embed<'a>(&'a self, texts: &'a [String])
     -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
+
+    /// [`Embedder::embed`], telling `done` how many of `texts` are embedded so far as the
+    /// embedding goes (at each of the embedder's own batches; at least once, at the end).
+    fn embed_reporting<'a>(
+        &'a self,
+        texts: &'a [String],
+        done: &'a Done<'a>,
+    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+        Box::pin(async move {
+            let vectors = self.embed(texts).await?;
+            done(vectors.len());
+            Ok(vectors)
+        })
+    }
 }
+
+/// Told how many texts are embedded so far.
+pub type Done<'a> = dyn Fn(usize) + Send + Sync + 'a;
 
 /// Checks count and dimension of an embedder's output.
 pub fn check_vectors(

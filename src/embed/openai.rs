@@ -109,6 +109,14 @@ impl Embedder for OpenAiEmbedder {
         &'a self,
         texts: &'a [String],
     ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+        self.embed_reporting(texts, &|_| {})
+    }
+
+    fn embed_reporting<'a>(
+        &'a self,
+        texts: &'a [String],
+        done: &'a super::Done<'a>,
+    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
         Box::pin(async move {
             let mut out = Vec::with_capacity(texts.len());
             for batch in texts.chunks(BATCH) {
@@ -124,6 +132,7 @@ impl Embedder for OpenAiEmbedder {
                     })
                     .collect();
                 out.extend(self.embed_batch(&batch).await?);
+                done(out.len());
             }
             Ok(out)
         })

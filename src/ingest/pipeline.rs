@@ -98,7 +98,22 @@ impl IngestReport {
 /// Progress callbacks for a UI (a progress bar in the CLI).
 pub trait Progress: Send + Sync {
     fn start(&self, _total_files: usize) {}
+    /// `file` has reached `stage`.
+    fn stage(&self, _file: &Path, _stage: Stage) {}
     fn file_done(&self, _file: &FileOutcome) {}
+    /// Every file is done; the indexes are being brought up to date.
+    fn indexing(&self) {}
+}
+
+/// What a file's ingest is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Reading and parsing it (a PDF's pages rastered too).
+    Parsing,
+    /// Embedding its chunks: `done` of `total`.
+    Embedding { done: usize, total: usize },
+    /// Writing its rows.
+    Writing,
 }
 
 impl Progress for () {}
@@ -225,7 +240,7 @@ pub async fn ingest_paths_with(
     let mut report = IngestReport::default();
     let mut wrote = false;
     for path in files {
-        let outcome = match ingest_file_with(store, &path, options).await {
+        let outcome = match ingest_file_reporting(store, &path, options, progress).await {
             Ok(o) => o,
             Err(e) => Outcome::Failed {
                 error: e.to_string(),
@@ -237,6 +252,7 @@ pub async fn ingest_paths_with(
         report.files.push(fo);
     }
     if wrote {
+        progress.indexing();
         store.ensure_indexes().await?;
     }
     Ok(report)
@@ -265,6 +281,16 @@ pub async fn ingest_file_with(
     store: &Store,
     path: &Path,
     options: &IngestOptions,
+) -> Result<Outcome, FileError> {
+    ingest_file_reporting(store, path, options, &()).await
+}
+
+/// [`ingest_file_with`], telling `progress` each stage the file reaches.
+pub async fn ingest_file_reporting(
+    store: &Store,
+    path: &Path,
+    options: &IngestOptions,
+    progress: &dyn Progress,
 ) -> Result<Outcome, FileError> {
     if let Some(why) = not_a_regular_file(path) {
         return Err(FileError::Parse(why));
@@ -308,6 +334,7 @@ pub async fn ingest_file_with(
             id: stored.id.clone(),
         });
     }
+    progress.stage(path, Stage::Parsing);
     let owned = path.to_path_buf();
     let parsed = tokio::task::spawn_blocking(move || ingest::parse_file(&owned))
         .await
@@ -334,8 +361,14 @@ pub async fn ingest_file_with(
     }
     let chunks = doc.chunks.len();
     let replaces = existing.as_ref().map(|s| s.id.as_str());
+    let embedded = |done: usize, total: usize| {
+        progress.stage(path, Stage::Embedding { done, total });
+        if done == total {
+            progress.stage(path, Stage::Writing);
+        }
+    };
     let meta = store
-        .add_document_seeded(doc, replaces, seed.as_deref())
+        .add_document_reporting(doc, replaces, seed.as_deref(), &embedded)
         .await?;
     Ok(match replaces {
         Some(_) => Outcome::Replaced {

@@ -122,8 +122,19 @@ impl Store {
         id: &str,
         seed: Option<&str>,
     ) -> Result<DocumentMeta> {
+        self.replace_reporting(doc, id, seed, &|_, _| {}).await
+    }
+
+    /// [`Store::replace_document`], telling `embedded` how the embedding goes.
+    pub(super) async fn replace_reporting(
+        &self,
+        doc: NewDocument,
+        id: &str,
+        seed: Option<&str>,
+        embedded: &super::write::Embedded<'_>,
+    ) -> Result<DocumentMeta> {
         self.writable()?;
-        let rows = self.prepare(doc, seed).await?;
+        let rows = self.prepare(doc, seed, embedded).await?;
         let temp = replacement_id(id);
         let both = self
             .documents_by_id(&[id.to_string(), temp.clone()])

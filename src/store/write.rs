@@ -42,6 +42,9 @@ impl Rows {
     }
 }
 
+/// Told how many chunks of a document are embedded so far, and of how many.
+pub type Embedded<'a> = dyn Fn(usize, usize) + Send + Sync + 'a;
+
 /// haiku.rag's timestamp form: Python `datetime.now().isoformat()`, naive local time.
 pub(super) fn now_iso() -> String {
     chrono::Local::now()
@@ -73,15 +76,28 @@ impl Store {
         replaces: Option<&str>,
         seed: Option<&str>,
     ) -> Result<DocumentMeta> {
+        self.add_document_reporting(doc, replaces, seed, &|_, _| {})
+            .await
+    }
+
+    /// [`Store::add_document_seeded`], telling `embedded` how many of the chunks are
+    /// embedded so far, of how many, as the embedding goes.
+    pub async fn add_document_reporting(
+        &self,
+        doc: NewDocument,
+        replaces: Option<&str>,
+        seed: Option<&str>,
+        embedded: &Embedded<'_>,
+    ) -> Result<DocumentMeta> {
         self.writable()?;
         if let Some(old) = replaces {
-            return self.replace_document(doc, old, seed).await;
+            return self.replace_reporting(doc, old, seed, embedded).await;
         }
         let id = match seed {
             Some(s) => stable_id(s),
             None => uuid::Uuid::new_v4().to_string(),
         };
-        let rows = self.prepare(doc, seed).await?;
+        let rows = self.prepare(doc, seed, embedded).await?;
         let now = now_iso();
         let meta = rows.meta(&id, now.clone(), now);
         if let Err(e) = self.write_rows(&id, &rows, &rows.chunk_ids, &meta).await {
@@ -94,10 +110,25 @@ impl Store {
 
     /// Embeds the chunks, draws their ids and encodes the blobs: everything a write of
     /// `doc` needs, done once however many times the rows are written.
-    pub(super) async fn prepare(&self, doc: NewDocument, seed: Option<&str>) -> Result<Rows> {
+    pub(super) async fn prepare(
+        &self,
+        doc: NewDocument,
+        seed: Option<&str>,
+        embedded: &Embedded<'_>,
+    ) -> Result<Rows> {
         let embedder = self.embedder()?.clone();
         let texts: Vec<String> = doc.chunks.iter().map(|c| c.content_fts.clone()).collect();
-        let vectors = embedder.embed(&texts).await?;
+        // Whole (the local embedder sorts every text by length before it batches them),
+        // its progress told at each of the embedder's batches.
+        let total = texts.len();
+        embedded(0, total);
+        let vectors = if texts.is_empty() {
+            Vec::new()
+        } else {
+            embedder
+                .embed_reporting(&texts, &|n| embedded(n, total))
+                .await?
+        };
         let chunk_ids: Vec<String> = (0..doc.chunks.len())
             .map(|i| match seed {
                 Some(s) => stable_id(&format!("{s}#chunk-{i}")),

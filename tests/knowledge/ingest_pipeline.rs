@@ -551,3 +551,85 @@ async fn grounding_pages_are_rendered_sharper_from_the_source_pdf_and_cached() {
         .unwrap();
     assert_eq!(fallback.pages[0].image.height(), 792);
 }
+
+/// What a folder's ingest tells its progress, in order.
+#[derive(Default)]
+struct Recorded(std::sync::Mutex<Vec<String>>);
+
+impl pipeline::Progress for Recorded {
+    fn start(&self, total: usize) {
+        self.0.lock().unwrap().push(format!("start {total}"));
+    }
+    fn stage(&self, file: &Path, stage: pipeline::Stage) {
+        let name = file.file_name().unwrap().to_string_lossy();
+        self.0.lock().unwrap().push(format!("{name} {stage:?}"));
+    }
+    fn file_done(&self, f: &pipeline::FileOutcome) {
+        let name = f.path.file_name().unwrap().to_string_lossy();
+        self.0.lock().unwrap().push(format!("{name} done"));
+    }
+    fn indexing(&self) {
+        self.0.lock().unwrap().push("indexing".into());
+    }
+}
+
+/// Progress that tells the truth (issue 45): each file says when it is parsed, how many
+/// of its chunks are embedded as the embedding goes (in slices, so a long document moves)
+/// and when it is written, before it is done; the indexes come last, once; a file that did
+/// not change is done without being parsed, and nothing is indexed when nothing was written.
+#[tokio::test]
+async fn ingest_progress_names_each_stage_of_each_file() {
+    let server = hashembed::start().await;
+    let work = tempfile::tempdir().unwrap();
+    let docs = work.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::copy(fixture("sample.md"), docs.join("a.md")).unwrap();
+    // 300 paragraphs: 300 chunks, embedded in slices.
+    let long: String = (0..300)
+        .map(|i| format!("Paragraph {i} of the long notes.\n\n"))
+        .collect();
+    std::fs::write(docs.join("b.md"), long).unwrap();
+    let store = store_at(work.path(), &server.url).await;
+    let recorded = Recorded::default();
+    let report = pipeline::ingest_paths_with(
+        &store,
+        std::slice::from_ref(&docs),
+        &recorded,
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let a_chunks = match outcome_of(&report, "a.md") {
+        Outcome::Added { chunks, .. } => *chunks,
+        other => panic!("{other:?}"),
+    };
+    let mut expected = vec![
+        "start 2".to_string(),
+        "a.md Parsing".into(),
+        format!("a.md Embedding {{ done: 0, total: {a_chunks} }}"),
+        format!("a.md Embedding {{ done: {a_chunks}, total: {a_chunks} }}"),
+        "a.md Writing".into(),
+        "a.md done".into(),
+        "b.md Parsing".into(),
+    ];
+    for done in [0, 128, 256, 300] {
+        expected.push(format!("b.md Embedding {{ done: {done}, total: 300 }}"));
+    }
+    expected.extend(["b.md Writing".into(), "b.md done".into(), "indexing".into()]);
+    assert_eq!(*recorded.0.lock().unwrap(), expected);
+
+    // Again: nothing changed, nothing parsed, nothing indexed.
+    let again = Recorded::default();
+    pipeline::ingest_paths_with(
+        &store,
+        std::slice::from_ref(&docs),
+        &again,
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        *again.0.lock().unwrap(),
+        ["start 2", "a.md done", "b.md done"]
+    );
+}

@@ -148,6 +148,16 @@ impl LocalEmbedder {
         &self,
         texts: &[S],
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed_blocking_reporting(texts, &|_| {})
+    }
+
+    /// [`LocalEmbedder::embed_blocking`], telling `done` how many texts are embedded after
+    /// each batch.
+    pub fn embed_blocking_reporting<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        done: &dyn Fn(usize),
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -163,12 +173,15 @@ impl LocalEmbedder {
         order.sort_by_key(|&i| std::cmp::Reverse(encodings[i].len()));
 
         let mut out: Vec<Option<Vec<f32>>> = vec![None; encodings.len()];
+        let mut embedded = 0;
         for chunk in order.chunks(self.batch_size) {
             let mut batch: Vec<Encoding> = chunk.iter().map(|&i| encodings[i].clone()).collect();
             let vectors = self.embed_batch(&mut batch)?;
             for (&i, v) in chunk.iter().zip(vectors) {
                 out[i] = Some(v);
             }
+            embedded += chunk.len();
+            done(embedded);
         }
         let vectors: Vec<Vec<f32>> = out.into_iter().map(|v| v.unwrap_or_default()).collect();
         check_vectors(&self.inner.spec, texts.len(), &vectors)?;
@@ -234,13 +247,32 @@ impl Embedder for LocalEmbedder {
         &'a self,
         texts: &'a [String],
     ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
+        self.embed_reporting(texts, &|_| {})
+    }
+
+    fn embed_reporting<'a>(
+        &'a self,
+        texts: &'a [String],
+        done: &'a crate::embed::Done<'a>,
+    ) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
         Box::pin(async move {
             if texts.is_empty() {
+                done(0);
                 return Ok(Vec::new());
             }
             let this = self.clone();
             let owned = texts.to_vec();
-            let vectors = tokio::task::spawn_blocking(move || this.embed_blocking(&owned))
+            // Each batch's count comes back from the blocking pool as it is embedded.
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let task = tokio::task::spawn_blocking(move || {
+                this.embed_blocking_reporting(&owned, &|n| {
+                    let _ = tx.send(n);
+                })
+            });
+            while let Some(n) = rx.recv().await {
+                done(n);
+            }
+            let vectors = task
                 .await
                 .map_err(|e| local_err(format!("embedding task failed: {e}")))??;
             check_vectors(&self.inner.spec, texts.len(), &vectors)?;
