@@ -25,7 +25,7 @@ pub(crate) struct ItemBuilder {
 impl ItemBuilder {
     pub fn push(&mut self, label: &str, text: String, tree_depth: i64) -> &mut ParsedItem {
         let self_ref = match label {
-            label::TABLE => {
+            label::TABLE | label::DOCUMENT_INDEX => {
                 self.tables += 1;
                 format!("#/tables/{}", self.tables - 1)
             }

@@ -208,6 +208,8 @@ pub fn chunk(doc: &ParsedDocument, opts: &ChunkOptions) -> Vec<ChunkDraft> {
                 Some((parts.join("\n\n"), refs))
             }
             label::CODE => Some((code_block(&it.text), vec![i])),
+            // A table of contents or an index points at passages; it is not one.
+            label::DOCUMENT_INDEX => None,
             _ => Some((it.text.clone(), vec![i])),
         };
         if let Some((content, refs)) = produced

@@ -220,7 +220,7 @@ pub fn docling_json(doc: &ParsedDocument, name: &str) -> Value {
             .map(|ci| r(&doc.items[ci].self_ref))
             .collect();
         match it.label.as_str() {
-            label::TABLE => {
+            label::TABLE | label::DOCUMENT_INDEX => {
                 let rows = table_rows(&it.text);
                 let ncols = rows.iter().map(Vec::len).max().unwrap_or(0);
                 let mut cells = Vec::new();

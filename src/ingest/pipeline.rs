@@ -33,12 +33,13 @@ pub const PARSER_KEY: &str = "groundwork_parser";
 pub const CHUNKER_KEY: &str = "groundwork_chunker";
 
 /// The parser a file goes through now, for kinds with a recorded parser (PDFs: headings,
-/// furniture and positions since `pdf-structure-1`).
+/// furniture and positions since `pdf-structure-1`; tables of contents and indexes as
+/// `document_index` since `pdf-structure-2`).
 pub fn parser_version(path: &Path) -> Option<&'static str> {
     path.extension()
         .and_then(|e| e.to_str())
         .filter(|e| e.eq_ignore_ascii_case("pdf"))
-        .map(|_| "pdf-structure-1")
+        .map(|_| "pdf-structure-2")
 }
 
 /// File extensions `ingest` picks up when walking folders.

@@ -96,6 +96,75 @@ fn no_chunk_holds_the_running_header_or_a_page_number() {
     );
 }
 
+/// The table of contents (page 3) and the two index pages (35, 36) are `document_index`
+/// tables of (entry, pages) rows, as docling labels tables of contents, and no chunk
+/// holds them: before, "2.1 2.2 2.3 2.4 2.5", "4" and every dot-leader line were chunks
+/// that crowded the search results.
+#[test]
+fn the_table_of_contents_and_the_index_are_document_index_and_not_chunked() {
+    let doc = parse_file(manual()).unwrap();
+    let index: Vec<&groundwork::ingest::ParsedItem> = doc
+        .items
+        .iter()
+        .filter(|i| i.label == "document_index")
+        .collect();
+    let pages: Vec<i64> = index.iter().flat_map(|i| i.page_numbers.clone()).collect();
+    assert_eq!(pages, [3, 35, 36], "{index:?}");
+    assert!(index.iter().all(|i| i.self_ref.starts_with("#/tables/")));
+    // The rows name each entry and its page.
+    let rows = |text: &str| -> Vec<Vec<String>> {
+        text.lines()
+            .map(|l| {
+                l.trim_matches('|')
+                    .split('|')
+                    .map(|c| c.trim().to_string())
+                    .collect()
+            })
+            .collect()
+    };
+    let row = |a: &str, b: &str| vec![a.to_string(), b.to_string()];
+    assert!(
+        rows(&index[0].text).contains(&row("Invoking asn1Parser", "5")),
+        "{}",
+        index[0].text
+    );
+    assert!(
+        rows(&index[2].text).contains(&row("asn1_array2tree", "9")),
+        "{}",
+        index[2].text
+    );
+    let chunks = chunk(&doc, &ChunkOptions::default());
+    for c in &chunks {
+        assert!(
+            !c.content.contains(". . . ."),
+            "an index line chunked: {:?}",
+            c.content
+        );
+    }
+    assert!(
+        !chunks.iter().any(|c| c.content == "2.1 2.2 2.3 2.4 2.5"),
+        "the table of contents' section numbers chunked"
+    );
+    // Chapter 1 still starts the document's chunks after the title page.
+    assert!(chunks.iter().any(|c| {
+        c.content
+            .starts_with("This document describes the Libtasn1 library")
+    }));
+    // docling-core reads the document with its index tables (label document_index).
+    let json = groundwork::ingest::docling_json(&doc, "libtasn1.pdf");
+    let labels: Vec<&str> = json["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        labels.iter().filter(|l| **l == "document_index").count(),
+        3,
+        "{labels:?}"
+    );
+}
+
 #[test]
 fn a_known_sentence_is_boxed_where_poppler_puts_its_words() {
     let doc = parse_file(manual()).unwrap();

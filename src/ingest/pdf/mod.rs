@@ -186,6 +186,12 @@ pub fn parse_pdf_path(path: &Path, name: &str) -> Result<ParsedDocument, IngestE
                     }
                     continue;
                 }
+                Element::Index { rows, rect } => {
+                    let md = super::markdown_table(rows);
+                    let t = b.push(label::DOCUMENT_INDEX, md, 1);
+                    t.page_numbers = vec![page_no];
+                    t.boxes = vec![at(*rect)];
+                }
                 Element::Title { text, rect } => {
                     detected_title.get_or_insert_with(|| text.clone());
                     let t = b.push(label::TITLE, text.clone(), 1);

@@ -24,6 +24,11 @@
 //!    or more with the same number of cells; or blocks side by side in neighbouring
 //!    columns that start on one baseline with the same number of lines, line tops
 //!    aligned, and short lines (at most five words) in every column but the last.
+//! 6. **Tables of contents and indexes**: a page whose text and tables hold at least
+//!    three dot-leader entries (`Utilities . . . . 5`), in at least a third of them, is
+//!    an index page: its text and tables become one
+//!    `document_index` table of (entry, pages) rows, which is never chunked (docling's
+//!    label for tables of contents; haiku.rag keeps it out of what it shows a model).
 
 use std::collections::{HashMap, HashSet};
 
@@ -47,6 +52,8 @@ pub enum Element {
     Text { text: String, rect: Rect },
     /// A table: rows of cells.
     Table { rows: Vec<Vec<String>>, rect: Rect },
+    /// A table of contents or an index (docling `document_index`): (entry, pages) rows.
+    Index { rows: Vec<Vec<String>>, rect: Rect },
 }
 
 impl Element {
@@ -55,7 +62,8 @@ impl Element {
             Element::Title { rect, .. }
             | Element::Heading { rect, .. }
             | Element::Text { rect, .. }
-            | Element::Table { rect, .. } => *rect,
+            | Element::Table { rect, .. }
+            | Element::Index { rect, .. } => *rect,
         }
     }
 }
@@ -138,9 +146,69 @@ pub fn structure(pages: &[Page]) -> Vec<Vec<Element>> {
             });
             bi += 1;
         }
-        out.push(elements);
+        out.push(index_page(elements));
     }
     out
+}
+
+/// Rule 6: an index page's text and tables as one `document_index` table where the first
+/// of them stood; any other page as it is.
+fn index_page(elements: Vec<Element>) -> Vec<Element> {
+    let body = |e: &Element| -> Option<String> {
+        match e {
+            Element::Text { text, .. } => Some(text.clone()),
+            Element::Table { rows, .. } => Some(
+                rows.iter()
+                    .map(|r| r.join(" "))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            _ => None,
+        }
+    };
+    let texts: Vec<String> = elements.iter().filter_map(body).collect();
+    let found: Vec<usize> = texts.iter().map(|t| index_entries(t).len()).collect();
+    let holding = found.iter().filter(|&&n| n > 0).count();
+    if found.iter().sum::<usize>() < 3 || holding * 3 < texts.len() {
+        return elements;
+    }
+    let mut rows = Vec::new();
+    let mut rect: Option<Rect> = None;
+    let mut at = None;
+    let mut out = Vec::with_capacity(elements.len());
+    for e in elements {
+        match body(&e) {
+            Some(text) => {
+                let found = index_entries(&text);
+                if found.is_empty() {
+                    // A letter heading of an index ("A"), or an entry poppler cut.
+                    rows.push(vec![text.trim().to_string(), String::new()]);
+                } else {
+                    rows.extend(found);
+                }
+                rect = Some(rect.map_or(e.rect(), |r| r.union(&e.rect())));
+                at.get_or_insert(out.len());
+            }
+            None => out.push(e),
+        }
+    }
+    if let (Some(at), Some(rect)) = (at, rect) {
+        out.insert(at, Element::Index { rows, rect });
+    }
+    out
+}
+
+/// The dot-leader entries of `text` (`asn1_array2tree . . . . 9 asn1_bit_der . . 16`):
+/// (entry, pages) pairs, the pages as printed (`4, 22`).
+pub fn index_entries(text: &str) -> Vec<Vec<String>> {
+    static ENTRY: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?P<entry>[^.\s][^.]*?(?:\.[^.\s][^.]*?)*?)\s*(?:\.\s*){3,}(?P<pages>[0-9ivxlc]+(?:\s*[,–-]\s*[0-9ivxlc]+)*)")
+            .expect("a valid pattern")
+    });
+    ENTRY
+        .captures_iter(text)
+        .map(|c| vec![c["entry"].trim().to_string(), c["pages"].trim().to_string()])
+        .collect()
 }
 
 /// A one-line block that is only a number (`3`, `4.1`) followed by a one-line block on
