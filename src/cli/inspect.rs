@@ -18,11 +18,13 @@ pub(super) async fn export(
     let session = crate::session::load_named(&a.session)?;
     let text = match a.format.as_str() {
         "md" => {
-            let title = a
-                .session
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "session".into());
+            // A web-app session is titled as the app titles it; a file by its name.
+            let title = crate::session::app_store::title_of(&a.session).unwrap_or_else(|| {
+                a.session
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "session".into())
+            });
             let mut t =
                 crate::host::transcript::Transcript::build(&session.messages, &session.state);
             quote_cited(

@@ -149,6 +149,17 @@ pub fn list(path: &Path) -> Result<Vec<Listed>, SessionError> {
     Ok(out)
 }
 
+/// The title the web app gave the session `path` names (`STORE#ID`), when it has one.
+pub fn title_of(path: &Path) -> Option<String> {
+    let (store, id) = address(path)?;
+    list(&store)
+        .ok()?
+        .into_iter()
+        .find(|s| s.id == id)
+        .map(|s| s.title)
+        .filter(|t| !t.trim().is_empty())
+}
+
 /// The session `id` of the store at `store`, as a host session.
 pub fn load(store: &Path, id: &str) -> Result<Session, SessionError> {
     let conn = open(store).map_err(|e| unreadable(store, e))?;

@@ -165,6 +165,61 @@ async fn a_haiku_rag_0101_database_opens_with_the_users_haiku_rag_yaml() {
             .any(|d| d == "Heat pump notes"),
         "{theirs}"
     );
+
+    // Groundwork replaces the note (new text) and deletes another it added: haiku.rag 0.101
+    // finds the new text, and no longer lists the deleted document.
+    std::fs::write(
+        &note,
+        "# Heat pump notes\n\nThe outdoor fan ices over below minus ten; the defrost heater melts it.\n",
+    )
+    .unwrap();
+    let other = dir.path().join("boiler.md");
+    std::fs::write(
+        &other,
+        "# Boiler notes\n\nThe boiler pressure sits at one bar.\n",
+    )
+    .unwrap();
+    for (args, said) in [
+        (vec!["ingest", note.to_str().unwrap()], "0 added, 1 updated"),
+        (vec!["ingest", other.to_str().unwrap()], "1 added"),
+    ] {
+        let mut all = vec!["--db", db];
+        all.extend(args);
+        let o = groundwork(elsewhere, &home, &all, Some(&config));
+        assert!(o.status.success(), "{}", err(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).starts_with(said));
+    }
+    let boiler_uri = groundwork::ingest::pipeline::file_uri(&other);
+    let o = groundwork(
+        elsewhere,
+        &home,
+        &["--db", db, "delete", &boiler_uri],
+        Some(&config),
+    );
+    assert!(o.status.success(), "{}", err(&o));
+    let theirs = tokio::task::spawn_blocking({
+        let kb = kb.clone();
+        move || {
+            crate::support::run_haiku101_script(
+                "haiku101/kb.py",
+                &[
+                    "search",
+                    kb.to_str().unwrap(),
+                    "outdoor fan ices over defrost heater",
+                ],
+            )
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(theirs["hits"][0]["title"], "Heat pump notes", "{theirs}");
+    let documents = theirs["documents"].as_array().unwrap();
+    assert!(!documents.iter().any(|d| d == "Boiler notes"), "{theirs}");
+    assert_eq!(
+        documents.iter().filter(|d| *d == "Heat pump notes").count(),
+        1,
+        "{theirs}"
+    );
 }
 
 /// The scripted model for haiku.rag 0.101's capability, whose tools are `search`, `cite`
@@ -440,6 +495,10 @@ async fn a_haiku_rag_0101_host_session_reads_with_its_ledger() {
     let app_md = String::from_utf8_lossy(&o.stdout);
     let body = |m: &str| m.split_once('\n').map(|(_, b)| b.to_string()).unwrap();
     assert_eq!(body(&app_md), body(&md));
+    assert!(
+        app_md.starts_with("# Tilt and gearbox\n"),
+        "titled as the app titles it: {app_md}"
+    );
     // Questions asked over it go beside the store, never into it.
     let at = groundwork::session::continue_at(Path::new(&address));
     assert_eq!(at.read.as_deref(), Some(Path::new(&address)));
