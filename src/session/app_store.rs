@@ -240,15 +240,7 @@ pub fn continue_at(path: &Path) -> Option<super::Continued> {
         .collect();
     let beside = store.with_file_name(format!("{stem}-{safe}.sqlite"));
     if super::store::is_database(&beside) {
-        return Some(super::Continued {
-            note: Some(format!(
-                "continuing {} (where questions asked over {} are saved)",
-                beside.display(),
-                path.display()
-            )),
-            read: Some(beside.clone()),
-            write: beside,
-        });
+        return Some(super::continuing(beside, path));
     }
     Some(super::Continued {
         read: Some(path.to_path_buf()),

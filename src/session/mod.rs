@@ -633,6 +633,19 @@ pub struct Continued {
     pub note: Option<String>,
 }
 
+/// The SQLite file `beside` a session `path` names, which already continues it.
+fn continuing(beside: PathBuf, path: &Path) -> Continued {
+    Continued {
+        note: Some(format!(
+            "continuing {} (where questions asked over {} are saved)",
+            beside.display(),
+            path.display()
+        )),
+        read: Some(beside.clone()),
+        write: beside,
+    }
+}
+
 /// Where questions asked over the session at `path` go. A session database is
 /// continued in place. A JSON session (or a `.json` name) is never modified: its
 /// questions go to the SQLite file beside it (`NAME.sqlite`), which continues it from
@@ -651,15 +664,7 @@ pub fn continue_at(path: &Path) -> Continued {
     }
     let beside = path.with_extension("sqlite");
     if store::is_database(&beside) {
-        return Continued {
-            note: Some(format!(
-                "continuing {} (where questions asked over {} are saved)",
-                beside.display(),
-                path.display()
-            )),
-            read: Some(beside.clone()),
-            write: beside,
-        };
+        return continuing(beside, path);
     }
     let note = if path.exists() {
         format!(

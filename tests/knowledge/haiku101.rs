@@ -543,24 +543,28 @@ async fn a_new_database_in_0101s_layout_is_read_by_haiku_rag_0101_without_a_migr
         "# Heat pump notes\n\nThe heat pump defrost cycle runs every ninety minutes in frost.\n",
     )
     .unwrap();
+    // `ingest` of the note into a new database at `db`, the embedder named by flags.
+    let ingest_new = |db: &str| {
+        let o = groundwork(
+            dir.path(),
+            &home,
+            &[
+                "--db",
+                db,
+                "--embed-url",
+                &embed.url,
+                "--embed-model",
+                crate::support::hashembed::MODEL,
+                "ingest",
+                note.to_str().unwrap(),
+            ],
+            None,
+        );
+        assert!(o.status.success(), "{}", err(&o));
+    };
     let db = kb.join("kb101.lancedb");
     let db = db.to_str().unwrap();
-    let o = groundwork(
-        dir.path(),
-        &home,
-        &[
-            "--db",
-            db,
-            "--embed-url",
-            &embed.url,
-            "--embed-model",
-            crate::support::hashembed::MODEL,
-            "ingest",
-            note.to_str().unwrap(),
-        ],
-        None,
-    );
-    assert!(o.status.success(), "{}", err(&o));
+    ingest_new(db);
     // Reopened with no flags: the embedder's endpoint from the user's haiku.rag.yaml.
     let o = groundwork(dir.path(), &home, &["--db", db, "info"], Some(&yaml));
     assert!(o.status.success(), "{}", err(&o));
@@ -594,22 +598,7 @@ async fn a_new_database_in_0101s_layout_is_read_by_haiku_rag_0101_without_a_migr
     std::fs::remove_file(config_dir.join("config.toml")).unwrap();
     let old = dir.path().join("old.lancedb");
     let old = old.to_str().unwrap();
-    let o = groundwork(
-        dir.path(),
-        &home,
-        &[
-            "--db",
-            old,
-            "--embed-url",
-            &embed.url,
-            "--embed-model",
-            crate::support::hashembed::MODEL,
-            "ingest",
-            note.to_str().unwrap(),
-        ],
-        None,
-    );
-    assert!(o.status.success(), "{}", err(&o));
+    ingest_new(old);
     let o = groundwork(dir.path(), &home, &["--db", old, "info"], None);
     assert!(o.status.success(), "{}", err(&o));
     let info = String::from_utf8_lossy(&o.stdout);
