@@ -7,7 +7,7 @@
 //! sentence-transformers (torch, CPU, two threads; `benches/embed/st_encode.py`
 //! in the venv at `GROUNDWORK_ST_VENV`, default `~/.cache/groundwork-st-venv`: `python3 -m
 //! venv` it and `pip install torch sentence-transformers`) each embed every text after one
-//! warm-up batch, at batch 64 (Groundwork's) and 32 (sentence-transformers' default); then
+//! warm-up batch, at batch 64 and 32 (both embedders' default); then
 //! again while another CPU-bound process runs (contention: throughput should fall in
 //! proportion, not collapse). Prints texts per second and the ratio, and checks that both
 //! give the same vectors (cosine ≥ 0.999 on the first five).

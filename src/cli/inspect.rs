@@ -105,6 +105,13 @@ pub(super) async fn quote_cited(
 
 pub(super) fn inspect(a: InspectArgs) -> Result<ExitCode> {
     if crate::session::app_store::is_app_store(&a.session) {
+        if a.request.is_some() {
+            bail!(
+                "{} is haiku.rag's web-app session store: name one of its sessions as {}#ID to see its requests",
+                a.session.display(),
+                a.session.display()
+            );
+        }
         return list_app_sessions(&a);
     }
     let session = crate::session::load_named(&a.session)?;

@@ -440,6 +440,16 @@ async fn a_haiku_rag_0101_host_session_reads_with_its_ledger() {
             store = store.display()
         )
     );
+    // A request of the store itself: one line naming how to choose a session.
+    let o = run(&["inspect", store.to_str().unwrap(), "--request", "1"]);
+    assert!(!o.status.success());
+    assert_eq!(
+        err(&o).trim(),
+        format!(
+            "error: {store} is haiku.rag's web-app session store: name one of its sessions as {store}#ID to see its requests",
+            store = store.display()
+        )
+    );
     // The store alone, of two sessions, is refused in one line naming how to choose.
     let refused = groundwork::session::Session::load(&store)
         .unwrap_err()
