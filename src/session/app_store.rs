@@ -5,7 +5,7 @@
 //! as `STORE#ID` and read as the host session it is (`messages` + `state`), its AG-UI
 //! messages turned back into pydantic-ai's as pydantic-ai's AG-UI adapter does. Nothing
 //! here ever writes: the store is opened read-only, and immutable when no writer has it
-//! open (no `-wal` beside it), so not even a shared-memory file is made.
+//! open (no `-wal` or `-journal` beside it), so not even a shared-memory file is made.
 
 use std::path::{Path, PathBuf};
 
