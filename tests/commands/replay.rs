@@ -3,8 +3,6 @@
 //! other flags (`groundwork replay`), and the workbench's replay popup and side-by-side
 //! screen on TestBackend.
 
-use std::path::Path;
-
 use crate::support::home::{Home, err};
 use crate::support::researcher::{self, DECLINED, INVENTED, Study, asked};
 use crate::support::scripted_server::ScriptedServer;
@@ -42,14 +40,7 @@ async fn asked_session(home: &Home, url: &str, questions: &[&str]) {
     }
 }
 
-fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
+use crate::support::file_names as listing;
 
 async fn replay(home: &Home, url: &str, args: &[&str]) -> std::process::Output {
     let mut all = vec![

@@ -23,6 +23,20 @@ fn groundwork(cwd: &Path, home: &Path, args: &[&str], config: Option<&Path>) -> 
     cmd.output().unwrap()
 }
 
+/// haiku.rag 0.101's own search of `kb`'s database (`kb.py search`): its hits and the
+/// documents it lists (off the runtime's thread, which serves the embedder).
+async fn haiku_search(kb: &Path, query: &str) -> Value {
+    let (kb, query) = (kb.to_path_buf(), query.to_string());
+    tokio::task::spawn_blocking(move || {
+        crate::support::run_haiku101_script(
+            "haiku101/kb.py",
+            &["search", kb.to_str().unwrap(), &query],
+        )
+    })
+    .await
+    .unwrap()
+}
+
 fn ids(o: &Output) -> Vec<String> {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", err(o)));
     v.as_array()
@@ -145,17 +159,7 @@ async fn a_haiku_rag_0101_database_opens_with_the_users_haiku_rag_yaml() {
         Some(&config),
     );
     assert!(o.status.success(), "{}", err(&o));
-    let theirs = tokio::task::spawn_blocking({
-        let kb = kb.clone();
-        move || {
-            crate::support::run_haiku101_script(
-                "haiku101/kb.py",
-                &["search", kb.to_str().unwrap(), "heat pump defrost cycle"],
-            )
-        }
-    })
-    .await
-    .unwrap();
+    let theirs = haiku_search(&kb, "heat pump defrost cycle").await;
     assert_eq!(theirs["hits"][0]["title"], "Heat pump notes", "{theirs}");
     assert!(
         theirs["documents"]
@@ -197,21 +201,7 @@ async fn a_haiku_rag_0101_database_opens_with_the_users_haiku_rag_yaml() {
         Some(&config),
     );
     assert!(o.status.success(), "{}", err(&o));
-    let theirs = tokio::task::spawn_blocking({
-        let kb = kb.clone();
-        move || {
-            crate::support::run_haiku101_script(
-                "haiku101/kb.py",
-                &[
-                    "search",
-                    kb.to_str().unwrap(),
-                    "outdoor fan ices over defrost heater",
-                ],
-            )
-        }
-    })
-    .await
-    .unwrap();
+    let theirs = haiku_search(&kb, "outdoor fan ices over defrost heater").await;
     assert_eq!(theirs["hits"][0]["title"], "Heat pump notes", "{theirs}");
     let documents = theirs["documents"].as_array().unwrap();
     assert!(!documents.iter().any(|d| d == "Boiler notes"), "{theirs}");
@@ -418,14 +408,6 @@ async fn a_haiku_rag_0101_host_session_reads_with_its_ledger() {
     );
     assert_eq!(made["ids"], serde_json::json!(["session-1", "session-2"]));
     let before = std::fs::read(&store).unwrap();
-    let listing = |dir: &Path| {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    };
     // Listed: id, title, questions, dates, and how to open one.
     let o = run(&["inspect", store.to_str().unwrap()]);
     assert!(o.status.success(), "{}", err(&o));
@@ -515,7 +497,7 @@ async fn a_haiku_rag_0101_host_session_reads_with_its_ledger() {
     assert_eq!(at.write, app_dir.join("sessions-session-1.sqlite"));
     // Read-only: the store is byte for byte as it was, and no file was made beside it.
     assert_eq!(std::fs::read(&store).unwrap(), before);
-    assert_eq!(listing(&app_dir), ["sessions.db"]);
+    assert_eq!(crate::support::file_names(&app_dir), ["sessions.db"]);
 }
 
 /// A database Groundwork creates with `[storage] layout = "0.101"` records what haiku.rag
@@ -589,17 +571,7 @@ async fn a_new_database_in_0101s_layout_is_read_by_haiku_rag_0101_without_a_migr
     assert!(o.status.success(), "{}", err(&o));
     let ours = ids(&o);
     // haiku.rag 0.101.1 opens it as its own (no migration asked for) and finds the note.
-    let theirs = tokio::task::spawn_blocking({
-        let kb = kb.clone();
-        move || {
-            crate::support::run_haiku101_script(
-                "haiku101/kb.py",
-                &["search", kb.to_str().unwrap(), "heat pump defrost cycle"],
-            )
-        }
-    })
-    .await
-    .unwrap();
+    let theirs = haiku_search(&kb, "heat pump defrost cycle").await;
     assert_eq!(theirs["hits"][0]["title"], "Heat pump notes", "{theirs}");
     assert_eq!(theirs["hits"][0]["chunk_id"], ours[0].as_str());
     assert_eq!(theirs["documents"], serde_json::json!(["Heat pump notes"]));

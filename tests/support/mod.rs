@@ -67,6 +67,16 @@ pub fn drain(rx: &mut UnboundedReceiver<CoreEvent>) -> Vec<CoreEvent> {
     out
 }
 
+/// The names of the entries of `dir`, sorted (what a read-only command must leave as it was).
+pub fn file_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// Copies a directory tree (a LanceDB database, a model folder).
 pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
